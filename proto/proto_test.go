@@ -1,0 +1,134 @@
+package proto
+
+import (
+	"errors"
+	"math"
+	"testing"
+)
+
+func TestPageHeaderValidate(t *testing.T) {
+	box := func(lo, hi [3]uint64) Box { return Box{Lo: lo, Hi: hi} }
+	tests := []struct {
+		name    string
+		h       PageHeader
+		max     uint64
+		want    uint64
+		wantErr bool
+	}{
+		{"one box", PageHeader{ElemSize: 4, Boxes: []Box{box([3]uint64{0, 0, 0}, [3]uint64{2, 3, 4})}}, 0, 96, false},
+		{"two boxes", PageHeader{ElemSize: 1, Boxes: []Box{box([3]uint64{}, [3]uint64{1, 1, 10}), box([3]uint64{0, 0, 5}, [3]uint64{1, 1, 6})}}, 0, 11, false},
+		{"zero elem", PageHeader{Boxes: []Box{box([3]uint64{}, [3]uint64{1, 1, 1})}}, 0, 0, true},
+		{"no boxes", PageHeader{ElemSize: 1}, 0, 0, true},
+		{"empty box", PageHeader{ElemSize: 1, Boxes: []Box{box([3]uint64{0, 0, 1}, [3]uint64{1, 1, 1})}}, 0, 0, true},
+		{"inverted", PageHeader{ElemSize: 1, Boxes: []Box{box([3]uint64{0, 0, 2}, [3]uint64{1, 1, 1})}}, 0, 0, true},
+		{"overflow", PageHeader{ElemSize: 8, Boxes: []Box{box([3]uint64{}, [3]uint64{math.MaxUint32, math.MaxUint32, 4})}}, 0, 0, true},
+		{"over limit", PageHeader{ElemSize: 4, Boxes: []Box{box([3]uint64{}, [3]uint64{1, 1, 100})}}, 399, 0, true},
+		{"at limit", PageHeader{ElemSize: 4, Boxes: []Box{box([3]uint64{}, [3]uint64{1, 1, 100})}}, 400, 400, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tt.h.Validate(tt.max)
+			if (err != nil) != tt.wantErr || got != tt.want {
+				t.Errorf("Validate(%d) = %d, %v; want %d, error %v", tt.max, got, err, tt.want, tt.wantErr)
+			}
+			if err != nil && !errors.Is(err, ErrMalformed) {
+				t.Errorf("Validate error %v does not wrap ErrMalformed", err)
+			}
+		})
+	}
+}
+
+func TestPageSegmentValidate(t *testing.T) {
+	h := PageHeader{ElemSize: 1, Boxes: []Box{{Hi: [3]uint64{1, 1, 100}}}}
+	tests := []struct {
+		name string
+		s    PageSegment
+		ok   bool
+	}{
+		{"whole", PageSegment{Count: 1, Length: 100, Header: h}, true},
+		{"part", PageSegment{Index: 1, Count: 2, Offset: 50, Length: 50, Header: h}, true},
+		{"single partial", PageSegment{Count: 1, Length: 50, Header: h}, false},
+		{"past end", PageSegment{Index: 1, Count: 2, Offset: 60, Length: 50, Header: h}, false},
+		{"index out of range", PageSegment{Index: 2, Count: 2, Length: 10, Header: h}, false},
+		{"zero count", PageSegment{Length: 100, Header: h}, false},
+		{"too many", PageSegment{Count: MaxSegments + 1, Length: 1, Header: h}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := tt.s.Validate(0)
+			if (err == nil) != tt.ok {
+				t.Errorf("Validate() = %v, want ok %v", err, tt.ok)
+			}
+		})
+	}
+}
+
+// TestBoxRuns checks the runs against an element-by-element copy of the box
+// and that whole rows and planes merge into one run.
+func TestBoxRuns(t *testing.T) {
+	rng := [3]uint64{3, 4, 5}
+	const es = 2
+	alloc := make([]byte, 3*4*5*es)
+	for i := range alloc {
+		alloc[i] = byte(i)
+	}
+	tests := []struct {
+		name     string
+		box      Box
+		wantRuns int
+	}{
+		{"single element", Box{Lo: [3]uint64{1, 2, 3}, Hi: [3]uint64{2, 3, 4}}, 1},
+		{"partial rows", Box{Lo: [3]uint64{0, 1, 1}, Hi: [3]uint64{2, 3, 4}}, 4},
+		{"whole rows", Box{Lo: [3]uint64{0, 1, 0}, Hi: [3]uint64{2, 3, 5}}, 2},
+		{"whole planes", Box{Lo: [3]uint64{1, 0, 0}, Hi: [3]uint64{3, 4, 5}}, 1},
+		{"everything", Box{Hi: rng}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			runs, err := BoxRuns(alloc, rng, es, tt.box)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(runs) != tt.wantRuns {
+				t.Errorf("BoxRuns gave %d runs, want %d", len(runs), tt.wantRuns)
+			}
+			var got, want []byte
+			for _, r := range runs {
+				got = append(got, r...)
+			}
+			b := tt.box
+			for i := b.Lo[0]; i < b.Hi[0]; i++ {
+				for j := b.Lo[1]; j < b.Hi[1]; j++ {
+					for k := b.Lo[2]; k < b.Hi[2]; k++ {
+						off := ((i*rng[1]+j)*rng[2] + k) * es
+						want = append(want, alloc[off:off+es]...)
+					}
+				}
+			}
+			if string(got) != string(want) {
+				t.Errorf("BoxRuns bytes = %v, want %v", got, want)
+			}
+		})
+	}
+	for _, bad := range []Box{{Hi: [3]uint64{4, 4, 5}}, {Lo: [3]uint64{1, 0, 0}, Hi: [3]uint64{1, 4, 5}}} {
+		if _, err := BoxRuns(alloc, rng, es, bad); !errors.Is(err, ErrMalformed) {
+			t.Errorf("BoxRuns(%v) error = %v, want ErrMalformed", bad, err)
+		}
+	}
+	if _, err := BoxRuns(alloc[:10], rng, es, Box{Hi: [3]uint64{1, 1, 1}}); !errors.Is(err, ErrMalformed) {
+		t.Errorf("BoxRuns on a short allocation: error = %v, want ErrMalformed", err)
+	}
+}
+
+func TestNames(t *testing.T) {
+	for _, tt := range []struct{ got, want string }{
+		{MsgPages.String(), "MsgPages"},
+		{MsgType(70).String(), "MsgType(70)"},
+		{CodeVersion.String(), "version mismatch"},
+		{(&ErrorReply{Code: CodeRefused, Message: "no such buffer"}).Error(), "refused: no such buffer"},
+	} {
+		if tt.got != tt.want {
+			t.Errorf("got %q, want %q", tt.got, tt.want)
+		}
+	}
+}
