@@ -1,0 +1,226 @@
+package credentials
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/acpp/acpp/proto"
+)
+
+// handshake runs a TLS handshake over an in-memory pipe and returns the
+// server's and client's errors and the identity the server saw.
+func handshake(t *testing.T, srv, cli *tls.Config) (srvErr, cliErr error, seen Identity) {
+	t.Helper()
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	var cs tls.ConnectionState
+	go func() {
+		defer close(done)
+		s := tls.Server(a, srv)
+		srvErr = s.HandshakeContext(ctx)
+		cs = s.ConnectionState()
+		if srvErr != nil {
+			a.Close()
+		}
+	}()
+	c := tls.Client(b, cli)
+	cliErr = c.HandshakeContext(ctx)
+	if cliErr == nil {
+		// TLS 1.3: the client finishes before the server has checked its
+		// certificate; a read surfaces the server's verdict.
+		c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		var one [1]byte
+		if _, err := c.Read(one[:]); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			cliErr = err
+		}
+	}
+	b.Close()
+	<-done
+	if srvErr == nil && len(cs.PeerCertificates) > 0 {
+		seen, _ = IdentityFromCert(cs.PeerCertificates[0])
+	}
+	return srvErr, cliErr, seen
+}
+
+func setup(t *testing.T, cluster string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if _, err := CreateCA(dir, CAConfig{Cluster: cluster}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"n1", "n2"} {
+		if _, err := CreateNode(dir, n, IssueConfig{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := CreateClient(dir, "alice", IssueConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func mustLoad(t *testing.T, load func(dir, name string) (*Credentials, error), dir, name string) *Credentials {
+	t.Helper()
+	c, err := load(dir, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestMutualTLS_C6: certificates from one CA authenticate both ways and the
+// server sees the client's identity; no certificate, another CA's
+// certificate or another cluster's is refused.
+func TestMutualTLS_C6(t *testing.T) {
+	dir := setup(t, "lab")
+	other := setup(t, "lab") // same cluster name, different CA
+	otherCluster := setup(t, "prod")
+	n1 := mustLoad(t, LoadNode, dir, "n1")
+	n2 := mustLoad(t, LoadNode, dir, "n2")
+	alice := mustLoad(t, LoadClient, dir, "alice")
+	stranger := mustLoad(t, LoadNode, other, "n2")
+	foreign := mustLoad(t, LoadNode, otherCluster, "n2")
+
+	noCert := n2.ClientTLS(nil)
+	noCert.Certificates = nil
+
+	tests := []struct {
+		name     string
+		srv, cli *tls.Config
+		ok       bool
+		want     Identity
+	}{
+		{"node to node", n1.ServerTLS(), n2.ClientTLS(nil), true, Identity{"lab", "n2", proto.RoleNode}},
+		{"client to node", n1.ServerTLS(), alice.ClientTLS(nil), true, Identity{"lab", "alice", proto.RoleClient}},
+		{"no client certificate", n1.ServerTLS(), noCert, false, Identity{}},
+		{"client from another CA", n1.ServerTLS(), stranger.ClientTLS(nil), false, Identity{}},
+		{"server from another CA", stranger.ServerTLS(), n2.ClientTLS(nil), false, Identity{}},
+		{"client from another cluster", n1.ServerTLS(), foreign.ClientTLS(nil), false, Identity{}},
+		{"client refuses unexpected node", n1.ServerTLS(), n2.ClientTLS(func(id Identity) error {
+			if id.Name != "n9" {
+				return errors.New("want n9")
+			}
+			return nil
+		}), false, Identity{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srvErr, cliErr, seen := handshake(t, tt.srv, tt.cli)
+			ok := srvErr == nil && cliErr == nil
+			if ok != tt.ok {
+				t.Fatalf("handshake: server error %v, client error %v; want success %v", srvErr, cliErr, tt.ok)
+			}
+			if ok && seen != tt.want {
+				t.Errorf("server saw %+v, want %+v", seen, tt.want)
+			}
+		})
+	}
+}
+
+// TestClientCertCannotServe_C6: a client certificate lacks server auth, so
+// a process holding one cannot pose as a node.
+func TestClientCertCannotServe_C6(t *testing.T) {
+	dir := setup(t, "lab")
+	alice := mustLoad(t, LoadClient, dir, "alice")
+	n1 := mustLoad(t, LoadNode, dir, "n1")
+	if srvErr, cliErr, _ := handshake(t, alice.ServerTLS(), n1.ClientTLS(nil)); cliErr == nil && srvErr == nil {
+		t.Fatal("a node accepted a server presenting a client certificate")
+	}
+}
+
+func TestLayoutAndPermissions(t *testing.T) {
+	dir := setup(t, "lab")
+	for _, f := range []string{CAKeyFile, "nodes/n1.key", "clients/alice.key"} {
+		st, err := os.Stat(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode().Perm() != 0o600 {
+			t.Errorf("%s has mode %v, want 0600", f, st.Mode().Perm())
+		}
+	}
+	if _, err := CreateCA(dir, CAConfig{Cluster: "lab"}); !errors.Is(err, ErrExists) {
+		t.Errorf("CreateCA over an existing CA: error %v, want ErrExists", err)
+	}
+	if _, err := CreateNode(dir, "n1", IssueConfig{}); !errors.Is(err, ErrExists) {
+		t.Errorf("CreateNode twice: error %v, want ErrExists", err)
+	}
+	key := filepath.Join(dir, "nodes/n1.key")
+	if err := os.Chmod(key, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadNode(dir, "n1"); !errors.Is(err, ErrInsecureKey) || !strings.Contains(err.Error(), "chmod 600") {
+		t.Errorf("LoadNode with a world-readable key: error %v, want ErrInsecureKey telling to chmod", err)
+	}
+	if _, err := LoadNode(dir, "n7"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("LoadNode of a missing node: error %v, want ErrNotFound", err)
+	}
+	// A node's files loaded as a client are refused.
+	os.MkdirAll(filepath.Join(dir, ClientsDir), 0o755)
+	for _, ext := range []string{".crt", ".key"} {
+		b, _ := os.ReadFile(filepath.Join(dir, "nodes/n2"+ext))
+		os.WriteFile(filepath.Join(dir, "clients/bob"+ext), b, 0o600)
+	}
+	if _, err := LoadClient(dir, "bob"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("LoadClient of a node certificate: error %v, want ErrInvalid", err)
+	}
+}
+
+func TestNames(t *testing.T) {
+	for _, tt := range []struct {
+		kind, name string
+		ok         bool
+	}{
+		{"node", "n1", true}, {"node", "gpu-box_2.lab", true}, {"node", "", false},
+		{"node", "-x", false}, {"node", "a/b", false}, {"node", strings.Repeat("a", 65), false},
+	} {
+		if err := CheckName(tt.kind, tt.name); (err == nil) != tt.ok {
+			t.Errorf("CheckName(%q) = %v, want ok %v", tt.name, err, tt.ok)
+		}
+	}
+	if _, err := NewCA(CAConfig{Cluster: "Lab_1"}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("NewCA with an upper-case cluster name: error %v, want ErrInvalid", err)
+	}
+}
+
+func TestExpiredCertificateRefused_C6(t *testing.T) {
+	ca, err := NewCA(CAConfig{Cluster: "lab"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := ca.Issue(proto.RoleNode, "n1", IssueConfig{Now: time.Now().Add(-48 * time.Hour), Validity: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(old.CertPEM, old.KeyPEM, ca.CertPEM()); !errors.Is(err, ErrInvalid) {
+		t.Errorf("New with an expired certificate: error %v, want ErrInvalid", err)
+	}
+}
+
+func TestGossipKey_C6(t *testing.T) {
+	dir := t.TempDir()
+	k, err := CreateGossipKey(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadGossipKey(filepath.Join(dir, GossipKeyFile))
+	if err != nil || string(got) != string(k) || len(k) != 32 {
+		t.Fatalf("LoadGossipKey = %x, %v; want the 32 bytes written (%x)", got, err, k)
+	}
+	for _, bad := range []string{"", "not base64!", "AAAA"} {
+		if _, err := ParseGossipKey([]byte(bad)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("ParseGossipKey(%q) error %v, want ErrInvalid", bad, err)
+		}
+	}
+}
