@@ -1,0 +1,240 @@
+package cpu
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/acpp/acpp/device"
+)
+
+// chunksPerWorker is how many chunks a flat launch gets per worker, so that
+// a slow chunk does not leave the other workers idle at the end.
+const chunksPerWorker = 4
+
+// minChunkItems keeps tiny launches in one chunk.
+const minChunkItems = 2048
+
+// Device is one CPU device.
+type Device struct {
+	info    device.Info
+	workers int
+	pool    *pool
+	once    sync.Once
+}
+
+// Open returns cfg.Devices CPU devices (default 1), each with cfg.Workers
+// workers (default GOMAXPROCS). Several CPU devices are several views of the
+// same hardware: they share host memory (B4).
+func Open(ctx context.Context, cfg device.OpenConfig) ([]device.Device, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	n := cfg.Devices
+	if n == 0 {
+		n = 1
+	}
+	if n < 0 || cfg.Workers < 0 {
+		return nil, fmt.Errorf("cpu: Devices (%d) and Workers (%d) must be >= 0", cfg.Devices, cfg.Workers)
+	}
+	out := make([]device.Device, n)
+	for i := range out {
+		out[i] = New(i, cfg.Workers)
+	}
+	return out, nil
+}
+
+// New starts CPU device index with the given number of workers (0 means
+// GOMAXPROCS).
+func New(index, workers int) *Device {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	return &Device{
+		info: device.Info{
+			ID:   device.ID{Kind: device.KindCPU, Index: index},
+			Name: fmt.Sprintf("Go CPU (%d workers)", workers),
+			Caps: device.Capabilities{
+				HostUnified: true,
+				Queues:      workers,
+				USMKinds:    []device.MemKind{device.MemDevice, device.MemHost, device.MemShared},
+				KernelForms: []device.Form{device.FormGo},
+			},
+		},
+		workers: workers,
+		pool:    newPool(workers),
+	}
+}
+
+// Info implements device.Device.
+func (d *Device) Info() device.Info { return d.info }
+
+// Alloc implements device.Device: zeroed Go memory, 8-byte aligned, that
+// holds no pointers (so the collector never scans it) and never moves.
+func (d *Device) Alloc(kind device.MemKind, bytes int) (*device.Mem, error) {
+	if bytes < 0 {
+		return nil, fmt.Errorf("%w: alloc of %d bytes", device.ErrBadOp, bytes)
+	}
+	if !d.info.Caps.Supports(kind) {
+		return nil, fmt.Errorf("%w: %s memory", device.ErrUnsupported, kind)
+	}
+	b := AllocHost(bytes)
+	m := &device.Mem{Device: d.info.ID, Kind: kind, Bytes: bytes, Host: b}
+	if bytes > 0 {
+		m.Addr = uint64(uintptr(unsafe.Pointer(&b[0])))
+	}
+	return m, nil
+}
+
+// AllocHost returns n zeroed bytes of 8-byte aligned Go memory.
+func AllocHost(n int) []byte {
+	if n == 0 {
+		return []byte{}
+	}
+	w := make([]uint64, (n+7)/8)
+	return unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), n)
+}
+
+// Free implements device.Device. Go memory is returned to the collector when
+// the last reference goes.
+func (d *Device) Free(m *device.Mem) error {
+	if m == nil {
+		return fmt.Errorf("%w: free of nil memory", device.ErrBadOp)
+	}
+	return nil
+}
+
+// Close implements device.Device: it waits for queued ops and stops the
+// workers.
+func (d *Device) Close() error {
+	d.once.Do(d.pool.close)
+	return nil
+}
+
+// Enqueue implements device.Device.
+func (d *Device) Enqueue(_ int, op device.Op, done func(error)) error {
+	var j *job
+	switch op := op.(type) {
+	case device.CopyOp:
+		if err := op.Validate(); err != nil {
+			return err
+		}
+		if op.Src.Mem.Host == nil || op.Dst.Mem.Host == nil {
+			return fmt.Errorf("%w: the CPU copies only between host-visible memory (%s → %s); let the other device run the copy", device.ErrUnsupported, op.Src.Mem.Device, op.Dst.Mem.Device)
+		}
+		src, dst := op.Src.Mem.Host, op.Dst.Mem.Host
+		j = &job{n: 1, name: "copy", run: func(int) error { device.CopyHost(dst, src, op); return nil }}
+	case device.FillOp:
+		if err := op.Validate(); err != nil {
+			return err
+		}
+		if op.Dst.Host == nil {
+			return fmt.Errorf("%w: fill of memory the CPU cannot reach (%s)", device.ErrUnsupported, op.Dst.Device)
+		}
+		dst := op.Dst.Host
+		j = &job{n: 1, name: "fill", run: func(int) error { device.FillHost(dst, op); return nil }}
+	case device.LaunchOp:
+		var err error
+		if j, err = d.launchJob(op); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("%w: op %T", device.ErrUnsupported, op)
+	}
+	j.done = done
+	return d.pool.submit(j)
+}
+
+func (d *Device) launchJob(op device.LaunchOp) (*job, error) {
+	fn := op.Func
+	if op.Kernel != nil {
+		fn = op.Kernel.Go
+	}
+	if fn == nil {
+		return nil, fmt.Errorf("%w: kernel %q has no Go implementation for %s; register one in Kernel.Go", device.ErrNoImplementation, op.Name, d.info.ID)
+	}
+	r := op.Range
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	data := make([][]byte, len(op.Args))
+	hasLocal := false
+	for i, a := range op.Args {
+		if a.Kind == device.ArgLocal {
+			hasLocal = true
+		}
+		if a.Mem == nil {
+			continue
+		}
+		if a.Mem.Host == nil {
+			return nil, fmt.Errorf("%w: kernel %q argument %d is memory of %s that the CPU cannot reach", device.ErrUnsupported, op.Name, i, a.Mem.Device)
+		}
+		if a.Offset < 0 || a.Offset > len(a.Mem.Host) {
+			return nil, fmt.Errorf("%w: kernel %q argument %d offset %d outside its allocation", device.ErrBadOp, op.Name, i, a.Offset)
+		}
+		data[i] = a.Mem.Host[a.Offset:]
+	}
+	items := r.Global[0] * r.Global[1] * r.Global[2]
+	j := &job{name: op.Name}
+	if items == 0 {
+		j.n = 1
+		j.run = func(int) error { return nil }
+		return j, nil
+	}
+	if !r.Grouped() {
+		// Split the slowest dimension with more than one index.
+		sd := 0
+		for sd < 2 && r.Global[sd] == 1 {
+			sd++
+		}
+		n := min(int64(d.workers*chunksPerWorker), int64(r.Global[sd]), int64((items+minChunkItems-1)/minChunkItems))
+		n = max(n, 1)
+		j.n = n
+		ext := r.Global[sd]
+		j.run = func(c int) error {
+			w := device.Work{Range: r, Args: op.Args, Data: data, Hi: r.Global}
+			w.Lo[sd] = int(int64(ext) * int64(c) / n)
+			w.Hi[sd] = int(int64(ext) * int64(c+1) / n)
+			fn(&w)
+			return nil
+		}
+		return j, nil
+	}
+	var groups [3]int
+	for dd := range groups {
+		groups[dd] = r.Global[dd] / r.Local[dd]
+	}
+	ng := groups[0] * groups[1] * groups[2]
+	n := min(int64(ng), int64(d.workers*chunksPerWorker))
+	j.n = n
+	j.run = func(c int) error {
+		w := device.Work{Range: r, Args: op.Args, Data: data}
+		if hasLocal {
+			// One local allocation per work-group: this chunk's groups run
+			// one after the other, each with the memory to itself (A3).
+			w.Local = make([][]byte, len(op.Args))
+			for i, a := range op.Args {
+				if a.Kind == device.ArgLocal {
+					w.Local[i] = AllocHost(a.LocalBytes)
+				}
+			}
+		}
+		lo, hi := int(int64(ng)*int64(c)/n), int(int64(ng)*int64(c+1)/n)
+		for g := lo; g < hi; g++ {
+			w.Group = [3]int{g / (groups[1] * groups[2]), g / groups[2] % groups[1], g % groups[2]}
+			for dd := range 3 {
+				w.Lo[dd] = w.Group[dd] * r.Local[dd]
+				w.Hi[dd] = w.Lo[dd] + r.Local[dd]
+			}
+			fn(&w)
+		}
+		return nil
+	}
+	return j, nil
+}
+
+// Backend is the CPU backend for device.RegisterBackend; the runtime opens
+// it itself, so registering it is only needed by tools that list backends.
+var Backend = device.Backend{Kind: device.KindCPU, Open: Open}

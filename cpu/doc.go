@@ -1,0 +1,32 @@
+// Package cpu is the CPU backend: devices that run Go kernels on a pool of
+// worker goroutines over host memory.
+//
+// Every CPU device shares the host's physical memory: its allocations are
+// ordinary (8-byte aligned, pointer-free) Go memory that never moves, and it
+// reports Capabilities.HostUnified so the runtime links its buffer
+// allocations to the host allocation (L2, L3) and several CPU devices share
+// one allocation (B4).
+//
+// A flat launch is split into chunks along its slowest non-trivial dimension
+// (a few per worker, so uneven chunks balance out); workers claim chunks with
+// one atomic add. A grouped launch runs each work-group on one worker, with
+// its own local memory (A3); a kernel's phases over the group's items are
+// separated by barriers simply by running one after the other.
+//
+// # Usage
+//
+//	devs, err := cpu.Open(ctx, device.OpenConfig{})
+//	defer devs[0].Close()
+//
+// # Concurrency
+//
+// Each device owns Workers goroutines, started by Open and stopped by Close.
+// Ops run concurrently, also ops of independent command groups (D4); done
+// callbacks run on a worker goroutine, so a callback that enqueues follow-up
+// work has it picked up by the same worker without a wake-up.
+//
+// # Errors
+//
+// A panic in a kernel fails that launch with an error wrapping
+// device.ErrKernelPanic; the worker and the device carry on.
+package cpu
