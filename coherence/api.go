@@ -167,4 +167,14 @@ var (
 	ErrOrder = errors.New("coherence: command group IDs out of order")
 	// ErrLostPages: a command group needs pages that have no valid copy left.
 	ErrLostPages = errors.New("coherence: pages have no valid copy left")
+	// ErrBadAccess: an access has an invalid mode.
+	ErrBadAccess = errors.New("coherence: invalid access")
+	// ErrTooManyAllocations: a buffer would have more allocations than its
+	// page states can track (63); release some with Core.Release.
+	ErrTooManyAllocations = errors.New("coherence: too many allocations for one buffer")
+	// ErrNoAllocation: Release named an allocation the buffer does not have.
+	ErrNoAllocation = errors.New("coherence: no such allocation")
+	// ErrLastCopy: Release of a host allocation that holds the only valid
+	// copy of some pages; there is nowhere to evacuate them.
+	ErrLastCopy = errors.New("coherence: allocation holds the only valid copy")
 )

@@ -14,7 +14,7 @@
 //
 //	c := coherence.New(coherence.Config{})
 //	geo, _ := coherence.NewGeometry(coherence.Dims{1, 4096, 4096}, 4, coherence.Dims{})
-//	_ = c.AddBuffer(1, geo, coherence.Uninitialized)
+//	_ = c.AddBuffer(coherence.BufferSpec{ID: 1, Geometry: geo}) // no HostData: uninitialised
 //	step, err := c.Submit(coherence.CommandGroup{
 //		ID: 1,
 //		Accesses: []coherence.Access{{Buffer: 1, Pages: geo.All(), Mode: coherence.Write,

@@ -1,0 +1,679 @@
+package coherence
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"slices"
+	"strings"
+)
+
+// Core is the coherence state of all buffers of one runtime or job: page
+// states per allocation and the conflict-tracking history. It is not safe for
+// concurrent use.
+type Core struct {
+	cost    CostModel
+	bufs    map[BufferID]*buffer
+	last    CGID
+	started bool
+	live    map[CGID]struct{} // submitted, not completed
+	memo    map[*region]*region
+
+	completions int // since the last history sweep
+}
+
+// buffer is one buffer's state.
+type buffer struct {
+	id      BufferID
+	geo     Geometry
+	pages   Dims
+	n       int
+	slots   [maxSlots]slot
+	used    uint64 // live slots
+	nextGen uint32
+	states  *pageStates
+	conf    *imap[*region]
+	lost    []lostRecord
+}
+
+type slot struct {
+	alloc AllocID
+	gen   uint32
+}
+
+type lostRecord struct {
+	node  NodeID
+	spans []span
+}
+
+// New returns an empty Core.
+func New(cfg Config) *Core {
+	cost := cfg.Cost
+	if cost == nil {
+		cost = DefaultCost{}
+	}
+	return &Core{cost: cost, bufs: map[BufferID]*buffer{}, live: map[CGID]struct{}{}, memo: map[*region]*region{}}
+}
+
+func (c *Core) isLive(id CGID) bool {
+	_, ok := c.live[id]
+	return ok
+}
+
+// AddBuffer registers a buffer. With HostData set, that allocation exists and
+// holds every page up to date (B5); otherwise the buffer holds no initialised
+// data and no transfer happens until something writes it (T2).
+func (c *Core) AddBuffer(s BufferSpec) error {
+	if _, ok := c.bufs[s.ID]; ok {
+		return fmt.Errorf("coherence: buffer %d already exists; pick a fresh BufferID", s.ID)
+	}
+	if err := s.Geometry.validate(); err != nil {
+		return fmt.Errorf("buffer %d: %w", s.ID, err)
+	}
+	b := &buffer{id: s.ID, geo: s.Geometry, pages: s.Geometry.Pages()}
+	b.n = b.pages.Volume()
+	var initial uint64
+	if s.HostData != nil {
+		sl := b.addSlot(*s.HostData)
+		initial = 1 << sl
+	}
+	b.states = newPageStates(b.n, initial)
+	b.conf = newIMap[*region](b.n)
+	c.bufs[s.ID] = b
+	return nil
+}
+
+func (b *buffer) slotOf(a AllocID) (int, bool) {
+	for m := b.used; m != 0; m &= m - 1 {
+		s := bits.TrailingZeros64(m)
+		if b.slots[s].alloc == a {
+			return s, true
+		}
+	}
+	return -1, false
+}
+
+func (b *buffer) addSlot(a AllocID) int {
+	s := bits.TrailingZeros64(^b.used)
+	b.used |= 1 << s
+	b.nextGen++
+	b.slots[s] = slot{alloc: a, gen: b.nextGen}
+	return s
+}
+
+func (b *buffer) allocation(s int) Allocation {
+	return Allocation{Buffer: b.id, Alloc: b.slots[s].alloc, Bytes: b.geo.Bytes()}
+}
+
+func (b *buffer) allocs() []AllocID {
+	var out []AllocID
+	for m := b.used; m != 0; m &= m - 1 {
+		out = append(out, b.slots[bits.TrailingZeros64(m)].alloc)
+	}
+	slices.SortFunc(out, compareAlloc)
+	return out
+}
+
+// RemoveBuffer forgets a buffer and returns the allocations to free, sorted.
+// The caller must have waited for every command group that uses it.
+func (c *Core) RemoveBuffer(id BufferID) ([]Allocation, error) {
+	b, err := c.buffer(id)
+	if err != nil {
+		return nil, err
+	}
+	var out []Allocation
+	for _, a := range b.allocs() {
+		out = append(out, Allocation{Buffer: id, Alloc: a, Bytes: b.geo.Bytes()})
+	}
+	delete(c.bufs, id)
+	return out, nil
+}
+
+func (c *Core) buffer(id BufferID) (*buffer, error) {
+	b, ok := c.bufs[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: buffer %d; add it with AddBuffer before using it (or it was removed)", ErrUnknownBuffer, id)
+	}
+	return b, nil
+}
+
+// Allocations lists a buffer's allocations, sorted (nil for an unknown buffer).
+func (c *Core) Allocations(buf BufferID) []AllocID {
+	b, ok := c.bufs[buf]
+	if !ok {
+		return nil
+	}
+	return b.allocs()
+}
+
+// Outdated returns the pages of the box that are not up to date on alloc,
+// as disjoint boxes sorted by (Lo, Hi) (P2). On an allocation that does not
+// exist every page is outdated.
+func (c *Core) Outdated(buf BufferID, alloc AllocID, pages Box) ([]Box, error) {
+	b, err := c.buffer(buf)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.checkBox(pages); err != nil {
+		return nil, err
+	}
+	s, ok := b.slotOf(alloc)
+	var bit uint64
+	if ok {
+		bit = 1 << s
+	}
+	var out []span
+	boxSpans(b.pages, pages, func(lo, hi int) {
+		b.states.visit(lo, hi, func(lo, hi int, m uint64) {
+			if m&bit == 0 {
+				out = appendSpan(out, lo, hi)
+			}
+		})
+	})
+	return spansToBoxes(b.pages, out), nil
+}
+
+func appendSpan(s []span, lo, hi int) []span {
+	if n := len(s); n > 0 && s[n-1].hi == lo {
+		s[n-1].hi = hi
+		return s
+	}
+	return append(s, span{lo, hi})
+}
+
+func (b *buffer) checkBox(x Box) error {
+	if x.Empty() && x == (Box{}) {
+		return nil
+	}
+	for d := range 3 {
+		if x.Lo[d] < 0 || x.Lo[d] > x.Hi[d] || x.Hi[d] > b.pages[d] {
+			return fmt.Errorf("%w: buffer %d: page box %v, dimension %d, leaves the page grid %v; map accessors with Geometry.PageRange",
+				ErrOutOfRange, b.id, x, d, b.pages)
+		}
+	}
+	return nil
+}
+
+// copyKey names one Copy being built.
+type copyKey struct {
+	buf      *buffer
+	src, dst int // slots
+}
+
+type copyAcc struct {
+	key   copyKey
+	spans []span
+}
+
+// Submit plans a command group: DAG edges, allocations to make on first use
+// (B5), page copies (T1–T4, C3), and records its effects as if it had run
+// (accessed pages up to date on the target; written pages outdated elsewhere,
+// P3, P4). Command groups are planned in submission order.
+//
+// On error the core is unchanged (the ID is not consumed): invalid input wraps
+// ErrUnknownBuffer, ErrOutOfRange, ErrOrder, ErrBadAccess or
+// ErrTooManyAllocations; pages with no valid copy left wrap ErrLostPages, and
+// the returned Step lists them in Lost.
+func (c *Core) Submit(cg CommandGroup) (Step, error) {
+	if err := c.checkID(cg.ID); err != nil {
+		return Step{}, err
+	}
+	if err := c.validate(cg); err != nil {
+		return Step{}, err
+	}
+	if lost := c.lostNeeded(cg); len(lost) > 0 {
+		return Step{ID: cg.ID, Lost: lost}, lostError(cg.ID, lost)
+	}
+	c.last, c.started = cg.ID, true
+	c.live[cg.ID] = struct{}{}
+
+	step := Step{ID: cg.ID}
+	// B5: first use of a buffer on an allocation creates it.
+	for _, a := range cg.Accesses {
+		b := c.bufs[a.Buffer]
+		if _, ok := b.slotOf(a.Target); !ok {
+			s := b.addSlot(a.Target)
+			step.Allocate = append(step.Allocate, b.allocation(s))
+		}
+	}
+	// Conflicts.
+	var deps []CGID
+	for _, a := range cg.Accesses {
+		b := c.bufs[a.Buffer]
+		s, _ := b.slotOf(a.Target)
+		x := accessCtx{self: cg.ID, mode: a.Mode, op: a.Op, target: a.Target, gen: b.slots[s].gen, discard: a.Discard}
+		deps = c.conflictPass(b, a.Pages, &x, deps)
+	}
+	// Transfers, in access order; a page copied once counts as up to date on
+	// its target for every later access (nothing is sent twice).
+	var copies []*copyAcc
+	for _, a := range cg.Accesses {
+		if a.Discard {
+			continue
+		}
+		b := c.bufs[a.Buffer]
+		t, _ := b.slotOf(a.Target)
+		deps = c.planAccess(b, a.Pages, t, &copies, deps)
+	}
+	for _, cp := range copies {
+		b := cp.key.buf
+		if fillRecorded(cg, b.id, b.slots[cp.key.dst].alloc) {
+			c.fillPass(b, cp.spans, cg.ID, b.slots[cp.key.dst].gen)
+		}
+		step.Copies = append(step.Copies, makeCopy(b, cp))
+	}
+	// P3: non-read-only accesses leave their pages valid only on the target.
+	for _, a := range cg.Accesses {
+		if a.Mode == Read {
+			continue
+		}
+		b := c.bufs[a.Buffer]
+		t, _ := b.slotOf(a.Target)
+		boxSpans(b.pages, a.Pages, func(lo, hi int) {
+			b.states.update(lo, hi, stateOp{kind: opSet, m: 1 << t})
+		})
+	}
+	step.Deps = finishDeps(deps, cg.ID)
+	sortStep(&step)
+	return step, nil
+}
+
+// fillRecorded: copies into an allocation are remembered as in-flight fills
+// when the group reads or reduces there (a later reader on the same
+// allocation must wait for them); writers are waited for anyway.
+func fillRecorded(cg CommandGroup, buf BufferID, dst AllocID) bool {
+	for _, a := range cg.Accesses {
+		if a.Buffer == buf && a.Target == dst && (a.Mode == Read || a.Mode == Reduce) {
+			return true
+		}
+	}
+	return false
+}
+
+func makeCopy(b *buffer, cp *copyAcc) Copy {
+	slices.SortFunc(cp.spans, func(x, y span) int { return cmpInt(x.lo, y.lo) })
+	boxes := spansToBoxes(b.pages, cp.spans)
+	n := 0
+	for _, x := range boxes {
+		n += x.Volume()
+	}
+	return Copy{Buffer: b.id, Src: b.slots[cp.key.src].alloc, Dst: b.slots[cp.key.dst].alloc, Boxes: boxes, Pages: n}
+}
+
+// planAccess plans the copies that make the box up to date on slot t, adds
+// them to copies, marks the pages valid on t, and returns deps extended by
+// in-flight fills of the chosen sources and of t.
+func (c *Core) planAccess(b *buffer, box Box, t int, copies *[]*copyAcc, deps []CGID) []CGID {
+	tbit := uint64(1) << t
+	dst := b.slots[t].alloc
+	prev := -1
+	boxSpans(b.pages, box, func(lo, hi int) {
+		b.states.visit(lo, hi, func(lo, hi int, m uint64) {
+			real := m &^ lostBit
+			if m&tbit != 0 || real == 0 {
+				return
+			}
+			src := c.chooseSource(b, real, dst, prev)
+			prev = src
+			acc := findCopy(copies, copyKey{b, src, t})
+			acc.spans = appendSpan(acc.spans, lo, hi)
+		})
+		b.states.update(lo, hi, stateOp{kind: opOrIfInit, m: tbit})
+	})
+	// Sources must hold the pages when the copies run: wait for in-flight
+	// fills into them.
+	for _, cp := range *copies {
+		if cp.key.buf != b || cp.key.dst != t {
+			continue
+		}
+		gen := b.slots[cp.key.src].gen
+		for _, s := range cp.spans {
+			deps = c.fillDeps(b, s.lo, s.hi, gen, deps)
+		}
+	}
+	return deps
+}
+
+func findCopy(copies *[]*copyAcc, k copyKey) *copyAcc {
+	for _, cp := range *copies {
+		if cp.key == k {
+			return cp
+		}
+	}
+	cp := &copyAcc{key: k}
+	*copies = append(*copies, cp)
+	return cp
+}
+
+// chooseSource picks, among the slots in mask, the cheapest source for dst:
+// ties go to the previous segment's source (keeping boxes large), then to the
+// lowest AllocID.
+func (c *Core) chooseSource(b *buffer, mask uint64, dst AllocID, prev int) int {
+	best, bestCost := -1, 0
+	for m := mask; m != 0; m &= m - 1 {
+		s := bits.TrailingZeros64(m)
+		cost := c.cost.Cost(b.slots[s].alloc, dst)
+		switch {
+		case best < 0 || cost < bestCost:
+			best, bestCost = s, cost
+		case cost == bestCost:
+			if s == prev || (best != prev && b.slots[s].alloc.less(b.slots[best].alloc)) {
+				best = s
+			}
+		}
+	}
+	return best
+}
+
+func finishDeps(deps []CGID, self CGID) []CGID {
+	slices.Sort(deps)
+	deps = slices.Compact(deps)
+	if i, ok := slices.BinarySearch(deps, self); ok {
+		deps = slices.Delete(deps, i, i+1)
+	}
+	if len(deps) == 0 {
+		return nil
+	}
+	return deps
+}
+
+func sortStep(s *Step) {
+	cmpAllocation := func(x, y Allocation) int {
+		if x.Buffer != y.Buffer {
+			return cmpInt(int(x.Buffer), int(y.Buffer))
+		}
+		return compareAlloc(x.Alloc, y.Alloc)
+	}
+	slices.SortFunc(s.Allocate, cmpAllocation)
+	slices.SortFunc(s.Free, cmpAllocation)
+	slices.SortFunc(s.Copies, func(x, y Copy) int {
+		if x.Buffer != y.Buffer {
+			return cmpInt(int(x.Buffer), int(y.Buffer))
+		}
+		if c := compareAlloc(x.Dst, y.Dst); c != 0 {
+			return c
+		}
+		return compareAlloc(x.Src, y.Src)
+	})
+}
+
+func (c *Core) checkID(id CGID) error {
+	if c.started && id <= c.last {
+		return fmt.Errorf("%w: command group %d submitted after %d; IDs must strictly increase in submission order", ErrOrder, id, c.last)
+	}
+	return nil
+}
+
+func (c *Core) validate(cg CommandGroup) error {
+	var errs []error
+	newSlots := map[*buffer]int{}
+	seen := map[*buffer][]AllocID{}
+	for i, a := range cg.Accesses {
+		b, err := c.buffer(a.Buffer)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("command group %d, access %d: %w", cg.ID, i, err))
+			continue
+		}
+		if a.Mode < Read || a.Mode > Reduce {
+			errs = append(errs, fmt.Errorf("%w: command group %d, access %d: mode %v; use Read, Write, ReadWrite or Reduce", ErrBadAccess, cg.ID, i, a.Mode))
+		}
+		if err := b.checkBox(a.Pages); err != nil {
+			errs = append(errs, fmt.Errorf("command group %d, access %d: %w", cg.ID, i, err))
+		}
+		if _, ok := b.slotOf(a.Target); !ok && !slices.Contains(seen[b], a.Target) {
+			seen[b] = append(seen[b], a.Target)
+			newSlots[b]++
+		}
+	}
+	for b, n := range newSlots {
+		if bits.OnesCount64(b.used)+n > maxSlots {
+			errs = append(errs, fmt.Errorf("%w: buffer %d would need %d allocations (limit %d); release some with Core.Release",
+				ErrTooManyAllocations, b.id, bits.OnesCount64(b.used)+n, maxSlots))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// lostNeeded lists the pages non-discard accesses need that have no valid
+// copy left (C5).
+func (c *Core) lostNeeded(cg CommandGroup) []LostPages {
+	var out []LostPages
+	for _, a := range cg.Accesses {
+		if a.Discard {
+			continue
+		}
+		b := c.bufs[a.Buffer]
+		var tbit uint64
+		if s, ok := b.slotOf(a.Target); ok {
+			tbit = 1 << s
+		}
+		var sp []span
+		boxSpans(b.pages, a.Pages, func(lo, hi int) {
+			b.states.visit(lo, hi, func(lo, hi int, m uint64) {
+				if m == lostBit && m&tbit == 0 {
+					sp = appendSpan(sp, lo, hi)
+				}
+			})
+		})
+		if len(sp) == 0 {
+			continue
+		}
+		lp := LostPages{Buffer: b.id, Boxes: spansToBoxes(b.pages, sp), Nodes: b.lostNodes(sp)}
+		out = mergeLost(out, lp)
+	}
+	return out
+}
+
+func mergeLost(out []LostPages, lp LostPages) []LostPages {
+	for i := range out {
+		if out[i].Buffer == lp.Buffer {
+			out[i].Boxes = append(out[i].Boxes, lp.Boxes...)
+			slices.SortFunc(out[i].Boxes, compareBox)
+			out[i].Boxes = slices.Compact(out[i].Boxes)
+			out[i].Nodes = append(out[i].Nodes, lp.Nodes...)
+			slices.Sort(out[i].Nodes)
+			out[i].Nodes = slices.Compact(out[i].Nodes)
+			return out
+		}
+	}
+	return append(out, lp)
+}
+
+func (b *buffer) lostNodes(sp []span) []NodeID {
+	var nodes []NodeID
+	for _, r := range b.lost {
+		if spansOverlap(r.spans, sp) && !slices.Contains(nodes, r.node) {
+			nodes = append(nodes, r.node)
+		}
+	}
+	slices.Sort(nodes)
+	return nodes
+}
+
+func spansOverlap(a, b []span) bool {
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		if a[i].hi <= b[j].lo {
+			i++
+		} else if b[j].hi <= a[i].lo {
+			j++
+		} else {
+			return true
+		}
+	}
+	return false
+}
+
+func lostError(id CGID, lost []LostPages) error {
+	var sb strings.Builder
+	for i, lp := range lost {
+		if i > 0 {
+			sb.WriteString("; ")
+		}
+		fmt.Fprintf(&sb, "buffer %d pages", lp.Buffer)
+		for j, b := range lp.Boxes {
+			if j == 8 {
+				fmt.Fprintf(&sb, " …(%d boxes)", len(lp.Boxes))
+				break
+			}
+			sb.WriteString(" ")
+			sb.WriteString(b.String())
+		}
+		if len(lp.Nodes) > 0 {
+			fmt.Fprintf(&sb, " (last copies on lost node(s) %v)", lp.Nodes)
+		}
+	}
+	return fmt.Errorf("%w: command group %d: %s; re-run the command groups that produced them, or overwrite them with a Discard access",
+		ErrLostPages, id, sb.String())
+}
+
+// Complete tells the core a command group (and its copies) finished. It
+// leaves the tracking state; later groups no longer depend on it. Completing
+// an unknown or already completed group does nothing.
+func (c *Core) Complete(id CGID) {
+	if _, ok := c.live[id]; !ok {
+		return
+	}
+	delete(c.live, id)
+	c.completions++
+	c.maybeSweep()
+}
+
+// maybeSweep drops completed groups from every region once the completions
+// since the last sweep outnumber the stored segments, so the amortised cost
+// per completion is O(1) and references to completed groups stay bounded.
+func (c *Core) maybeSweep() {
+	segs := 0
+	for _, b := range c.bufs {
+		segs += b.conf.segments()
+	}
+	if c.completions < max(segs, 64) {
+		return
+	}
+	c.sweep()
+}
+
+func (c *Core) sweep() {
+	c.completions = 0
+	clear(c.memo)
+	for _, b := range c.bufs {
+		b.conf.rewriteAll(func(r *region) *region {
+			if n, ok := c.memo[r]; ok {
+				return n
+			}
+			n := c.pruned(r)
+			c.memo[r] = n
+			return n
+		})
+	}
+	clear(c.memo)
+}
+
+// Release plans the explicit release of one allocation of a buffer (B1): a
+// step ordered after every earlier user of the buffer (it counts as a write
+// of every page, so later groups order after it), whose Copies move pages
+// whose only valid copy is there to the host allocation of the same node
+// (Allocate lists that one if it did not exist yet), and whose Free lists the
+// allocation. Afterwards the allocation no longer exists; a later use
+// allocates it again (B5). id is a fresh command group ID.
+//
+// Releasing a host allocation that holds the only copy of some pages fails
+// with ErrLastCopy: there is nowhere to evacuate them.
+func (c *Core) Release(id CGID, buf BufferID, alloc AllocID) (Step, error) {
+	if err := c.checkID(id); err != nil {
+		return Step{}, err
+	}
+	b, err := c.buffer(buf)
+	if err != nil {
+		return Step{}, err
+	}
+	s, ok := b.slotOf(alloc)
+	if !ok {
+		return Step{}, fmt.Errorf("%w: buffer %d has no allocation on %v; see Core.Allocations", ErrNoAllocation, buf, alloc)
+	}
+	sbit := uint64(1) << s
+	var only []span
+	b.states.visit(0, b.n, func(lo, hi int, m uint64) {
+		if m == sbit {
+			only = appendSpan(only, lo, hi)
+		}
+	})
+	host := AllocID{Node: alloc.Node, Mem: HostMem}
+	if len(only) > 0 && alloc == host {
+		return Step{}, fmt.Errorf("%w: buffer %d: %v holds the only valid copy of %d page box(es); release device allocations instead, or remove the buffer",
+			ErrLastCopy, buf, alloc, len(spansToBoxes(b.pages, only)))
+	}
+	if len(only) > 0 && bits.OnesCount64(b.used) >= maxSlots {
+		if _, ok := b.slotOf(host); !ok {
+			return Step{}, fmt.Errorf("%w: buffer %d: no slot left for the host allocation the release evacuates to; release another allocation first",
+				ErrTooManyAllocations, buf)
+		}
+	}
+	c.last, c.started = id, true
+	c.live[id] = struct{}{}
+	step := Step{ID: id}
+	x := accessCtx{self: id, mode: release, target: alloc, gen: b.slots[s].gen}
+	deps := c.conflictPass(b, b.geo.All(), &x, nil)
+	if len(only) > 0 {
+		h, ok := b.slotOf(host)
+		if !ok {
+			h = b.addSlot(host)
+			step.Allocate = append(step.Allocate, b.allocation(h))
+		}
+		for _, sp := range only {
+			b.states.update(sp.lo, sp.hi, stateOp{kind: opSet, m: 1 << h})
+		}
+		step.Copies = append(step.Copies, makeCopy(b, &copyAcc{key: copyKey{b, s, h}, spans: only}))
+	}
+	b.states.update(0, b.n, stateOp{kind: opLose, m: sbit})
+	step.Free = []Allocation{b.allocation(s)}
+	b.used &^= sbit
+	b.slots[s] = slot{}
+	step.Deps = finishDeps(deps, id)
+	sortStep(&step)
+	return step, nil
+}
+
+// LoseNode removes every allocation on node n (it left or died, C5) and
+// returns, per buffer (sorted), the pages that no longer have a valid copy
+// anywhere. Those pages are remembered as lost: a later Submit that needs them
+// fails with ErrLostPages, and a Discard write heals them. Groups that were
+// running on the node will not complete by themselves; the caller decides
+// their fate (Complete them once abandoned, so later groups do not wait).
+func (c *Core) LoseNode(n NodeID) []LostPages {
+	ids := make([]BufferID, 0, len(c.bufs))
+	for id := range c.bufs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	var out []LostPages
+	for _, id := range ids {
+		b := c.bufs[id]
+		var m uint64
+		for u := b.used; u != 0; u &= u - 1 {
+			s := bits.TrailingZeros64(u)
+			if b.slots[s].alloc.Node == n {
+				m |= 1 << s
+			}
+		}
+		if m == 0 {
+			continue
+		}
+		var lost []span
+		b.states.visit(0, b.n, func(lo, hi int, mask uint64) {
+			if mask&m != 0 && mask&^m == 0 {
+				lost = appendSpan(lost, lo, hi)
+			}
+		})
+		b.states.update(0, b.n, stateOp{kind: opLose, m: m})
+		for u := m; u != 0; u &= u - 1 {
+			b.slots[bits.TrailingZeros64(u)] = slot{}
+		}
+		b.used &^= m
+		if len(lost) > 0 {
+			b.lost = append(b.lost, lostRecord{node: n, spans: lost})
+			out = append(out, LostPages{Buffer: id, Boxes: spansToBoxes(b.pages, lost), Nodes: []NodeID{n}})
+		}
+	}
+	return out
+}
