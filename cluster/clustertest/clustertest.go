@@ -1,0 +1,135 @@
+package clustertest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/acpp/acpp/cluster"
+)
+
+// Key is the gossip key of test clusters (AES-256). It is public: never use
+// it outside tests.
+var Key = []byte("acpp-clustertest-key-not-secret!")
+
+// Config returns the local preset for a member named name: 127.0.0.1, a
+// free port, Key, and a logger that writes to t until t ends.
+func Config(t testing.TB, name string) cluster.Config {
+	cfg := cluster.DefaultLocalConfig()
+	cfg.Name = name
+	cfg.GossipKeys = [][]byte{Key}
+	cfg.Logger = Logger(t, slog.LevelInfo)
+	return cfg
+}
+
+// Logger returns a logger that writes to t's output at level and above,
+// and goes quiet when t ends (memberlist's handlers may still log then).
+func Logger(t testing.TB, level slog.Level) *slog.Logger {
+	w := &testWriter{w: t.Output()}
+	t.Cleanup(w.stop)
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+type testWriter struct {
+	mu   sync.Mutex
+	w    io.Writer
+	done bool
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done {
+		return len(p), nil
+	}
+	return w.w.Write(p)
+}
+
+func (w *testWriter) stop() {
+	w.mu.Lock()
+	w.done = true
+	w.mu.Unlock()
+}
+
+// Start starts n members named m0, m1, ... with Config, lets mod adjust
+// each config (mod may be nil), joins members 1..n-1 to member 0 and waits
+// until every member sees n alive members. The members are closed when t
+// ends.
+func Start(t testing.TB, n int, mod func(i int, cfg *cluster.Config)) []*cluster.Cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs := make([]*cluster.Cluster, n)
+	for i := range n {
+		cfg := Config(t, fmt.Sprintf("m%d", i))
+		if i > 0 {
+			cfg.Join = []string{cs[0].Addr().String()}
+		}
+		if mod != nil {
+			mod(i, &cfg)
+		}
+		c, err := cluster.Start(ctx, cfg)
+		if err != nil {
+			t.Fatalf("start member %d: %v", i, err)
+		}
+		t.Cleanup(func() { c.Close() })
+		cs[i] = c
+	}
+	WaitAlive(t, cs, n, 30*time.Second)
+	return cs
+}
+
+// WaitAlive waits until each of cs sees exactly n alive members, failing t
+// after timeout. It returns how long that took.
+func WaitAlive(t testing.TB, cs []*cluster.Cluster, n int, timeout time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		done := true
+		for _, c := range cs {
+			if len(c.Members().Alive()) != n {
+				done = false
+				break
+			}
+		}
+		if done {
+			return time.Since(start)
+		}
+		if time.Since(start) > timeout {
+			for _, c := range cs {
+				t.Logf("%s sees %d alive: %v", c.Name(), len(c.Members().Alive()), names(c.Members().Alive()))
+			}
+			t.Fatalf("members did not converge to %d alive within %v", n, timeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// WaitState waits until c sees member name in state st, failing t after
+// timeout. It returns how long that took.
+func WaitState(t testing.TB, c *cluster.Cluster, name string, st cluster.State, timeout time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		if m, ok := c.Member(name); ok && m.State == st {
+			return time.Since(start)
+		}
+		if time.Since(start) > timeout {
+			m, ok := c.Member(name)
+			t.Fatalf("%s: member %s not %v within %v (known %v, state %v)", c.Name(), name, st, timeout, ok, m.State)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func names(ms []cluster.Member) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.Name
+	}
+	return out
+}
