@@ -1,0 +1,82 @@
+package kernels
+
+import (
+	"embed"
+	"fmt"
+	"sort"
+
+	"github.com/acpp/acpp/device"
+)
+
+//go:embed ptx/*.ptx
+var ptxFS embed.FS
+
+// Builtin describes one built-in kernel: its registry name, its parameters
+// (without the implicit ND range) and the PTX module and entry that run it.
+type Builtin struct {
+	Name   string
+	Params []device.Param
+	File   string // ptx/<File>.ptx
+	Entry  string
+}
+
+// PTX returns the kernel's implementation for device.Kernel.PTX.
+func (b Builtin) PTX() *device.PTX {
+	m, err := ptxFS.ReadFile("ptx/" + b.File + ".ptx")
+	if err != nil {
+		panic(fmt.Sprintf("kernels: embedded ptx/%s.ptx missing: %v", b.File, err)) // a build defect
+	}
+	return &device.PTX{Module: m, Entry: b.Entry}
+}
+
+// Kernel returns a device.Kernel with the CUDA implementation only; a
+// registry that also has a Go implementation sets Kernel.Go before
+// registering it.
+func (b Builtin) Kernel() device.Kernel {
+	return device.Kernel{Name: b.Name, Params: append([]device.Param(nil), b.Params...), PTX: b.PTX()}
+}
+
+func ptr(name string, elem int) device.Param {
+	return device.Param{Name: name, Kind: device.ArgPointer, Space: device.Global, ElemSize: elem}
+}
+func acc(name string, elem int) device.Param {
+	return device.Param{Name: name, Kind: device.ArgAccessor, Space: device.Global, ElemSize: elem}
+}
+func ranged(name string, elem int) device.Param {
+	return device.Param{Name: name, Kind: device.ArgRangedAccessor, Space: device.Global, ElemSize: elem}
+}
+func scalar(name string, size int) device.Param {
+	return device.Param{Name: name, Kind: device.ArgScalar, Space: device.Private, ElemSize: size}
+}
+func local(name string) device.Param {
+	return device.Param{Name: name, Kind: device.ArgLocal, Space: device.Local}
+}
+
+// builtins is the library, by name.
+var builtins = map[string]Builtin{
+	"saxpy":          {"saxpy", []device.Param{scalar("a", 4), ptr("x", 4), ptr("y", 4)}, "saxpy", "saxpy"},
+	"fill_f32":       {"fill_f32", []device.Param{acc("out", 4), scalar("v", 4)}, "fill", "fill_f32"},
+	"copy_f32":       {"copy_f32", []device.Param{ranged("src", 4), ranged("dst", 4)}, "copy", "copy_f32"},
+	"jacobi2d":       {"jacobi2d", []device.Param{acc("in", 4), acc("out", 4)}, "jacobi", "jacobi2d"},
+	"matmul_tiled":   {"matmul_tiled", []device.Param{ptr("A", 4), ptr("B", 4), ptr("C", 4), scalar("M", 8), scalar("N", 8), scalar("K", 8), local("tileA"), local("tileB")}, "matmul", "matmul_tiled"},
+	"reduce_sum_f32": {"reduce_sum_f32", []device.Param{ptr("in", 4), ptr("partial", 4), scalar("n", 8), local("scratch")}, "reduce", "reduce_sum_f32"},
+	"histogram_u32":  {"histogram_u32", []device.Param{ptr("in", 4), scalar("n", 8), ptr("bins", 4), scalar("nbins", 4), local("lbins")}, "histogram", "histogram_u32"},
+	"empty":          {"empty", nil, "util", "empty"},
+	"spin":           {"spin", []device.Param{scalar("cycles", 8)}, "util", "spin"},
+}
+
+// Lookup returns the built-in kernel called name.
+func Lookup(name string) (Builtin, bool) {
+	b, ok := builtins[name]
+	return b, ok
+}
+
+// Names lists the built-in kernels, sorted.
+func Names() []string {
+	out := make([]string, 0, len(builtins))
+	for n := range builtins {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
