@@ -39,6 +39,10 @@ type buffer struct {
 type slot struct {
 	alloc AllocID
 	gen   uint32
+	// by is the group whose Step.Allocate creates the allocation (0 for
+	// HostData): until it completes, later users of the allocation depend on
+	// it, so nobody touches memory that is not there yet.
+	by CGID
 }
 
 type lostRecord struct {
@@ -233,6 +237,7 @@ func (c *Core) Submit(cg CommandGroup) (Step, error) {
 		b := c.bufs[a.Buffer]
 		if _, ok := b.slotOf(a.Target); !ok {
 			s := b.addSlot(a.Target)
+			b.slots[s].by = cg.ID
 			step.Allocate = append(step.Allocate, b.allocation(s))
 		}
 	}
@@ -244,16 +249,39 @@ func (c *Core) Submit(cg CommandGroup) (Step, error) {
 		x := accessCtx{self: cg.ID, mode: a.Mode, op: a.Op, target: a.Target, gen: b.slots[s].gen, discard: a.Discard}
 		deps = c.conflictPass(b, a.Pages, &x, deps)
 	}
-	// Transfers, in access order; a page copied once counts as up to date on
-	// its target for every later access (nothing is sent twice).
+	// Transfers, in access order, planned against the page states as they
+	// were before this group: a copy must never read from pages that another
+	// copy of the same group is still bringing in (copies run in any order).
+	// A page planned once for a target is not planned again (nothing is sent
+	// twice).
 	var copies []*copyAcc
+	var planned []plannedTo
 	for _, a := range cg.Accesses {
 		if a.Discard {
 			continue
 		}
 		b := c.bufs[a.Buffer]
 		t, _ := b.slotOf(a.Target)
-		deps = c.planAccess(b, a.Pages, t, &copies, deps)
+		deps = c.planAccess(b, a.Pages, t, &copies, &planned, deps)
+	}
+	for _, a := range cg.Accesses {
+		if a.Discard {
+			continue
+		}
+		b := c.bufs[a.Buffer]
+		t, _ := b.slotOf(a.Target)
+		boxSpans(b.pages, a.Pages, func(lo, hi int) {
+			b.states.update(lo, hi, stateOp{kind: opOrIfInit, m: 1 << t})
+		})
+	}
+	// In-flight allocations: wait for the group that creates them.
+	for _, a := range cg.Accesses {
+		b := c.bufs[a.Buffer]
+		t, _ := b.slotOf(a.Target)
+		deps = c.allocDep(b, t, deps)
+	}
+	for _, cp := range copies {
+		deps = c.allocDep(cp.key.buf, cp.key.src, deps)
 	}
 	for _, cp := range copies {
 		b := cp.key.buf
@@ -300,36 +328,89 @@ func makeCopy(b *buffer, cp *copyAcc) Copy {
 	return Copy{Buffer: b.id, Src: b.slots[cp.key.src].alloc, Dst: b.slots[cp.key.dst].alloc, Boxes: boxes, Pages: n}
 }
 
-// planAccess plans the copies that make the box up to date on slot t, adds
-// them to copies, marks the pages valid on t, and returns deps extended by
-// in-flight fills of the chosen sources and of t.
-func (c *Core) planAccess(b *buffer, box Box, t int, copies *[]*copyAcc, deps []CGID) []CGID {
+// plannedTo is the set of pages a group already copies to one allocation.
+type plannedTo struct {
+	buf   *buffer
+	t     int
+	spans []span // sorted, disjoint
+}
+
+// planAccess plans the copies that make the box up to date on slot t (pages
+// outdated there, with a valid copy elsewhere, not yet planned by this group),
+// adds them to copies, and returns deps extended by the in-flight fills of the
+// chosen sources. It does not change the page states.
+func (c *Core) planAccess(b *buffer, box Box, t int, copies *[]*copyAcc, planned *[]plannedTo, deps []CGID) []CGID {
+	var pl *plannedTo
+	for i := range *planned {
+		if (*planned)[i].buf == b && (*planned)[i].t == t {
+			pl = &(*planned)[i]
+		}
+	}
+	if pl == nil {
+		*planned = append(*planned, plannedTo{buf: b, t: t})
+		pl = &(*planned)[len(*planned)-1]
+	}
 	tbit := uint64(1) << t
 	dst := b.slots[t].alloc
 	prev := -1
+	var newly []span
+	take := func(lo, hi int, real uint64) {
+		src := c.chooseSource(b, real, dst, prev)
+		prev = src
+		acc := findCopy(copies, copyKey{b, src, t})
+		acc.spans = appendSpan(acc.spans, lo, hi)
+		newly = appendSpan(newly, lo, hi)
+		// Sources must hold the pages when the copy runs: wait for
+		// in-flight fills into them.
+		deps = c.fillDeps(b, lo, hi, b.slots[src].gen, deps)
+	}
 	boxSpans(b.pages, box, func(lo, hi int) {
 		b.states.visit(lo, hi, func(lo, hi int, m uint64) {
 			real := m &^ lostBit
 			if m&tbit != 0 || real == 0 {
 				return
 			}
-			src := c.chooseSource(b, real, dst, prev)
-			prev = src
-			acc := findCopy(copies, copyKey{b, src, t})
-			acc.spans = appendSpan(acc.spans, lo, hi)
+			// Subtract what this group already copies to t.
+			ps := pl.spans
+			i, _ := slices.BinarySearchFunc(ps, lo, func(s span, x int) int { return cmpInt(s.hi, x+1) })
+			for ; i < len(ps) && ps[i].lo < hi && lo < hi; i++ {
+				if ps[i].lo > lo {
+					take(lo, ps[i].lo, real)
+				}
+				lo = max(lo, ps[i].hi)
+			}
+			if lo < hi {
+				take(lo, hi, real)
+			}
 		})
-		b.states.update(lo, hi, stateOp{kind: opOrIfInit, m: tbit})
 	})
-	// Sources must hold the pages when the copies run: wait for in-flight
-	// fills into them.
-	for _, cp := range *copies {
-		if cp.key.buf != b || cp.key.dst != t {
-			continue
+	if len(newly) > 0 {
+		pl.spans = mergeSpans(pl.spans, newly)
+	}
+	return deps
+}
+
+// mergeSpans merges two sorted lists of disjoint spans.
+func mergeSpans(a, b []span) []span {
+	out := make([]span, 0, len(a)+len(b))
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		var s span
+		if j >= len(b) || (i < len(a) && a[i].lo < b[j].lo) {
+			s = a[i]
+			i++
+		} else {
+			s = b[j]
+			j++
 		}
-		gen := b.slots[cp.key.src].gen
-		for _, s := range cp.spans {
-			deps = c.fillDeps(b, s.lo, s.hi, gen, deps)
-		}
+		out = appendSpan(out, s.lo, s.hi)
+	}
+	return out
+}
+
+func (c *Core) allocDep(b *buffer, s int, deps []CGID) []CGID {
+	if by := b.slots[s].by; by != 0 && c.isLive(by) {
+		deps = append(deps, by)
 	}
 	return deps
 }
@@ -435,9 +516,10 @@ func (c *Core) validate(cg CommandGroup) error {
 }
 
 // lostNeeded lists the pages non-discard accesses need that have no valid
-// copy left (C5).
+// copy left (C5), per buffer in ID order.
 func (c *Core) lostNeeded(cg CommandGroup) []LostPages {
-	var out []LostPages
+	var bufs []*buffer
+	var spans [][]span
 	for _, a := range cg.Accesses {
 		if a.Discard {
 			continue
@@ -458,25 +540,41 @@ func (c *Core) lostNeeded(cg CommandGroup) []LostPages {
 		if len(sp) == 0 {
 			continue
 		}
-		lp := LostPages{Buffer: b.id, Boxes: spansToBoxes(b.pages, sp), Nodes: b.lostNodes(sp)}
-		out = mergeLost(out, lp)
+		i := slices.Index(bufs, b)
+		if i < 0 {
+			bufs, spans = append(bufs, b), append(spans, nil)
+			i = len(bufs) - 1
+		}
+		spans[i] = unionSpans(spans[i], sp)
 	}
+	var out []LostPages
+	for i, b := range bufs {
+		out = append(out, LostPages{Buffer: b.id, Boxes: spansToBoxes(b.pages, spans[i]), Nodes: b.lostNodes(spans[i])})
+	}
+	slices.SortFunc(out, func(x, y LostPages) int { return cmpInt(int(x.Buffer), int(y.Buffer)) })
 	return out
 }
 
-func mergeLost(out []LostPages, lp LostPages) []LostPages {
-	for i := range out {
-		if out[i].Buffer == lp.Buffer {
-			out[i].Boxes = append(out[i].Boxes, lp.Boxes...)
-			slices.SortFunc(out[i].Boxes, compareBox)
-			out[i].Boxes = slices.Compact(out[i].Boxes)
-			out[i].Nodes = append(out[i].Nodes, lp.Nodes...)
-			slices.Sort(out[i].Nodes)
-			out[i].Nodes = slices.Compact(out[i].Nodes)
-			return out
+// unionSpans merges two sorted span lists that may overlap.
+func unionSpans(a, b []span) []span {
+	out := make([]span, 0, len(a)+len(b))
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		var s span
+		if j >= len(b) || (i < len(a) && a[i].lo < b[j].lo) {
+			s = a[i]
+			i++
+		} else {
+			s = b[j]
+			j++
 		}
+		if n := len(out); n > 0 && out[n-1].hi >= s.lo {
+			out[n-1].hi = max(out[n-1].hi, s.hi)
+			continue
+		}
+		out = append(out, s)
 	}
-	return append(out, lp)
+	return out
 }
 
 func (b *buffer) lostNodes(sp []span) []NodeID {
@@ -618,6 +716,7 @@ func (c *Core) Release(id CGID, buf BufferID, alloc AllocID) (Step, error) {
 		h, ok := b.slotOf(host)
 		if !ok {
 			h = b.addSlot(host)
+			b.slots[h].by = id
 			step.Allocate = append(step.Allocate, b.allocation(h))
 		}
 		for _, sp := range only {
