@@ -27,13 +27,15 @@
 // goroutine. Alloc and Free may block (a driver call) and are called from the
 // goroutine that dispatches a command group, never while the executor holds a
 // lock. Enqueue must not block on the work itself: it validates the op,
-// queues it and returns; the device later calls done exactly once, from a
-// goroutine it owns, when the op finished or failed. done must not block
-// either: the executor only records the result and hands follow-up work to
-// its own goroutines. Ops passed to Enqueue are independent: a device may run
-// them in any order and concurrently (D4); the executor orders dependent ops
-// by waiting for done. The queue index is a hint for spreading independent
-// work over streams.
+// queues it (without a bound that could make it wait) and returns. The
+// executor calls Enqueue from its callers' goroutines and from done callbacks
+// of any device, this one included. The device calls done exactly once, from
+// a goroutine it owns, when the op finished or failed. done must not block:
+// the executor records the result and enqueues follow-up work (never waiting
+// for it). Ops passed to Enqueue are independent: a device may run them in any
+// order and concurrently (D4); the executor orders dependent ops by waiting
+// for done. The queue index is a hint for spreading independent work over
+// streams.
 //
 // # Errors
 //

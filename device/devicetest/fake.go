@@ -36,8 +36,9 @@ type Fake struct {
 	info device.Info
 
 	mu     sync.Mutex
-	closed bool        // guarded by mu
-	work   chan func() // ops for run(); closed by Close
+	cond   *sync.Cond
+	closed bool     // guarded by mu
+	work   []func() // ops for run(), unbounded so Enqueue never waits; guarded by mu
 	done   chan struct{}
 
 	nextAddr atomic.Uint64
@@ -73,9 +74,9 @@ func NewFake(cfg FakeConfig) *Fake {
 				KernelForms:   forms,
 			},
 		},
-		work: make(chan func(), 1024),
 		done: make(chan struct{}),
 	}
+	f.cond = sync.NewCond(&f.mu)
 	f.nextAddr.Store(0x7f00_0000_0000)
 	go f.run()
 	return f
@@ -83,7 +84,19 @@ func NewFake(cfg FakeConfig) *Fake {
 
 func (f *Fake) run() {
 	defer close(f.done)
-	for w := range f.work {
+	for {
+		f.mu.Lock()
+		for len(f.work) == 0 && !f.closed {
+			f.cond.Wait()
+		}
+		if len(f.work) == 0 {
+			f.mu.Unlock()
+			return
+		}
+		w := f.work[0]
+		f.work[0] = nil
+		f.work = f.work[1:]
+		f.mu.Unlock()
 		w()
 	}
 }
@@ -200,7 +213,8 @@ func (f *Fake) Enqueue(queue int, op device.Op, done func(error)) error {
 	if f.closed {
 		return device.ErrClosed
 	}
-	f.work <- func() { done(run()) }
+	f.work = append(f.work, func() { done(run()) })
+	f.cond.Signal()
 	return nil
 }
 
@@ -247,10 +261,8 @@ func RunSerial(fn device.GoFunc, op device.LaunchOp, data [][]byte) (err error) 
 // Close implements device.Device.
 func (f *Fake) Close() error {
 	f.mu.Lock()
-	if !f.closed {
-		f.closed = true
-		close(f.work)
-	}
+	f.closed = true
+	f.cond.Broadcast()
 	f.mu.Unlock()
 	<-f.done
 	return nil

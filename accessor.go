@@ -1,0 +1,560 @@
+package acpp
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/acpp/acpp/coherence"
+	"github.com/acpp/acpp/device"
+)
+
+// AccessOption modifies an accessor.
+type AccessOption func(*accessConfig)
+
+type accessConfig struct {
+	noInit bool
+	within bool
+	off    ID
+	rng    Range
+}
+
+// NoInit (SYCL no_init, discard) says the group overwrites the accessed
+// data without reading it: no transfer happens for it (T1). Only write and
+// read-write accessors take it.
+func NoInit(c *accessConfig) { c.noInit = true }
+
+// Within limits a raw accessor's access region (the pages coherence makes
+// up to date and orders on) to rng at offset off; indexing still ignores the
+// offset (V3).
+func Within(off ID, rng Range) AccessOption {
+	return func(c *accessConfig) { c.within, c.off, c.rng = true, off, rng }
+}
+
+// req is one requirement of a command group: what an accessor declared.
+// Accessors point to it (core runtime information, V1).
+type req struct {
+	h      *Handler
+	st     *bufState
+	mode   coherence.Mode
+	noInit bool
+	pages  coherence.Box
+	mem    *device.Mem
+	elem   int
+	brange [3]int // the (view's) buffer range, internal order
+	off    [3]int // access offset, internal order
+	rng    [3]int // access range, internal order
+	ranged bool
+	vdims  int // dimensions of the (view's) range
+}
+
+// slice is the accessor's view of its memory as []T, or nil when the memory
+// is not host-visible (then only named kernels can use it).
+func sliceOf[T any](m *device.Mem) []T {
+	if m == nil || m.Host == nil || len(m.Host) == 0 {
+		return nil
+	}
+	var z T
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(m.Host))), len(m.Host)/int(unsafe.Sizeof(z)))
+}
+
+// access declares a requirement of h on b and returns it (nil after
+// recording an error in h).
+func access[T any](h *Handler, b *Buffer[T], mode coherence.Mode, ranged bool, off ID, rng Range, opts []AccessOption) *req {
+	var cfg accessConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := h.usable(); err != nil {
+		h.fail(err)
+		return nil
+	}
+	if b == nil || b.st == nil {
+		h.fail(fmt.Errorf("%w: nil buffer", ErrBadRange))
+		return nil
+	}
+	if b.st.q != h.q {
+		h.fail(fmt.Errorf("%w: buffer belongs to another queue", ErrBadRange))
+		return nil
+	}
+	if b.st.isClosed() {
+		h.fail(ErrBufferClosed)
+		return nil
+	}
+	if cfg.noInit && mode == coherence.Read {
+		h.fail(fmt.Errorf("%w: a read accessor cannot be NoInit (it would read data it never asked for)", ErrMode))
+		return nil
+	}
+	if cfg.within {
+		off, rng = cfg.off, cfg.rng
+	}
+	if !ranged && !cfg.within {
+		off, rng = ID{}, b.rng
+	}
+	if err := rng.valid(); err != nil {
+		h.fail(err)
+		return nil
+	}
+	if rng.dims != b.rng.dims {
+		h.fail(fmt.Errorf("%w: access range %v has %d dimensions, the buffer %v has %d", ErrBadRange, rng, rng.dims, b.rng, b.rng.dims))
+		return nil
+	}
+	ioff := toInternal(b.rng.dims, off, 0)
+	irng := rng.dims3()
+	bre := b.rng.dims3()
+	for d := 0; d < 3; d++ {
+		if ioff[d] < 0 || ioff[d]+irng[d] > bre[d] {
+			h.fail(fmt.Errorf("%w: access offset %v + range %v leaves the buffer %v", ErrBadRange, off[:rng.dims], rng, b.rng))
+			return nil
+		}
+	}
+	pages, err := b.pageRange(ioff, irng)
+	if err != nil {
+		h.fail(fmt.Errorf("%w: %v", ErrBadRange, err))
+		return nil
+	}
+	mem, err := h.q.rt.Alloc(b.st.id, h.mem)
+	if err != nil {
+		h.fail(fmt.Errorf("acpp: allocate buffer on %s: %w", h.dev.Info().ID, err))
+		return nil
+	}
+	r := &req{h: h, st: b.st, mode: mode, noInit: cfg.noInit, pages: pages, mem: mem, elem: b.elem(),
+		brange: bre, off: ioff, rng: irng, ranged: ranged || cfg.within, vdims: b.rng.dims}
+	h.reqs = append(h.reqs, r)
+	return r
+}
+
+func (r *req) arg(h *Handler, kind device.ArgKind) (device.Arg, error) {
+	if r == nil {
+		return device.Arg{}, fmt.Errorf("%w: accessor was not constructed", ErrBadRange)
+	}
+	if r.h != h {
+		return device.Arg{}, fmt.Errorf("%w: accessor belongs to another command group", ErrHandlerDone)
+	}
+	a := device.Arg{Kind: kind, Space: r.mem.Space(), Mem: r.mem, ElemSize: r.elem, Range: r.brange, ReadOnly: r.mode == coherence.Read}
+	if kind == device.ArgRangedAccessor {
+		a.AccessOffset, a.AccessRange = r.off, r.rng
+	}
+	return a, nil
+}
+
+// ---- raw accessors (V1, V3): a data pointer only ----
+
+// Raw is a read-write (or write) raw accessor: the smallest accessor, a
+// data pointer. It indexes linearly, ignores any access offset and exposes
+// no range (V3). Build one with ReadWriteRaw or WriteRaw.
+type Raw[T any] struct {
+	p  []T
+	rq *req
+}
+
+// RawRO is a read-only raw accessor (ReadRaw).
+type RawRO[T any] struct {
+	p  []T
+	rq *req
+}
+
+// At reads element i of the buffer (0D/1D indexing, no offset).
+func (a Raw[T]) At(i int) T { return a.p[i] }
+
+// Set writes element i of the buffer.
+func (a Raw[T]) Set(i int, v T) { a.p[i] = v }
+
+// Ptr returns the element's address, for atomics and in-place updates.
+func (a Raw[T]) Ptr(i int) *T { return &a.p[i] }
+
+// ReadOnly converts to a read-only raw accessor.
+func (a Raw[T]) ReadOnly() RawRO[T] { return RawRO[T](a) }
+
+// At reads element i of the buffer.
+func (a RawRO[T]) At(i int) T { return a.p[i] }
+
+// ---- unranged accessors: pointer + buffer range ----
+
+// Unranged is a read-write (or write) accessor over the whole buffer: data
+// pointer and buffer range; its offset is zero and its range the buffer's.
+type Unranged[T any] struct {
+	p  []T
+	r  [3]int
+	rq *req
+}
+
+// UnrangedRO is a read-only unranged accessor.
+type UnrangedRO[T any] struct {
+	p  []T
+	r  [3]int
+	rq *req
+}
+
+// At reads element i of a 1D accessor (the linear index otherwise).
+func (a Unranged[T]) At(i int) T { return a.p[i] }
+
+// At2 reads element (i, j) of a 2D accessor.
+func (a Unranged[T]) At2(i, j int) T { return a.p[i*a.r[2]+j] }
+
+// At3 reads element (i, j, k) of a 3D accessor.
+func (a Unranged[T]) At3(i, j, k int) T { return a.p[(i*a.r[1]+j)*a.r[2]+k] }
+
+// Set writes element i.
+func (a Unranged[T]) Set(i int, v T) { a.p[i] = v }
+
+// Set2 writes element (i, j).
+func (a Unranged[T]) Set2(i, j int, v T) { a.p[i*a.r[2]+j] = v }
+
+// Set3 writes element (i, j, k).
+func (a Unranged[T]) Set3(i, j, k int, v T) { a.p[(i*a.r[1]+j)*a.r[2]+k] = v }
+
+// Ptr returns element i's address.
+func (a Unranged[T]) Ptr(i int) *T { return &a.p[i] }
+
+// Slice is the whole buffer as a slice (row-major).
+func (a Unranged[T]) Slice() []T { return a.p[:a.r[0]*a.r[1]*a.r[2]] }
+
+// Range is the buffer's range.
+func (a Unranged[T]) Range() Range { return rangeOf(a.rq, a.r) }
+
+// Offset is zero: unranged accessors start at the buffer's origin.
+func (a Unranged[T]) Offset() ID { return ID{} }
+
+// Raw converts to a raw accessor (V2: allowed, it exposes less).
+func (a Unranged[T]) Raw() Raw[T] { return Raw[T]{a.p, a.rq} }
+
+// Ranged converts to a ranged accessor over the whole buffer.
+func (a Unranged[T]) Ranged() Ranged[T] { return Ranged[T]{p: a.p, r: a.r, ar: a.r, rq: a.rq} }
+
+// ReadOnly converts to a read-only accessor.
+func (a Unranged[T]) ReadOnly() UnrangedRO[T] { return UnrangedRO[T](a) }
+
+// At reads element i of a 1D accessor.
+func (a UnrangedRO[T]) At(i int) T { return a.p[i] }
+
+// At2 reads element (i, j).
+func (a UnrangedRO[T]) At2(i, j int) T { return a.p[i*a.r[2]+j] }
+
+// At3 reads element (i, j, k).
+func (a UnrangedRO[T]) At3(i, j, k int) T { return a.p[(i*a.r[1]+j)*a.r[2]+k] }
+
+// Slice is the whole buffer as a slice; do not write through it.
+func (a UnrangedRO[T]) Slice() []T { return a.p[:a.r[0]*a.r[1]*a.r[2]] }
+
+// Range is the buffer's range.
+func (a UnrangedRO[T]) Range() Range { return rangeOf(a.rq, a.r) }
+
+// Offset is zero.
+func (a UnrangedRO[T]) Offset() ID { return ID{} }
+
+// Raw converts to a read-only raw accessor.
+func (a UnrangedRO[T]) Raw() RawRO[T] { return RawRO[T]{a.p, a.rq} }
+
+// Ranged converts to a read-only ranged accessor over the whole buffer.
+func (a UnrangedRO[T]) Ranged() RangedRO[T] { return RangedRO[T]{p: a.p, r: a.r, ar: a.r, rq: a.rq} }
+
+// ---- ranged accessors: pointer + buffer range + offset + access range ----
+
+// Ranged is a read-write (or write) accessor of a sub-range: indices are
+// relative to its offset. Accessing outside its range but inside the buffer
+// is allowed, but the data there is not guaranteed up to date.
+type Ranged[T any] struct {
+	p  []T
+	r  [3]int // buffer range
+	o  [3]int // access offset
+	ar [3]int // access range
+	rq *req
+}
+
+// RangedRO is a read-only ranged accessor.
+type RangedRO[T any] struct {
+	p  []T
+	r  [3]int
+	o  [3]int
+	ar [3]int
+	rq *req
+}
+
+// At reads element i (relative to the offset) of a 1D accessor.
+func (a Ranged[T]) At(i int) T { return a.p[a.o[2]+i] }
+
+// At2 reads element (i, j) relative to the offset.
+func (a Ranged[T]) At2(i, j int) T { return a.p[(a.o[1]+i)*a.r[2]+a.o[2]+j] }
+
+// At3 reads element (i, j, k) relative to the offset.
+func (a Ranged[T]) At3(i, j, k int) T {
+	return a.p[((a.o[0]+i)*a.r[1]+a.o[1]+j)*a.r[2]+a.o[2]+k]
+}
+
+// Set writes element i relative to the offset.
+func (a Ranged[T]) Set(i int, v T) { a.p[a.o[2]+i] = v }
+
+// Set2 writes element (i, j) relative to the offset.
+func (a Ranged[T]) Set2(i, j int, v T) { a.p[(a.o[1]+i)*a.r[2]+a.o[2]+j] = v }
+
+// Set3 writes element (i, j, k) relative to the offset.
+func (a Ranged[T]) Set3(i, j, k int, v T) {
+	a.p[((a.o[0]+i)*a.r[1]+a.o[1]+j)*a.r[2]+a.o[2]+k] = v
+}
+
+// Range is the access range.
+func (a Ranged[T]) Range() Range { return rangeOf(a.rq, a.ar) }
+
+// Offset is the access offset.
+func (a Ranged[T]) Offset() ID { return offsetOf(a.rq, a.o) }
+
+// Raw converts to a raw accessor; it drops the offset (V3).
+func (a Ranged[T]) Raw() Raw[T] { return Raw[T]{a.p, a.rq} }
+
+// ReadOnly converts to a read-only ranged accessor.
+func (a Ranged[T]) ReadOnly() RangedRO[T] { return RangedRO[T](a) }
+
+// At reads element i relative to the offset.
+func (a RangedRO[T]) At(i int) T { return a.p[a.o[2]+i] }
+
+// At2 reads element (i, j) relative to the offset.
+func (a RangedRO[T]) At2(i, j int) T { return a.p[(a.o[1]+i)*a.r[2]+a.o[2]+j] }
+
+// At3 reads element (i, j, k) relative to the offset.
+func (a RangedRO[T]) At3(i, j, k int) T {
+	return a.p[((a.o[0]+i)*a.r[1]+a.o[1]+j)*a.r[2]+a.o[2]+k]
+}
+
+// Range is the access range.
+func (a RangedRO[T]) Range() Range { return rangeOf(a.rq, a.ar) }
+
+// Offset is the access offset.
+func (a RangedRO[T]) Offset() ID { return offsetOf(a.rq, a.o) }
+
+// Raw converts to a read-only raw accessor (dropping the offset).
+func (a RangedRO[T]) Raw() RawRO[T] { return RawRO[T]{a.p, a.rq} }
+
+func dimsOf(rq *req) int {
+	if rq == nil {
+		return 1
+	}
+	return rq.vdims
+}
+
+func rangeOf(rq *req, e [3]int) Range {
+	d := dimsOf(rq)
+	return Range{d, fromInternal(d, e, 1)}
+}
+
+func offsetOf(rq *req, o [3]int) ID {
+	d := dimsOf(rq)
+	return ID(fromInternal(d, o, 0))
+}
+
+// ---- constructors (V5: the most compact variant for what is asked) ----
+
+// Read declares a read-only accessor of the whole buffer: UnrangedRO.
+func Read[T any](h *Handler, b *Buffer[T], opts ...AccessOption) UnrangedRO[T] {
+	rq := access(h, b, coherence.Read, false, ID{}, Range{}, opts)
+	return UnrangedRO[T]{p: rqSlice[T](rq), r: rqRange(rq), rq: rq}
+}
+
+// Write declares a write accessor of the whole buffer: Unranged. Without
+// NoInit the current contents are made available first.
+func Write[T any](h *Handler, b *Buffer[T], opts ...AccessOption) Unranged[T] {
+	rq := access(h, b, coherence.Write, false, ID{}, Range{}, opts)
+	return Unranged[T]{p: rqSlice[T](rq), r: rqRange(rq), rq: rq}
+}
+
+// ReadWrite declares a read-write accessor of the whole buffer: Unranged.
+func ReadWrite[T any](h *Handler, b *Buffer[T], opts ...AccessOption) Unranged[T] {
+	rq := access(h, b, coherence.ReadWrite, false, ID{}, Range{}, opts)
+	return Unranged[T]{p: rqSlice[T](rq), r: rqRange(rq), rq: rq}
+}
+
+// ReadRange declares a read-only accessor of rng at off: RangedRO.
+func ReadRange[T any](h *Handler, b *Buffer[T], rng Range, off ID, opts ...AccessOption) RangedRO[T] {
+	rq := access(h, b, coherence.Read, true, off, rng, opts)
+	return RangedRO[T]{p: rqSlice[T](rq), r: rqRange(rq), o: rqOff(rq), ar: rqAR(rq), rq: rq}
+}
+
+// WriteRange declares a write accessor of rng at off: Ranged.
+func WriteRange[T any](h *Handler, b *Buffer[T], rng Range, off ID, opts ...AccessOption) Ranged[T] {
+	rq := access(h, b, coherence.Write, true, off, rng, opts)
+	return Ranged[T]{p: rqSlice[T](rq), r: rqRange(rq), o: rqOff(rq), ar: rqAR(rq), rq: rq}
+}
+
+// ReadWriteRange declares a read-write accessor of rng at off: Ranged.
+func ReadWriteRange[T any](h *Handler, b *Buffer[T], rng Range, off ID, opts ...AccessOption) Ranged[T] {
+	rq := access(h, b, coherence.ReadWrite, true, off, rng, opts)
+	return Ranged[T]{p: rqSlice[T](rq), r: rqRange(rq), o: rqOff(rq), ar: rqAR(rq), rq: rq}
+}
+
+// ReadRaw declares a read-only raw accessor (SYCL read_only_raw). Use Within
+// to narrow its access region.
+func ReadRaw[T any](h *Handler, b *Buffer[T], opts ...AccessOption) RawRO[T] {
+	rq := access(h, b, coherence.Read, false, ID{}, Range{}, opts)
+	return RawRO[T]{p: rqSlice[T](rq), rq: rq}
+}
+
+// WriteRaw declares a write raw accessor (write_only_raw).
+func WriteRaw[T any](h *Handler, b *Buffer[T], opts ...AccessOption) Raw[T] {
+	rq := access(h, b, coherence.Write, false, ID{}, Range{}, opts)
+	return Raw[T]{p: rqSlice[T](rq), rq: rq}
+}
+
+// ReadWriteRaw declares a read-write raw accessor (read_write_raw).
+func ReadWriteRaw[T any](h *Handler, b *Buffer[T], opts ...AccessOption) Raw[T] {
+	rq := access(h, b, coherence.ReadWrite, false, ID{}, Range{}, opts)
+	return Raw[T]{p: rqSlice[T](rq), rq: rq}
+}
+
+func rqSlice[T any](rq *req) []T {
+	if rq == nil {
+		return nil
+	}
+	return sliceOf[T](rq.mem)
+}
+
+func rqRange(rq *req) [3]int {
+	if rq == nil {
+		return [3]int{}
+	}
+	return rq.brange
+}
+
+func rqOff(rq *req) [3]int {
+	if rq == nil {
+		return [3]int{}
+	}
+	return rq.off
+}
+
+func rqAR(rq *req) [3]int {
+	if rq == nil {
+		return [3]int{}
+	}
+	return rq.rng
+}
+
+// ---- placeholders: buffer + properties, bound later with Require ----
+
+// Mode is an access mode of placeholders and host accessors.
+type Mode uint8
+
+// Access modes.
+const (
+	ModeRead Mode = iota + 1
+	ModeWrite
+	ModeReadWrite
+)
+
+func (m Mode) coherence() coherence.Mode {
+	switch m {
+	case ModeRead:
+		return coherence.Read
+	case ModeWrite:
+		return coherence.Write
+	}
+	return coherence.ReadWrite
+}
+
+// Placeholder is an unranged placeholder accessor (write or read-write): it
+// stores the buffer and its properties and is bound to a command group with
+// Require. It never comes from a non-placeholder accessor (V2).
+type Placeholder[T any] struct {
+	b      *Buffer[T]
+	mode   coherence.Mode
+	noInit bool
+}
+
+// PlaceholderRO is a read-only unranged placeholder.
+type PlaceholderRO[T any] struct {
+	b *Buffer[T]
+}
+
+// RangedPlaceholder is a ranged placeholder (write or read-write).
+type RangedPlaceholder[T any] struct {
+	b      *Buffer[T]
+	mode   coherence.Mode
+	noInit bool
+	off    ID
+	rng    Range
+}
+
+// RangedPlaceholderRO is a read-only ranged placeholder.
+type RangedPlaceholderRO[T any] struct {
+	b   *Buffer[T]
+	off ID
+	rng Range
+}
+
+func noInitOf(opts []AccessOption) bool {
+	var c accessConfig
+	for _, o := range opts {
+		o(&c)
+	}
+	return c.noInit
+}
+
+// ReadPlaceholder makes a read-only unranged placeholder.
+func ReadPlaceholder[T any](b *Buffer[T]) PlaceholderRO[T] { return PlaceholderRO[T]{b} }
+
+// WritePlaceholder makes a write unranged placeholder.
+func WritePlaceholder[T any](b *Buffer[T], opts ...AccessOption) Placeholder[T] {
+	return Placeholder[T]{b, coherence.Write, noInitOf(opts)}
+}
+
+// ReadWritePlaceholder makes a read-write unranged placeholder.
+func ReadWritePlaceholder[T any](b *Buffer[T], opts ...AccessOption) Placeholder[T] {
+	return Placeholder[T]{b, coherence.ReadWrite, noInitOf(opts)}
+}
+
+// ReadPlaceholderRange makes a read-only ranged placeholder.
+func ReadPlaceholderRange[T any](b *Buffer[T], rng Range, off ID) RangedPlaceholderRO[T] {
+	return RangedPlaceholderRO[T]{b, off, rng}
+}
+
+// WritePlaceholderRange makes a write ranged placeholder.
+func WritePlaceholderRange[T any](b *Buffer[T], rng Range, off ID, opts ...AccessOption) RangedPlaceholder[T] {
+	return RangedPlaceholder[T]{b, coherence.Write, noInitOf(opts), off, rng}
+}
+
+// ReadWritePlaceholderRange makes a read-write ranged placeholder.
+func ReadWritePlaceholderRange[T any](b *Buffer[T], rng Range, off ID, opts ...AccessOption) RangedPlaceholder[T] {
+	return RangedPlaceholder[T]{b, coherence.ReadWrite, noInitOf(opts), off, rng}
+}
+
+func opts(noInit bool) []AccessOption {
+	if noInit {
+		return []AccessOption{NoInit}
+	}
+	return nil
+}
+
+// Require binds the placeholder to h and returns the accessor to use in the
+// kernel.
+func (p Placeholder[T]) Require(h *Handler) Unranged[T] {
+	rq := access(h, p.b, p.mode, false, ID{}, Range{}, opts(p.noInit))
+	return Unranged[T]{p: rqSlice[T](rq), r: rqRange(rq), rq: rq}
+}
+
+// Require binds the placeholder to h.
+func (p PlaceholderRO[T]) Require(h *Handler) UnrangedRO[T] { return Read(h, p.b) }
+
+// Require binds the placeholder to h.
+func (p RangedPlaceholder[T]) Require(h *Handler) Ranged[T] {
+	rq := access(h, p.b, p.mode, true, p.off, p.rng, opts(p.noInit))
+	return Ranged[T]{p: rqSlice[T](rq), r: rqRange(rq), o: rqOff(rq), ar: rqAR(rq), rq: rq}
+}
+
+// Require binds the placeholder to h.
+func (p RangedPlaceholderRO[T]) Require(h *Handler) RangedRO[T] { return ReadRange(h, p.b, p.rng, p.off) }
+
+// Buffer is the placeholder's buffer.
+func (p Placeholder[T]) Buffer() *Buffer[T] { return p.b }
+
+// Buffer is the placeholder's buffer.
+func (p PlaceholderRO[T]) Buffer() *Buffer[T] { return p.b }
+
+// Buffer is the placeholder's buffer.
+func (p RangedPlaceholder[T]) Buffer() *Buffer[T] { return p.b }
+
+// Buffer is the placeholder's buffer.
+func (p RangedPlaceholderRO[T]) Buffer() *Buffer[T] { return p.b }
+
+// IsNoInit reports the NoInit property.
+func (p Placeholder[T]) IsNoInit() bool { return p.noInit }
+
+// IsNoInit reports the NoInit property.
+func (p RangedPlaceholder[T]) IsNoInit() bool { return p.noInit }

@@ -1,0 +1,393 @@
+package acpp
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync"
+	"unsafe"
+
+	"github.com/acpp/acpp/coherence"
+	"github.com/acpp/acpp/device"
+)
+
+// bufState is a buffer's identity, shared by its reinterpreted or reshaped
+// views.
+type bufState struct {
+	q    *Queue
+	id   coherence.BufferID
+	dims int // dimensions of the owner's range
+	geo  coherence.Geometry
+	host *device.Mem // the user's memory (L1) or nil
+	// writeBack: the buffer was made over a user slice (L1); Close copies
+	// the data back into it.
+	writeBack bool
+	// bound: the buffer lives on one device's memory (a user USM
+	// allocation, B3).
+	bound *coherence.AllocID
+
+	mu     sync.Mutex
+	closed bool // guarded by mu
+}
+
+// Buffer is a fixed-size 1–3D array of T that the runtime keeps coherent
+// across the devices that access it. T must hold no pointers.
+type Buffer[T any] struct {
+	st   *bufState
+	rng  Range
+	view bool // a Reinterpret or Reshape view: Close is the owner's job
+}
+
+// BufferOption configures a buffer.
+type BufferOption func(*bufferConfig)
+
+type bufferConfig struct {
+	page [3]int // user order, 0 = default
+	pageDims int
+	copyIn   bool
+}
+
+// PageSize sets the page size in elements per dimension (P1), in the order
+// of the buffer's range: smaller pages track data more finely (fewer
+// copies, more independent groups), larger ones cost less bookkeeping.
+func PageSize(size ...int) BufferOption {
+	return func(c *bufferConfig) {
+		c.pageDims = len(size)
+		copy(c.page[:], size)
+	}
+}
+
+// CopyData makes NewBufferFrom copy the slice into a buffer-owned host
+// allocation (B5) instead of using it in place; there is then no
+// write-back.
+func CopyData() BufferOption { return func(c *bufferConfig) { c.copyIn = true } }
+
+func elemSize[T any]() (int, error) {
+	var z T
+	t := reflect.TypeOf(&z).Elem()
+	if hasPointers(t) {
+		return 0, fmt.Errorf("%w: %s", ErrElemType, t)
+	}
+	if t.Size() == 0 {
+		return 0, fmt.Errorf("%w: %s has size 0", ErrElemType, t)
+	}
+	return int(t.Size()), nil
+}
+
+func hasPointers(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Pointer, reflect.UnsafePointer, reflect.Slice, reflect.Map, reflect.Chan,
+		reflect.Func, reflect.Interface, reflect.String:
+		return true
+	case reflect.Array:
+		return hasPointers(t.Elem())
+	case reflect.Struct:
+		for i := 0; i < t.NumField(); i++ {
+			if hasPointers(t.Field(i).Type) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (q *Queue) geometry(r Range, elem int, cfg bufferConfig) (coherence.Geometry, error) {
+	if err := r.valid(); err != nil {
+		return coherence.Geometry{}, err
+	}
+	if r.Count() == 0 {
+		return coherence.Geometry{}, fmt.Errorf("%w: buffer range %v is empty", ErrBadRange, r)
+	}
+	var ps coherence.Dims
+	if cfg.pageDims != 0 {
+		if cfg.pageDims != r.dims {
+			return coherence.Geometry{}, fmt.Errorf("%w: PageSize has %d dimensions, the buffer %d", ErrBadRange, cfg.pageDims, r.dims)
+		}
+		ps = toInternal(r.dims, cfg.page, 1)
+	}
+	return coherence.NewGeometry(r.dims3(), elem, ps)
+}
+
+func (q *Queue) addBuffer(st *bufState, user *device.Mem, at coherence.AllocID) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return ErrClosed
+	}
+	id, err := q.rt.AddBuffer(st.geo, user, at)
+	if err != nil {
+		return err
+	}
+	st.id = id
+	q.buffers[st] = struct{}{}
+	return nil
+}
+
+// NewBuffer makes an uninitialised buffer (T2): nothing is allocated until a
+// device first uses it (B5), and nothing is copied before the first write.
+func NewBuffer[T any](q *Queue, r Range, opts ...BufferOption) (*Buffer[T], error) {
+	var cfg bufferConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	es, err := elemSize[T]()
+	if err != nil {
+		return nil, err
+	}
+	geo, err := q.geometry(r, es, cfg)
+	if err != nil {
+		return nil, err
+	}
+	st := &bufState{q: q, geo: geo, dims: r.dims}
+	if err := q.addBuffer(st, nil, coherence.AllocID{}); err != nil {
+		return nil, err
+	}
+	return &Buffer[T]{st: st, rng: r}, nil
+}
+
+// NewBufferFrom makes a buffer over data, which holds r.Count() elements in
+// row-major order. By default data itself becomes the buffer's host
+// allocation (L1): CPU kernels work on it in place, and Close (or
+// WriteBack) makes it up to date. The program must not touch data while
+// the buffer is open, except after WriteBack and before the next
+// submission. With CopyData the contents are copied instead.
+func NewBufferFrom[T any](q *Queue, data []T, r Range, opts ...BufferOption) (*Buffer[T], error) {
+	var cfg bufferConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	es, err := elemSize[T]()
+	if err != nil {
+		return nil, err
+	}
+	geo, err := q.geometry(r, es, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) != r.Count() {
+		return nil, fmt.Errorf("%w: slice has %d elements, range %v needs %d", ErrBadRange, len(data), r, r.Count())
+	}
+	raw := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(data))), len(data)*es)
+	host := q.rt.Host().Info().ID
+	var mem *device.Mem
+	if cfg.copyIn {
+		m, err := q.rt.Host().Alloc(device.MemDevice, len(raw))
+		if err != nil {
+			return nil, err
+		}
+		copy(m.Host, raw)
+		mem = m
+	} else {
+		mem = &device.Mem{Device: host, Kind: device.MemDevice, Bytes: len(raw), Host: raw,
+			Addr: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(data))))}
+	}
+	st := &bufState{q: q, geo: geo, dims: r.dims, host: mem, writeBack: !cfg.copyIn}
+	if err := q.addBuffer(st, mem, q.rt.HostAlloc()); err != nil {
+		return nil, err
+	}
+	return &Buffer[T]{st: st, rng: r}, nil
+}
+
+// NewBufferOver makes a buffer over a USM allocation (B3). The buffer is
+// bound to p's device: that memory is its allocation there and holds its
+// initial contents.
+func NewBufferOver[T any](q *Queue, p USM[T], r Range, opts ...BufferOption) (*Buffer[T], error) {
+	var cfg bufferConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	es, err := elemSize[T]()
+	if err != nil {
+		return nil, err
+	}
+	geo, err := q.geometry(r, es, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if p.mem == nil || p.n < r.Count() {
+		return nil, fmt.Errorf("%w: USM allocation holds %d elements, range %v needs %d", ErrBadRange, p.n, r, r.Count())
+	}
+	mem := p.mem
+	if p.off != 0 {
+		return nil, fmt.Errorf("%w: a buffer must start at the beginning of its USM allocation", ErrBadRange)
+	}
+	at := q.rt.MemOf(mem.Device)
+	st := &bufState{q: q, geo: geo, dims: r.dims, bound: &at}
+	if err := q.addBuffer(st, mem, at); err != nil {
+		return nil, err
+	}
+	return &Buffer[T]{st: st, rng: r}, nil
+}
+
+// Range is the buffer's (or view's) range.
+func (b *Buffer[T]) Range() Range { return b.rng }
+
+// Len is the number of elements.
+func (b *Buffer[T]) Len() int { return b.rng.Count() }
+
+// PageSize is the page size in elements, in the buffer's dimension order.
+func (b *Buffer[T]) PageSize() [3]int {
+	return fromInternal(b.st.dims, b.st.geo.PageSize, 1)
+}
+
+func (b *Buffer[T]) elem() int {
+	var z T
+	return int(unsafe.Sizeof(z))
+}
+
+func (b *Buffer[T]) isView() bool { return b.view }
+
+// Reshape returns a view of the same data with another range of the same
+// element count (P5). Accessors of the view may cover a larger page range
+// than the elements they touch.
+func (b *Buffer[T]) Reshape(r Range) (*Buffer[T], error) {
+	if err := r.valid(); err != nil {
+		return nil, err
+	}
+	if r.Count() != b.rng.Count() {
+		return nil, fmt.Errorf("%w: reshape %v to %v changes the element count", ErrBadRange, b.rng, r)
+	}
+	return &Buffer[T]{st: b.st, rng: r, view: true}, nil
+}
+
+// Reinterpret returns a view of b's bytes as elements of U with range r
+// (P5); r.Count()*sizeof(U) must equal b's size in bytes.
+func Reinterpret[U, T any](b *Buffer[T], r Range) (*Buffer[U], error) {
+	es, err := elemSize[U]()
+	if err != nil {
+		return nil, err
+	}
+	if err := r.valid(); err != nil {
+		return nil, err
+	}
+	if r.Count()*es != b.st.geo.Bytes() {
+		return nil, fmt.Errorf("%w: %v elements of %d bytes do not cover the buffer's %d bytes", ErrBadRange, r, es, b.st.geo.Bytes())
+	}
+	return &Buffer[U]{st: b.st, rng: r, view: true}, nil
+}
+
+// pageRange maps an access region (internal order) to the page range.
+func (b *Buffer[T]) pageRange(off, rng coherence.Dims) (coherence.Box, error) {
+	if !b.view && b.rng.dims3() == b.st.geo.Range {
+		return b.st.geo.PageRange(off, rng)
+	}
+	return b.st.geo.ViewPageRange(coherence.View{Range: b.rng.dims3(), ElemSize: b.elem()}, off, rng)
+}
+
+func (st *bufState) isClosed() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.closed
+}
+
+// WriteBack makes the host allocation up to date and waits for it: for a
+// buffer made over a slice (L1), the slice then holds the buffer's contents.
+func (b *Buffer[T]) WriteBack(ctx context.Context) error {
+	if b.st.isClosed() {
+		return ErrBufferClosed
+	}
+	ev, err := b.st.hostTask(ctx, coherence.Read, false, "write-back")
+	if err != nil {
+		return err
+	}
+	return ev.Wait(ctx)
+}
+
+// hostTask submits a host-side group over the whole buffer and returns its
+// event; the group finishes as soon as its copies are done.
+func (st *bufState) hostTask(ctx context.Context, mode coherence.Mode, discard bool, name string) (*Event, error) {
+	g := execGroup(name, []coherence.Access{{Buffer: st.id, Pages: st.geo.All(), Mode: mode, Discard: discard, Target: st.q.rt.HostAlloc()}})
+	g.Host = func(done func(error)) { done(nil) }
+	n, err := st.q.rt.Submit(g)
+	if err != nil {
+		return nil, err
+	}
+	return &Event{n: n}, nil
+}
+
+// Close waits for every command group that uses the buffer, writes the
+// data back to the user's slice (L1), and frees the buffer's allocations.
+// Views share their owner's data: closing a view only forgets the view.
+// Calling Close twice is safe.
+func (b *Buffer[T]) Close() error {
+	if b.view {
+		return nil
+	}
+	return b.st.close(context.Background())
+}
+
+func (st *bufState) close(ctx context.Context) error {
+	st.mu.Lock()
+	if st.closed {
+		st.mu.Unlock()
+		return nil
+	}
+	st.closed = true
+	st.mu.Unlock()
+	// A read-write host group over every page conflicts with every earlier
+	// user, so waiting for it waits for them all; it copies only when the
+	// data must go back to the user's slice (otherwise it discards, T1).
+	ev, err := st.hostTask(ctx, coherence.ReadWrite, !st.writeBack, "close")
+	var werr error
+	if err == nil {
+		werr = ev.Wait(ctx)
+	}
+	st.q.mu.Lock()
+	delete(st.q.buffers, st)
+	st.q.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if werr != nil {
+		return werr
+	}
+	return st.q.rt.RemoveBuffer(st.id)
+}
+
+// Release frees the buffer's allocation on device id now (B1), after
+// copying to the host the pages whose only valid copy is there. Later use
+// on that device allocates again. The host allocation cannot be released:
+// close the buffer instead.
+func (b *Buffer[T]) Release(ctx context.Context, id DeviceID) error {
+	if b.st.isClosed() {
+		return ErrBufferClosed
+	}
+	d, err := b.st.q.deviceByID(id)
+	if err != nil {
+		return err
+	}
+	at := b.st.q.rt.MemOf(d.Info().ID)
+	if at == b.st.q.rt.HostAlloc() {
+		return fmt.Errorf("%w: %s uses the host allocation, which lives as long as the buffer; Close the buffer to free it", ErrMode, id)
+	}
+	if b.st.bound != nil && *b.st.bound == at {
+		return fmt.Errorf("%w: the buffer is bound to the user's USM allocation on %s (B3); free that yourself after Close", ErrMode, id)
+	}
+	g := execGroup("release", nil)
+	g.Release = &releaseReq{Buffer: b.st.id, Alloc: at}
+	n, err := b.st.q.rt.Submit(g)
+	if err != nil {
+		return err
+	}
+	return (&Event{n: n}).Wait(ctx)
+}
+
+// USM returns the buffer's allocation on device id as a USM pointer (B3),
+// allocating it if needed (B5). It stays valid and the same until the
+// buffer is closed or the allocation released (B2). USM operations on it
+// are not ordered with the buffer's command groups: synchronise yourself
+// (Wait on their events).
+func (b *Buffer[T]) USM(id DeviceID) (USM[T], error) {
+	if b.st.isClosed() {
+		return USM[T]{}, ErrBufferClosed
+	}
+	d, err := b.st.q.deviceByID(id)
+	if err != nil {
+		return USM[T]{}, err
+	}
+	m, err := b.st.q.rt.Alloc(b.st.id, b.st.q.rt.MemOf(d.Info().ID))
+	if err != nil {
+		return USM[T]{}, err
+	}
+	return USM[T]{mem: m, n: b.st.geo.Bytes() / b.elem()}, nil
+}

@@ -1,0 +1,47 @@
+package acpp
+
+import (
+	"errors"
+
+	"github.com/acpp/acpp/device"
+	"github.com/acpp/acpp/internal/exec"
+)
+
+// Sentinel errors. Match them with errors.Is; messages add the detail.
+var (
+	// ErrClosed: the queue or buffer was closed; create a new one.
+	ErrClosed = exec.ErrClosed
+	// ErrBufferClosed: the buffer was closed; accessors, host access and
+	// WriteBack need a live buffer.
+	ErrBufferClosed = errors.New("acpp: buffer closed")
+	// ErrBadRange: a range or offset is malformed or does not fit the
+	// buffer; the message names the bound.
+	ErrBadRange = errors.New("acpp: range does not fit")
+	// ErrMode: an access mode does not allow the operation (writing through
+	// a read accessor, a NoInit read, a fill of a read accessor).
+	ErrMode = errors.New("acpp: access mode does not allow this")
+	// ErrNoKernel: a command group declared no work, or more than one; call
+	// exactly one of ParallelFor, ParallelForND, SingleTask, Launch, Copy,
+	// Fill.
+	ErrNoKernel = errors.New("acpp: command group must declare exactly one action")
+	// ErrHandlerDone: a Handler was used after its Submit returned; build
+	// accessors inside the command-group function.
+	ErrHandlerDone = errors.New("acpp: handler used outside its command group")
+	// ErrNoDevice: no device matched the selection.
+	ErrNoDevice = errors.New("acpp: no such device")
+	// ErrNoImplementation: the kernel has no implementation for the device
+	// the group runs on (a Go closure on a GPU, a named kernel without one
+	// for this backend). Register one or submit with On(another device).
+	ErrNoImplementation = device.ErrNoImplementation
+	// ErrKernelPanic marks errors made from a panic in a CPU kernel.
+	ErrKernelPanic = device.ErrKernelPanic
+	// ErrPlaceholder: a placeholder accessor was used in a group without
+	// Require.
+	ErrPlaceholder = errors.New("acpp: placeholder accessor not bound with Require")
+	// ErrElemType: the element type holds pointers (Go memory the runtime
+	// moves between devices must be plain data).
+	ErrElemType = errors.New("acpp: element type must not contain pointers")
+	// ErrNotHostVisible: the memory cannot be touched from the host; copy it
+	// with Memcpy or use a host accessor.
+	ErrNotHostVisible = errors.New("acpp: memory is not host-visible")
+)

@@ -1,0 +1,91 @@
+package acpp
+
+import (
+	"context"
+	"time"
+
+	"github.com/acpp/acpp/coherence"
+	"github.com/acpp/acpp/internal/exec"
+)
+
+type releaseReq = exec.ReleaseReq
+
+func execGroup(name string, acc []coherence.Access) exec.Group {
+	return exec.Group{Name: name, Accesses: acc}
+}
+
+// Status is a command group's state.
+type Status = exec.State
+
+// Command group states.
+const (
+	Submitted = exec.Submitted // waiting for the groups it depends on
+	Running   = exec.Running   // copies or kernel under way
+	Complete  = exec.Complete  // finished
+	Failed    = exec.Failed    // finished with an error (Err says why)
+)
+
+// Timing says when a command group was submitted, started (its
+// dependencies done) and ended. Unreached times are zero.
+type Timing struct {
+	Submitted, Started, Ended time.Time
+}
+
+// Duration is the time from start to end (0 until it ended).
+func (t Timing) Duration() time.Duration {
+	if t.Ended.IsZero() {
+		return 0
+	}
+	return t.Ended.Sub(t.Started)
+}
+
+// Event is the handle of a submitted command group.
+type Event struct {
+	n *exec.Node
+}
+
+// Wait blocks until the group finished and returns its error (a kernel
+// error or panic, a failed copy, a cancelled queue), or ctx's error if ctx
+// ends first.
+func (e *Event) Wait(ctx context.Context) error {
+	select {
+	case <-e.n.Done():
+		return e.n.Err()
+	default:
+	}
+	select {
+	case <-e.n.Done():
+		return e.n.Err()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Done is closed when the group has finished.
+func (e *Event) Done() <-chan struct{} { return e.n.Done() }
+
+// Err is the group's error once it finished; nil before.
+func (e *Event) Err() error { return e.n.Err() }
+
+// Status is the group's current state.
+func (e *Event) Status() Status { return e.n.State() }
+
+// Timing returns the group's timestamps.
+func (e *Event) Timing() Timing {
+	s, st, en := e.n.Times()
+	return Timing{s, st, en}
+}
+
+// ID is the command group's submission number; groups are ordered by it
+// (D3).
+func (e *Event) ID() uint64 { return uint64(e.n.ID) }
+
+// Deps are the IDs of earlier groups this one waited for (D1–D3).
+func (e *Event) Deps() []uint64 {
+	d := e.n.Deps()
+	out := make([]uint64, len(d))
+	for i, x := range d {
+		out[i] = uint64(x)
+	}
+	return out
+}

@@ -1,0 +1,623 @@
+package acpp
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/acpp/acpp/coherence"
+	"github.com/acpp/acpp/device"
+	"github.com/acpp/acpp/internal/exec"
+)
+
+// SubmitOption configures one Submit.
+type SubmitOption func(*submitConfig)
+
+type submitConfig struct {
+	dev   *DeviceID
+	after []*Event
+	name  string
+}
+
+// On runs the command group on device id (one of the queue's devices)
+// instead of the default device.
+func On(id DeviceID) SubmitOption { return func(c *submitConfig) { c.dev = &id } }
+
+// After makes the group wait for events besides the dependencies its
+// accessors imply (USM operations, host work).
+func After(evs ...*Event) SubmitOption {
+	return func(c *submitConfig) { c.after = append(c.after, evs...) }
+}
+
+// Named names the group in errors, logs and traces.
+func Named(name string) SubmitOption { return func(c *submitConfig) { c.name = name } }
+
+// Handler collects a command group: its accessors and its one action. It
+// is valid only inside the function passed to Submit.
+type Handler struct {
+	q     *Queue
+	dev   device.Device
+	mem   coherence.AllocID
+	name  string
+	reqs  []*req
+	after []*exec.Node
+	local []device.Arg // local memory arguments of ParallelForND
+	ops   []device.Op
+	act   string // the action declared, "" for none
+	errs  []error
+	done  bool
+}
+
+func (h *Handler) usable() error {
+	if h == nil || h.done {
+		return ErrHandlerDone
+	}
+	return nil
+}
+
+func (h *Handler) fail(err error) { h.errs = append(h.errs, err) }
+
+// Device describes the device the group runs on.
+func (h *Handler) Device() device.Info { return h.dev.Info() }
+
+// DependsOn adds explicit dependencies, like the After option.
+func (h *Handler) DependsOn(evs ...*Event) {
+	for _, e := range evs {
+		if e != nil {
+			h.after = append(h.after, e.n)
+		}
+	}
+}
+
+func (h *Handler) setAction(name string, ops ...device.Op) {
+	if err := h.usable(); err != nil {
+		h.fail(err)
+		return
+	}
+	if h.act != "" {
+		h.fail(fmt.Errorf("%w: %s after %s", ErrNoKernel, name, h.act))
+		return
+	}
+	h.act = name
+	h.ops = ops
+	if h.name == "" {
+		h.name = name
+	}
+}
+
+func (h *Handler) runsGo(what string) bool {
+	if h.dev.Info().Caps.Runs(device.FormGo) {
+		return true
+	}
+	h.fail(fmt.Errorf("%w: %s is a Go closure and %s runs no Go code; submit with acpp.On(a CPU device) or register a named kernel with an implementation for it", ErrNoImplementation, what, h.dev.Info().ID))
+	return false
+}
+
+// Submit runs cgf to collect a command group and submits it. The group
+// runs once the groups it conflicts with (D1–D3) and the events it waits
+// for have finished; independent groups run concurrently (D4). Errors in
+// declaring the group (an accessor outside its buffer, a closed buffer, a
+// kernel without an implementation for the device, ...) are returned here;
+// errors while it runs are on the event.
+func (q *Queue) Submit(cgf func(h *Handler) error, opts ...SubmitOption) (*Event, error) {
+	var cfg submitConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	dev := q.devs[0]
+	if cfg.dev != nil {
+		d, err := q.deviceByID(*cfg.dev)
+		if err != nil {
+			return nil, err
+		}
+		dev = d
+	}
+	h := &Handler{q: q, dev: dev, mem: q.rt.MemOf(dev.Info().ID), name: cfg.name}
+	h.DependsOn(cfg.after...)
+	err := cgf(h)
+	h.done = true
+	if err != nil {
+		return nil, err
+	}
+	if len(h.errs) > 0 {
+		return nil, errors.Join(h.errs...)
+	}
+	if h.act == "" {
+		return nil, fmt.Errorf("%w: the group declared none", ErrNoKernel)
+	}
+	return q.submitGroup(h)
+}
+
+func (q *Queue) submitGroup(h *Handler) (*Event, error) {
+	acc := make([]coherence.Access, len(h.reqs))
+	for i, r := range h.reqs {
+		acc[i] = coherence.Access{Buffer: r.st.id, Pages: r.pages, Mode: r.mode, Discard: r.noInit, Target: h.mem}
+	}
+	n, err := q.rt.Submit(exec.Group{Name: h.name, Accesses: acc, After: h.after, Device: h.dev, Ops: h.ops})
+	if err != nil {
+		return nil, err
+	}
+	return &Event{n: n}, nil
+}
+
+// ---- kernels ----
+
+// ParallelFor runs k once per item of r, on the CPU's workers in chunks.
+// k is a Go closure: it captures the accessors it uses.
+func (h *Handler) ParallelFor(r Range, k func(it Item)) {
+	if err := r.valid(); err != nil {
+		h.fail(err)
+		return
+	}
+	if !h.runsGo("ParallelFor") {
+		return
+	}
+	sz := r.e
+	var fn device.GoFunc
+	switch r.dims {
+	case 1:
+		fn = func(w *device.Work) {
+			for i := w.Lo[2]; i < w.Hi[2]; i++ {
+				k(Item{id: [3]int{i, 0, 0}, rng: sz})
+			}
+		}
+	case 2:
+		fn = func(w *device.Work) {
+			for i := w.Lo[1]; i < w.Hi[1]; i++ {
+				for j := w.Lo[2]; j < w.Hi[2]; j++ {
+					k(Item{id: [3]int{i, j, 0}, rng: sz})
+				}
+			}
+		}
+	default:
+		fn = func(w *device.Work) {
+			for i := w.Lo[0]; i < w.Hi[0]; i++ {
+				for j := w.Lo[1]; j < w.Hi[1]; j++ {
+					for l := w.Lo[2]; l < w.Hi[2]; l++ {
+						k(Item{id: [3]int{i, j, l}, rng: sz})
+					}
+				}
+			}
+		}
+	}
+	h.setAction("parallel_for", device.LaunchOp{Name: h.nameOr("parallel_for"), Func: fn, Range: device.NDRange{Global: r.dims3()}})
+}
+
+// ParallelForChunks runs k over chunks of r: k gets the first item and the
+// end (exclusive) of its chunk in every dimension and loops itself. It is
+// the fastest form for simple loops (no call per item).
+func (h *Handler) ParallelForChunks(r Range, k func(lo, hi ID)) {
+	if err := r.valid(); err != nil {
+		h.fail(err)
+		return
+	}
+	if !h.runsGo("ParallelForChunks") {
+		return
+	}
+	d := r.dims
+	fn := func(w *device.Work) {
+		k(ID(fromInternal(d, w.Lo, 0)), ID(fromInternal(d, w.Hi, 1)))
+	}
+	h.setAction("parallel_for", device.LaunchOp{Name: h.nameOr("parallel_for"), Func: fn, Range: device.NDRange{Global: r.dims3()}})
+}
+
+func (h *Handler) nameOr(s string) string {
+	if h.name != "" {
+		return h.name
+	}
+	return s
+}
+
+// SingleTask runs k once.
+func (h *Handler) SingleTask(k func()) {
+	if !h.runsGo("SingleTask") {
+		return
+	}
+	h.setAction("single_task", device.LaunchOp{Name: h.nameOr("single_task"), Func: func(*device.Work) { k() },
+		Range: device.NDRange{Global: [3]int{1, 1, 1}}})
+}
+
+// Group is one work-group of a ParallelForND, in the hierarchical form: the
+// kernel runs phases over the group's items with Items; a barrier separates
+// consecutive phases, and local memory (LocalAccessor) is shared by the
+// group's items across phases (A3).
+type Group struct {
+	w    *device.Work
+	dims int
+}
+
+// ID is the group's id in dimension d.
+func (g Group) ID(d int) int { return fromInternal(g.dims, g.w.Group, 0)[d] }
+
+// LocalRange is the group's size in dimension d.
+func (g Group) LocalRange(d int) int { return fromInternal(g.dims, g.w.Range.Local, 1)[d] }
+
+// GlobalRange is the launch's size in dimension d.
+func (g Group) GlobalRange(d int) int { return fromInternal(g.dims, g.w.Range.Global, 1)[d] }
+
+// Groups is the number of groups in dimension d.
+func (g Group) Groups(d int) int { return g.GlobalRange(d) / g.LocalRange(d) }
+
+// Linear is the group's row-major linear id.
+func (g Group) Linear() int {
+	gr := [3]int{}
+	for d := range 3 {
+		gr[d] = g.w.Range.Global[d] / g.w.Range.Local[d]
+	}
+	return (g.w.Group[0]*gr[1]+g.w.Group[1])*gr[2] + g.w.Group[2]
+}
+
+// Items runs f for every item of the group. Returning from Items is a
+// group barrier: every item finished this phase before the next begins.
+func (g Group) Items(f func(it NDItem)) {
+	w := g.w
+	for i := w.Lo[0]; i < w.Hi[0]; i++ {
+		for j := w.Lo[1]; j < w.Hi[1]; j++ {
+			for k := w.Lo[2]; k < w.Hi[2]; k++ {
+				f(NDItem{g: g, global: [3]int{i, j, k}})
+			}
+		}
+	}
+}
+
+// NDItem is a work-item of a ParallelForND.
+type NDItem struct {
+	g      Group
+	global [3]int // internal order
+}
+
+// GlobalID is the item's global id in dimension d.
+func (it NDItem) GlobalID(d int) int { return fromInternal(it.g.dims, it.global, 0)[d] }
+
+// LocalID is the item's id in its group in dimension d.
+func (it NDItem) LocalID(d int) int {
+	var l [3]int
+	for x := range 3 {
+		l[x] = it.global[x] - it.g.w.Lo[x]
+	}
+	return fromInternal(it.g.dims, l, 0)[d]
+}
+
+// LocalLinear is the item's row-major linear id within its group.
+func (it NDItem) LocalLinear() int {
+	w := it.g.w
+	return ((it.global[0]-w.Lo[0])*w.Range.Local[1]+(it.global[1]-w.Lo[1]))*w.Range.Local[2] + it.global[2] - w.Lo[2]
+}
+
+// GlobalLinear is the item's row-major linear global id.
+func (it NDItem) GlobalLinear() int {
+	g := it.g.w.Range.Global
+	return (it.global[0]*g[1]+it.global[1])*g[2] + it.global[2]
+}
+
+// Group is the item's group.
+func (it NDItem) Group() Group { return it.g }
+
+// Local is a local accessor: n elements of work-group local memory, one
+// allocation per work-group (A3).
+type Local[T any] struct {
+	idx int
+	n   int
+}
+
+// LocalAccessor declares n elements of local memory for h's ParallelForND
+// or LaunchND.
+func LocalAccessor[T any](h *Handler, n int) Local[T] {
+	es, err := elemSize[T]()
+	if err != nil {
+		h.fail(err)
+		return Local[T]{}
+	}
+	if n <= 0 {
+		h.fail(fmt.Errorf("%w: local accessor of %d elements", ErrBadRange, n))
+		return Local[T]{}
+	}
+	h.local = append(h.local, device.Arg{Kind: device.ArgLocal, Space: device.Local, LocalBytes: n * es})
+	return Local[T]{idx: len(h.local) - 1, n: n}
+}
+
+// Slice is the group's local memory.
+func (l Local[T]) Slice(g Group) []T {
+	b := g.w.Local[l.idx]
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), l.n)
+}
+
+// Len is the number of elements.
+func (l Local[T]) Len() int { return l.n }
+
+// ParallelForND runs k once per work-group of local-sized groups covering
+// global. global must be a multiple of local in every dimension.
+func (h *Handler) ParallelForND(global, local Range, k func(g Group)) {
+	nd, err := h.ndRange(global, local)
+	if err != nil {
+		h.fail(err)
+		return
+	}
+	if !h.runsGo("ParallelForND") {
+		return
+	}
+	dims := global.dims
+	h.setAction("parallel_for_nd", device.LaunchOp{Name: h.nameOr("parallel_for_nd"), Range: nd, Args: h.local,
+		Func: func(w *device.Work) { k(Group{w: w, dims: dims}) }})
+}
+
+func (h *Handler) ndRange(global, local Range) (device.NDRange, error) {
+	if err := global.valid(); err != nil {
+		return device.NDRange{}, err
+	}
+	if err := local.valid(); err != nil {
+		return device.NDRange{}, err
+	}
+	if global.dims != local.dims {
+		return device.NDRange{}, fmt.Errorf("%w: global %v and local %v ranges differ in dimensions", ErrBadRange, global, local)
+	}
+	for d := 0; d < global.dims; d++ {
+		if local.e[d] <= 0 || global.e[d]%local.e[d] != 0 {
+			return device.NDRange{}, fmt.Errorf("%w: global range %v is not a multiple of the work-group size %v", ErrBadRange, global, local)
+		}
+	}
+	caps := h.dev.Info().Caps
+	if caps.MaxGroupSize > 0 && local.Count() > caps.MaxGroupSize {
+		return device.NDRange{}, fmt.Errorf("%w: work-group of %d items, %s allows %d", ErrBadRange, local.Count(), h.dev.Info().ID, caps.MaxGroupSize)
+	}
+	return device.NDRange{Global: global.dims3(), Local: local.dims3()}, nil
+}
+
+// ---- named kernels ----
+
+// KernelArg is an argument of a named kernel: an accessor, a local
+// accessor, a USM pointer, a Scalar, or one of those cast with Generic or
+// Cast.
+type KernelArg interface {
+	kernelArg(h *Handler) (device.Arg, error)
+}
+
+// Launch runs the named kernel over r (a flat launch). The kernel must have
+// an implementation for the group's device; each argument is checked
+// against the kernel's declared parameters (A2).
+func (h *Handler) Launch(name string, r Range, args ...KernelArg) {
+	if err := r.valid(); err != nil {
+		h.fail(err)
+		return
+	}
+	h.launch(name, device.NDRange{Global: r.dims3()}, args)
+}
+
+// LaunchND runs the named kernel over work-groups of size local.
+func (h *Handler) LaunchND(name string, global, local Range, args ...KernelArg) {
+	nd, err := h.ndRange(global, local)
+	if err != nil {
+		h.fail(err)
+		return
+	}
+	h.launch(name, nd, args)
+}
+
+func (h *Handler) launch(name string, nd device.NDRange, args []KernelArg) {
+	k, err := device.Kernels.Lookup(name)
+	if err != nil {
+		h.fail(err)
+		return
+	}
+	caps := h.dev.Info().Caps
+	if !(k.Has(device.FormGo) && caps.Runs(device.FormGo)) && !(k.Has(device.FormPTX) && caps.Runs(device.FormPTX)) {
+		h.fail(fmt.Errorf("%w: kernel %q has no implementation that %s runs; register one or submit with acpp.On(another device)", ErrNoImplementation, name, h.dev.Info().ID))
+		return
+	}
+	dargs := make([]device.Arg, len(args))
+	for i, a := range args {
+		if a == nil {
+			h.fail(fmt.Errorf("%w: kernel %q argument %d is nil", device.ErrBadArg, name, i))
+			return
+		}
+		da, err := a.kernelArg(h)
+		if err != nil {
+			h.fail(fmt.Errorf("kernel %q argument %d: %w", name, i, err))
+			return
+		}
+		dargs[i] = da
+	}
+	conv, err := device.ValidateArgs(k, dargs, caps.LocalMemBytes)
+	if err != nil {
+		h.fail(err)
+		return
+	}
+	h.setAction("launch "+name, device.LaunchOp{Name: name, Kernel: k, Range: nd, Args: conv})
+}
+
+func (a Raw[T]) kernelArg(h *Handler) (device.Arg, error)        { return a.rq.arg(h, device.ArgPointer) }
+func (a RawRO[T]) kernelArg(h *Handler) (device.Arg, error)      { return a.rq.arg(h, device.ArgPointer) }
+func (a Unranged[T]) kernelArg(h *Handler) (device.Arg, error)   { return a.rq.arg(h, device.ArgAccessor) }
+func (a UnrangedRO[T]) kernelArg(h *Handler) (device.Arg, error) { return a.rq.arg(h, device.ArgAccessor) }
+func (a Ranged[T]) kernelArg(h *Handler) (device.Arg, error) {
+	return a.rq.arg(h, device.ArgRangedAccessor)
+}
+func (a RangedRO[T]) kernelArg(h *Handler) (device.Arg, error) {
+	return a.rq.arg(h, device.ArgRangedAccessor)
+}
+
+func (l Local[T]) kernelArg(h *Handler) (device.Arg, error) {
+	if l.n == 0 || l.idx >= len(h.local) {
+		return device.Arg{}, fmt.Errorf("%w: local accessor not declared in this group", ErrBadRange)
+	}
+	return h.local[l.idx], nil
+}
+
+type scalarArg struct{ b []byte }
+
+func (s scalarArg) kernelArg(*Handler) (device.Arg, error) {
+	return device.Arg{Kind: device.ArgScalar, Space: device.Private, Scalar: s.b, ElemSize: len(s.b)}, nil
+}
+
+// Scalar passes v by value (private space).
+func Scalar[T any](v T) KernelArg {
+	b := make([]byte, unsafe.Sizeof(v))
+	copy(b, unsafe.Slice((*byte)(unsafe.Pointer(&v)), len(b)))
+	return scalarArg{b}
+}
+
+type spaceArg struct {
+	inner KernelArg
+	space device.AddrSpace
+	cast  bool
+}
+
+func (s spaceArg) kernelArg(h *Handler) (device.Arg, error) {
+	a, err := s.inner.kernelArg(h)
+	if err != nil {
+		return a, err
+	}
+	real := a.Space
+	if a.Mem != nil {
+		real = a.Mem.Space()
+	} else if a.Kind == device.ArgLocal {
+		real = device.Local
+	}
+	switch {
+	case !s.cast:
+		if !device.ImplicitlyConverts(a.Space, s.space) {
+			return a, fmt.Errorf("%w: a %s argument does not convert implicitly to %s; use Cast", device.ErrBadArg, a.Space, s.space)
+		}
+	default:
+		if !device.ExplicitlyConverts(a.Space, s.space) {
+			return a, fmt.Errorf("%w: a %s argument cannot be cast to %s", device.ErrBadArg, a.Space, s.space)
+		}
+		// A cast back from generic must name the pointer's real space (or
+		// a space it converts to).
+		if !device.ImplicitlyConverts(real, s.space) {
+			return a, fmt.Errorf("%w: the argument points to %s memory; it cannot become %s", device.ErrBadArg, real, s.space)
+		}
+	}
+	a.Space = s.space
+	return a, nil
+}
+
+// Generic passes a as a generic-space pointer: the implicit conversion of
+// every named space (A4).
+func Generic(a KernelArg) KernelArg { return spaceArg{inner: a, space: device.Generic} }
+
+// Cast converts a to a named space explicitly (A4): generic back to the
+// space its memory really is in, or global to global_device/global_host.
+func Cast(a KernelArg, space device.AddrSpace) KernelArg {
+	return spaceArg{inner: a, space: space, cast: true}
+}
+
+// ---- copy and fill ----
+
+// Readable is any accessor the group may read through.
+type Readable[T any] interface {
+	At(i int) T
+	request() *req
+}
+
+// Writable is any accessor the group may write through.
+type Writable[T any] interface {
+	Readable[T]
+	Set(i int, v T)
+}
+
+func (a Raw[T]) request() *req        { return a.rq }
+func (a RawRO[T]) request() *req      { return a.rq }
+func (a Unranged[T]) request() *req   { return a.rq }
+func (a UnrangedRO[T]) request() *req { return a.rq }
+func (a Ranged[T]) request() *req     { return a.rq }
+func (a RangedRO[T]) request() *req   { return a.rq }
+
+func (h *Handler) own(r *req, what string) bool {
+	if r == nil {
+		h.fail(fmt.Errorf("%w: %s accessor was not constructed", ErrBadRange, what))
+		return false
+	}
+	if r.h != h {
+		h.fail(fmt.Errorf("%w: %s accessor belongs to another command group", ErrHandlerDone, what))
+		return false
+	}
+	return true
+}
+
+func (r *req) region() device.Region {
+	return device.Region{Mem: r.mem, Extent: r.brange, Origin: r.off}
+}
+
+// Copy copies src's access region to dst's (same size) on the group's
+// device.
+func Copy[T any](h *Handler, src Readable[T], dst Writable[T]) {
+	s, d := src.request(), dst.request()
+	if !h.own(s, "source") || !h.own(d, "destination") {
+		return
+	}
+	if s.rng != d.rng {
+		h.fail(fmt.Errorf("%w: copy from a %v region to a %v region", ErrBadRange, s.rng, d.rng))
+		return
+	}
+	h.setAction("copy", device.CopyOp{Src: s.region(), Dst: d.region(), Size: s.rng, ElemSize: s.elem})
+}
+
+func hostMem[T any](h *Handler, s []T) *device.Mem {
+	var z T
+	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(z)))
+	return &device.Mem{Device: h.q.rt.Host().Info().ID, Kind: device.MemHost, Bytes: len(b), Host: b}
+}
+
+// CopyToHost copies src's access region into dst (dense, row-major).
+func CopyToHost[T any](h *Handler, src Readable[T], dst []T) {
+	s := src.request()
+	if !h.own(s, "source") {
+		return
+	}
+	n := s.rng[0] * s.rng[1] * s.rng[2]
+	if len(dst) < n {
+		h.fail(fmt.Errorf("%w: destination slice has %d elements, the copy %d", ErrBadRange, len(dst), n))
+		return
+	}
+	h.setAction("copy", device.CopyOp{Src: s.region(), Dst: device.Region{Mem: hostMem(h, dst[:n]), Extent: s.rng},
+		Size: s.rng, ElemSize: s.elem})
+}
+
+// CopyFromHost copies src (dense, row-major) into dst's access region.
+func CopyFromHost[T any](h *Handler, src []T, dst Writable[T]) {
+	d := dst.request()
+	if !h.own(d, "destination") {
+		return
+	}
+	n := d.rng[0] * d.rng[1] * d.rng[2]
+	if len(src) < n {
+		h.fail(fmt.Errorf("%w: source slice has %d elements, the copy %d", ErrBadRange, len(src), n))
+		return
+	}
+	h.setAction("copy", device.CopyOp{Src: device.Region{Mem: hostMem(h, src[:n]), Extent: d.rng}, Dst: d.region(),
+		Size: d.rng, ElemSize: d.elem})
+}
+
+// Fill sets every element of dst's access region to v.
+func Fill[T any](h *Handler, dst Writable[T], v T) {
+	d := dst.request()
+	if !h.own(d, "destination") {
+		return
+	}
+	pat := make([]byte, d.elem)
+	copy(pat, unsafe.Slice((*byte)(unsafe.Pointer(&v)), d.elem))
+	h.setAction("fill", fillOps(d, pat)...)
+}
+
+// fillOps covers a box with as few contiguous fills as its shape allows.
+func fillOps(r *req, pat []byte) []device.Op {
+	e, o, s := r.brange, r.off, r.rng
+	at := func(z, y, x int) int { return ((z*e[1]+y)*e[2] + x) * r.elem }
+	var ops []device.Op
+	switch {
+	case s[2] == e[2] && s[1] == e[1]:
+		ops = append(ops, device.FillOp{Dst: r.mem, Offset: at(o[0], 0, 0), Bytes: s[0] * e[1] * e[2] * r.elem, Pattern: pat})
+	case s[2] == e[2]:
+		for z := o[0]; z < o[0]+s[0]; z++ {
+			ops = append(ops, device.FillOp{Dst: r.mem, Offset: at(z, o[1], 0), Bytes: s[1] * e[2] * r.elem, Pattern: pat})
+		}
+	default:
+		for z := o[0]; z < o[0]+s[0]; z++ {
+			for y := o[1]; y < o[1]+s[1]; y++ {
+				ops = append(ops, device.FillOp{Dst: r.mem, Offset: at(z, y, o[2]), Bytes: s[2] * r.elem, Pattern: pat})
+			}
+		}
+	}
+	return ops
+}

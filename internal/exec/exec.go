@@ -1,0 +1,677 @@
+package exec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/acpp/acpp/coherence"
+	"github.com/acpp/acpp/device"
+)
+
+// ErrClosed: the runtime was closed; create a new queue.
+var ErrClosed = errors.New("acpp: queue closed")
+
+// Config configures a Runtime.
+type Config struct {
+	// Devices are the devices the runtime may use. At least one must be
+	// host-unified (a CPU device): the first such device allocates host
+	// memory and runs host-side copies.
+	Devices []device.Device
+	// Logger receives debug events; nil means discard.
+	Logger *slog.Logger
+	// Context cancels the runtime: nodes not yet started fail with its
+	// cause. nil means context.Background().
+	Context context.Context
+}
+
+// Stats counts what the runtime did.
+type Stats struct {
+	// Groups is the number of command groups submitted.
+	Groups int64
+	// CopiesPlanned is the number of page-box copies coherence planned;
+	// Copies the number of backend transfers the executor ran. They are
+	// equal once every node has run.
+	CopiesPlanned, Copies int64
+	// BytesCopied is the total; HostToDevice and DeviceToHost split it by
+	// direction (a device being a non-host memory).
+	BytesCopied, BytesHostToDevice, BytesDeviceToHost int64
+	// Allocations is the number of device allocations made.
+	Allocations int64
+}
+
+type allocKey struct {
+	buf   coherence.BufferID
+	alloc coherence.AllocID
+}
+
+// allocEntry is one allocation of a buffer. once makes concurrent first
+// users allocate once (B5).
+type allocEntry struct {
+	once sync.Once
+	mem  *device.Mem
+	err  error
+	user bool // the user's memory (L1, B3): never freed by the runtime
+}
+
+type bufInfo struct {
+	geo coherence.Geometry
+}
+
+// Runtime is the executor of one queue.
+type Runtime struct {
+	log     *slog.Logger
+	ctx     context.Context
+	devs    []device.Device
+	host    device.Device                     // allocates host memory
+	memOf   map[device.ID]coherence.MemID     // device → the memory its kernels use
+	devOf   map[coherence.MemID]device.Device // memory → the device that allocates it and runs its copies
+	queueRR atomic.Uint32
+
+	mu          sync.Mutex
+	core        *coherence.Core          // guarded by mu
+	next        coherence.CGID           // guarded by mu
+	nextBuf     coherence.BufferID       // guarded by mu
+	nodes       map[coherence.CGID]*Node // submitted, not finished; guarded by mu
+	bufs        map[coherence.BufferID]*bufInfo
+	allocs      map[allocKey]*allocEntry // guarded by mu (entries have their own once)
+	outstanding int                      // nodes not finished; guarded by mu
+	idle        []chan struct{}          // closed when outstanding drops to 0; guarded by mu
+	errs        []error                  // async errors not yet taken; guarded by mu
+	closed      bool                     // guarded by mu
+
+	groups, planned, copies, bytes, h2d, d2h, nallocs atomic.Int64
+
+	bg sync.WaitGroup // goroutines that free released allocations
+}
+
+// New builds a runtime over cfg.Devices.
+func New(cfg Config) (*Runtime, error) {
+	rt := &Runtime{
+		log:    cfg.Logger,
+		ctx:    cfg.Context,
+		devs:   cfg.Devices,
+		memOf:  map[device.ID]coherence.MemID{},
+		devOf:  map[coherence.MemID]device.Device{},
+		core:   coherence.New(coherence.Config{}),
+		next:   1,
+		nodes:  map[coherence.CGID]*Node{},
+		bufs:   map[coherence.BufferID]*bufInfo{},
+		allocs: map[allocKey]*allocEntry{},
+	}
+	if rt.log == nil {
+		rt.log = slog.New(slog.DiscardHandler)
+	}
+	if rt.ctx == nil {
+		rt.ctx = context.Background()
+	}
+	mem := coherence.HostMem + 1
+	for _, d := range cfg.Devices {
+		info := d.Info()
+		if info.Caps.HostUnified {
+			// Linked to the host allocation (L2, L3); all such devices
+			// share it (B4).
+			rt.memOf[info.ID] = coherence.HostMem
+			if rt.host == nil && info.Caps.Runs(device.FormGo) {
+				rt.host = d
+				rt.devOf[coherence.HostMem] = d
+			}
+			continue
+		}
+		rt.memOf[info.ID] = mem
+		rt.devOf[mem] = d
+		mem++
+	}
+	if rt.host == nil {
+		return nil, errors.New("acpp: no host-unified CPU device to hold host memory; open the cpu backend")
+	}
+	return rt, nil
+}
+
+// MemOf is the memory a device's kernels use: HostMem for host-unified
+// devices.
+func (rt *Runtime) MemOf(d device.ID) coherence.AllocID {
+	return coherence.AllocID{Node: 0, Mem: rt.memOf[d]}
+}
+
+// HostAlloc is the host allocation's ID.
+func (rt *Runtime) HostAlloc() coherence.AllocID { return coherence.AllocID{Mem: coherence.HostMem} }
+
+// Host is the device that holds host memory.
+func (rt *Runtime) Host() device.Device { return rt.host }
+
+// DeviceOf is the device that allocates and copies for a memory.
+func (rt *Runtime) DeviceOf(a coherence.AllocID) device.Device { return rt.devOf[a.Mem] }
+
+// Stats returns the counters.
+func (rt *Runtime) Stats() Stats {
+	return Stats{Groups: rt.groups.Load(), CopiesPlanned: rt.planned.Load(), Copies: rt.copies.Load(),
+		BytesCopied: rt.bytes.Load(), BytesHostToDevice: rt.h2d.Load(), BytesDeviceToHost: rt.d2h.Load(),
+		Allocations: rt.nallocs.Load()}
+}
+
+// AddBuffer registers a buffer. When user is non-nil it is existing memory
+// that holds the buffer's contents (the user's host slice, L1, or a user USM
+// allocation, B3) and becomes the buffer's allocation at at.
+func (rt *Runtime) AddBuffer(geo coherence.Geometry, user *device.Mem, at coherence.AllocID) (coherence.BufferID, error) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.closed {
+		return 0, ErrClosed
+	}
+	rt.nextBuf++
+	id := rt.nextBuf
+	spec := coherence.BufferSpec{ID: id, Geometry: geo}
+	if user != nil {
+		spec.HostData = &at
+	}
+	if err := rt.core.AddBuffer(spec); err != nil {
+		return 0, err
+	}
+	rt.bufs[id] = &bufInfo{geo: geo}
+	if user != nil {
+		e := &allocEntry{mem: user, user: true}
+		e.once.Do(func() {})
+		rt.allocs[allocKey{id, at}] = e
+	}
+	return id, nil
+}
+
+// Alloc returns the buffer's allocation at a, making it on first use (B5).
+// The result is the same for the buffer's lifetime (B2) unless Release
+// frees it. It may block in the device's allocator.
+func (rt *Runtime) Alloc(buf coherence.BufferID, a coherence.AllocID) (*device.Mem, error) {
+	rt.mu.Lock()
+	bi := rt.bufs[buf]
+	if bi == nil {
+		rt.mu.Unlock()
+		return nil, fmt.Errorf("%w: buffer %d", coherence.ErrUnknownBuffer, buf)
+	}
+	k := allocKey{buf, a}
+	e := rt.allocs[k]
+	if e == nil {
+		e = &allocEntry{}
+		rt.allocs[k] = e
+	}
+	rt.mu.Unlock()
+	e.once.Do(func() {
+		d := rt.devOf[a.Mem]
+		if d == nil {
+			e.err = fmt.Errorf("acpp: no device holds memory %d", a.Mem)
+			return
+		}
+		e.mem, e.err = d.Alloc(device.MemDevice, bi.geo.Bytes())
+		if e.err == nil {
+			rt.nallocs.Add(1)
+			rt.log.Debug("allocate", "buffer", buf, "device", d.Info().ID, "bytes", bi.geo.Bytes())
+		}
+	})
+	return e.mem, e.err
+}
+
+// Geometry returns a buffer's geometry.
+func (rt *Runtime) Geometry(buf coherence.BufferID) (coherence.Geometry, bool) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	bi := rt.bufs[buf]
+	if bi == nil {
+		return coherence.Geometry{}, false
+	}
+	return bi.geo, true
+}
+
+// Group is a command group as the API hands it to the executor.
+type Group struct {
+	Name string
+	// Accesses have their Target set (MemOf the executing device, or the
+	// host allocation for host tasks).
+	Accesses []coherence.Access
+	// After are explicit dependencies (events, USM ordering).
+	After []*Node
+	// Device runs Ops. Host runs instead when set: a host task that calls
+	// done exactly once (possibly later, e.g. when a host accessor is
+	// closed).
+	Device device.Device
+	Ops    []device.Op
+	Host   func(done func(error))
+	// OnFinish, when set, runs after the node finished and before Done is
+	// closed (used to free released allocations).
+	OnFinish func(err error) error
+	// Release, when set, makes the node the explicit release of this
+	// allocation (B1) instead of a planned command group.
+	Release *ReleaseReq
+}
+
+// ReleaseReq names an allocation to release.
+type ReleaseReq struct {
+	Buffer coherence.BufferID
+	Alloc  coherence.AllocID
+}
+
+// State is a node's life-cycle state.
+type State int32
+
+// Node states.
+const (
+	Submitted State = iota // waiting for dependencies
+	Running                // copies or work under way
+	Complete               // finished without error
+	Failed                 // finished with an error
+)
+
+func (s State) String() string {
+	return [...]string{"submitted", "running", "complete", "failed"}[s]
+}
+
+// Node is one submitted command group.
+type Node struct {
+	ID   coherence.CGID
+	Name string
+
+	rt    *Runtime
+	g     Group
+	step  coherence.Step
+	state atomic.Int32
+	done  chan struct{}
+	err   error // set before done is closed
+
+	submitted, started, ended time.Time // started/ended set before done is closed
+
+	pending  int     // unfinished dependencies + 1 while submitting; guarded by rt.mu
+	succ     []*Node // nodes waiting for this one; guarded by rt.mu
+	finished bool    // guarded by rt.mu
+
+	left     atomic.Int32 // copies or ops still running
+	errMu    sync.Mutex
+	firstErr error // guarded by errMu
+}
+
+// Done is closed when the node has finished.
+func (n *Node) Done() <-chan struct{} { return n.done }
+
+// Err is the node's error; valid once Done is closed.
+func (n *Node) Err() error {
+	select {
+	case <-n.done:
+		return n.err
+	default:
+		return nil
+	}
+}
+
+// State is the node's current state.
+func (n *Node) State() State { return State(n.state.Load()) }
+
+// Times returns when the node was submitted, started and ended (zero while
+// not yet reached).
+func (n *Node) Times() (submitted, started, ended time.Time) {
+	select {
+	case <-n.done:
+		return n.submitted, n.started, n.ended
+	default:
+		if n.State() == Running {
+			// started is written before the state changes to Running.
+			return n.submitted, n.started, time.Time{}
+		}
+		return n.submitted, time.Time{}, time.Time{}
+	}
+}
+
+// Deps are the command groups coherence ordered this one after.
+func (n *Node) Deps() []coherence.CGID { return n.step.Deps }
+
+// Step is coherence's plan for the node.
+func (n *Node) Step() coherence.Step { return n.step }
+
+// Submit plans g and starts it as soon as its dependencies have finished.
+func (rt *Runtime) Submit(g Group) (*Node, error) {
+	if err := context.Cause(rt.ctx); err != nil {
+		return nil, fmt.Errorf("acpp: queue context done, submit refused: %w", err)
+	}
+	n := &Node{rt: rt, g: g, Name: g.Name, done: make(chan struct{}), submitted: time.Now()}
+	rt.mu.Lock()
+	if rt.closed {
+		rt.mu.Unlock()
+		return nil, ErrClosed
+	}
+	id := rt.next
+	var step coherence.Step
+	var err error
+	if g.Release != nil {
+		step, err = rt.core.Release(id, g.Release.Buffer, g.Release.Alloc)
+	} else {
+		step, err = rt.core.Submit(coherence.CommandGroup{ID: id, Accesses: g.Accesses})
+	}
+	if err != nil {
+		rt.mu.Unlock()
+		return nil, err
+	}
+	rt.next++
+	n.ID, n.step = id, step
+	n.pending = 1
+	for _, d := range step.Deps {
+		if p := rt.nodes[d]; p != nil && !p.finished {
+			p.succ = append(p.succ, n)
+			n.pending++
+		}
+	}
+	for _, p := range g.After {
+		if p != nil && p.rt == rt && !p.finished {
+			p.succ = append(p.succ, n)
+			n.pending++
+		}
+	}
+	rt.nodes[id] = n
+	rt.outstanding++
+	n.pending--
+	ready := n.pending == 0
+	rt.mu.Unlock()
+	rt.groups.Add(1)
+	for _, c := range step.Copies {
+		rt.planned.Add(int64(len(c.Boxes)))
+	}
+	if ready {
+		rt.dispatch(n)
+	}
+	return n, nil
+}
+
+// dispatch starts a node whose dependencies have finished.
+func (rt *Runtime) dispatch(n *Node) {
+	n.started = time.Now()
+	n.state.Store(int32(Running))
+	if err := context.Cause(rt.ctx); err != nil {
+		rt.finish(n, fmt.Errorf("acpp: %s not run, queue context done: %w", n.Name, err))
+		return
+	}
+	for _, a := range n.step.Allocate {
+		if _, err := rt.Alloc(a.Buffer, a.Alloc); err != nil {
+			rt.finish(n, fmt.Errorf("acpp: %s: allocate buffer %d on memory %d: %w", n.Name, a.Buffer, a.Alloc.Mem, err))
+			return
+		}
+	}
+	type planned struct {
+		dev device.Device
+		op  device.CopyOp
+		dir int // 1 host→device, 2 device→host
+	}
+	var ops []planned
+	for _, c := range n.step.Copies {
+		geo, _ := rt.Geometry(c.Buffer)
+		src, err := rt.Alloc(c.Buffer, c.Src)
+		if err == nil {
+			var dst *device.Mem
+			dst, err = rt.Alloc(c.Buffer, c.Dst)
+			if err == nil {
+				dev := rt.devOf[c.Dst.Mem]
+				if c.Dst.Mem == coherence.HostMem {
+					dev = rt.devOf[c.Src.Mem]
+				}
+				dir := 0
+				switch {
+				case c.Src.Mem == coherence.HostMem && c.Dst.Mem != coherence.HostMem:
+					dir = 1
+				case c.Src.Mem != coherence.HostMem && c.Dst.Mem == coherence.HostMem:
+					dir = 2
+				}
+				for _, b := range c.Boxes {
+					eb := geo.ElementBox(b)
+					size := [3]int{eb.Hi[0] - eb.Lo[0], eb.Hi[1] - eb.Lo[1], eb.Hi[2] - eb.Lo[2]}
+					ops = append(ops, planned{dev, device.CopyOp{
+						Src:  device.Region{Mem: src, Extent: geo.Range, Origin: eb.Lo},
+						Dst:  device.Region{Mem: dst, Extent: geo.Range, Origin: eb.Lo},
+						Size: size, ElemSize: geo.ElemSize,
+					}, dir})
+				}
+			}
+		}
+		if err != nil {
+			rt.finish(n, fmt.Errorf("acpp: %s: copy of buffer %d: %w", n.Name, c.Buffer, err))
+			return
+		}
+	}
+	if len(ops) == 0 {
+		rt.run(n)
+		return
+	}
+	n.left.Store(int32(len(ops)))
+	for _, p := range ops {
+		bytes := int64(p.op.Bytes())
+		dir := p.dir
+		cb := func(err error) {
+			if err == nil {
+				rt.copies.Add(1)
+				rt.bytes.Add(bytes)
+				switch dir {
+				case 1:
+					rt.h2d.Add(bytes)
+				case 2:
+					rt.d2h.Add(bytes)
+				}
+			}
+			rt.step(n, err, rt.run)
+		}
+		if err := p.dev.Enqueue(rt.queue(), p.op, cb); err != nil {
+			rt.step(n, fmt.Errorf("copy: %w", err), rt.run)
+		}
+	}
+}
+
+// step counts one finished copy or op of n; the last one moves n on.
+func (rt *Runtime) step(n *Node, err error, next func(*Node)) {
+	if err != nil {
+		n.errMu.Lock()
+		if n.firstErr == nil {
+			n.firstErr = err
+		}
+		n.errMu.Unlock()
+	}
+	if n.left.Add(-1) != 0 {
+		return
+	}
+	n.errMu.Lock()
+	err = n.firstErr
+	n.firstErr = nil
+	n.errMu.Unlock()
+	if err != nil {
+		rt.finish(n, fmt.Errorf("acpp: %s: %w", n.Name, err))
+		return
+	}
+	next(n)
+}
+
+func (rt *Runtime) queue() int { return int(rt.queueRR.Add(1)) }
+
+// run starts a node's work once its copies are done.
+func (rt *Runtime) run(n *Node) {
+	g := &n.g
+	if g.Host != nil {
+		g.Host(func(err error) {
+			if err != nil {
+				err = fmt.Errorf("acpp: %s: %w", n.Name, err)
+			}
+			rt.finish(n, err)
+		})
+		return
+	}
+	if len(n.step.Free) > 0 {
+		// Freeing may block in a driver whose goroutine may be the one
+		// running this callback: free on a goroutine of our own.
+		rt.bg.Add(1)
+		go func() {
+			defer rt.bg.Done()
+			var errs []error
+			for _, a := range n.step.Free {
+				errs = append(errs, rt.FreeReleased(ReleaseReq{Buffer: a.Buffer, Alloc: a.Alloc}))
+			}
+			rt.finish(n, errors.Join(errs...))
+		}()
+		return
+	}
+	if len(g.Ops) == 0 {
+		rt.finish(n, nil)
+		return
+	}
+	n.left.Store(int32(len(g.Ops)))
+	q := rt.queue()
+	done := func(err error) { rt.step(n, err, func(n *Node) { rt.finish(n, nil) }) }
+	for _, op := range g.Ops {
+		if err := g.Device.Enqueue(q, op, done); err != nil {
+			done(err)
+		}
+	}
+}
+
+// finish records n's result, lets coherence forget it and dispatches the
+// nodes that were waiting only for it.
+func (rt *Runtime) finish(n *Node, err error) {
+	if n.g.OnFinish != nil {
+		if ferr := n.g.OnFinish(err); ferr != nil && err == nil {
+			err = ferr
+		}
+	}
+	n.err = err
+	n.ended = time.Now()
+	if err != nil {
+		n.state.Store(int32(Failed))
+		rt.log.Debug("command group failed", "group", n.ID, "name", n.Name, "error", err)
+	} else {
+		n.state.Store(int32(Complete))
+	}
+	var ready []*Node
+	rt.mu.Lock()
+	rt.core.Complete(n.ID)
+	delete(rt.nodes, n.ID)
+	n.finished = true
+	for _, s := range n.succ {
+		s.pending--
+		if s.pending == 0 {
+			ready = append(ready, s)
+		}
+	}
+	n.succ = nil
+	if err != nil {
+		rt.errs = append(rt.errs, err)
+	}
+	rt.outstanding--
+	if rt.outstanding == 0 {
+		for _, c := range rt.idle {
+			close(c)
+		}
+		rt.idle = nil
+	}
+	rt.mu.Unlock()
+	close(n.done)
+	for _, s := range ready {
+		rt.dispatch(s)
+	}
+}
+
+// Wait blocks until every submitted node has finished, or ctx is done.
+func (rt *Runtime) Wait(ctx context.Context) error {
+	rt.mu.Lock()
+	if rt.outstanding == 0 {
+		rt.mu.Unlock()
+		return nil
+	}
+	c := make(chan struct{})
+	rt.idle = append(rt.idle, c)
+	rt.mu.Unlock()
+	select {
+	case <-c:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TakeErrors returns the errors of nodes finished since the last call.
+func (rt *Runtime) TakeErrors() []error {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	e := rt.errs
+	rt.errs = nil
+	return e
+}
+
+// RemoveBuffer forgets a buffer and frees the allocations the runtime made.
+// The caller must have waited for every node that used it.
+func (rt *Runtime) RemoveBuffer(buf coherence.BufferID) error {
+	rt.mu.Lock()
+	allocs, err := rt.core.RemoveBuffer(buf)
+	var entries []*allocEntry
+	if err == nil {
+		for _, a := range allocs {
+			k := allocKey{buf, a.Alloc}
+			if e := rt.allocs[k]; e != nil {
+				entries = append(entries, e)
+				delete(rt.allocs, k)
+			}
+		}
+		// Allocations made by the API (accessor creation) that coherence
+		// did not plan are ours to free too.
+		for k, e := range rt.allocs {
+			if k.buf == buf {
+				entries = append(entries, e)
+				delete(rt.allocs, k)
+			}
+		}
+		delete(rt.bufs, buf)
+	}
+	rt.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		if e.user || e.mem == nil {
+			continue
+		}
+		if d := rt.deviceByID(e.mem.Device); d != nil {
+			errs = append(errs, d.Free(e.mem))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// FreeReleased drops and frees the allocation a release node emptied.
+func (rt *Runtime) FreeReleased(r ReleaseReq) error {
+	rt.mu.Lock()
+	k := allocKey{r.Buffer, r.Alloc}
+	e := rt.allocs[k]
+	delete(rt.allocs, k)
+	rt.mu.Unlock()
+	if e == nil || e.user || e.mem == nil {
+		return nil
+	}
+	if d := rt.deviceByID(e.mem.Device); d != nil {
+		return d.Free(e.mem)
+	}
+	return nil
+}
+
+func (rt *Runtime) deviceByID(id device.ID) device.Device {
+	for _, d := range rt.devs {
+		if d.Info().ID == id {
+			return d
+		}
+	}
+	return nil
+}
+
+// Close refuses new work after waiting for the submitted work.
+func (rt *Runtime) Close(ctx context.Context) error {
+	err := rt.Wait(ctx)
+	rt.mu.Lock()
+	rt.closed = true
+	rt.mu.Unlock()
+	rt.bg.Wait()
+	return err
+}
+
+// Devices lists every device the runtime knows.
+func (rt *Runtime) Devices() []device.Device { return rt.devs }

@@ -1,0 +1,245 @@
+package acpp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"github.com/acpp/acpp/cpu"
+	"github.com/acpp/acpp/device"
+	"github.com/acpp/acpp/internal/exec"
+)
+
+// Device kinds, for WithDevice and On.
+const (
+	CPU  = device.KindCPU
+	CUDA = device.KindCUDA
+)
+
+// DeviceID names a device: kind and index (cpu:0, cuda:1).
+type DeviceID = device.ID
+
+// Stats counts what a queue did: command groups, copies planned by coherence
+// and run by the executor, bytes moved by direction, allocations.
+type Stats = exec.Stats
+
+type queueConfig struct {
+	selected []DeviceID
+	kinds    []device.Kind
+	cpus     int
+	workers  int
+	log      *slog.Logger
+	onError  func(error)
+	devices  []device.Device // caller-owned devices (tests, node agents)
+}
+
+// Option configures NewQueue.
+type Option func(*queueConfig)
+
+// WithDevice selects a device by kind and index. Repeat it to select
+// several; the first selected is the default device of Submit. Without any
+// selection the queue uses every device it finds, CUDA devices first.
+func WithDevice(kind device.Kind, index int) Option {
+	return func(c *queueConfig) { c.selected = append(c.selected, DeviceID{Kind: kind, Index: index}) }
+}
+
+// WithKind selects every device of a kind.
+func WithKind(kind device.Kind) Option {
+	return func(c *queueConfig) { c.kinds = append(c.kinds, kind) }
+}
+
+// WithCPUDevices opens n CPU devices (default 1). They are views of the
+// same hardware and share one host allocation per buffer (B4).
+func WithCPUDevices(n int) Option { return func(c *queueConfig) { c.cpus = n } }
+
+// WithWorkers sets the worker goroutines of each CPU device; 0 means
+// GOMAXPROCS.
+func WithWorkers(n int) Option { return func(c *queueConfig) { c.workers = n } }
+
+// WithLogger sets the logger for debug events; nil means discard.
+func WithLogger(l *slog.Logger) Option { return func(c *queueConfig) { c.log = l } }
+
+// WithAsyncHandler receives the errors of failed command groups as they
+// happen (SYCL's async handler); without it they are returned by Wait.
+func WithAsyncHandler(f func(error)) Option { return func(c *queueConfig) { c.onError = f } }
+
+// WithDevices adds devices the caller opened and owns (fakes in tests, a
+// node agent's devices). The queue does not close them.
+func WithDevices(devs ...device.Device) Option {
+	return func(c *queueConfig) { c.devices = append(c.devices, devs...) }
+}
+
+// Queue submits command groups to the devices of this machine. It is safe
+// for concurrent use.
+type Queue struct {
+	rt      *exec.Runtime
+	devs    []device.Device // selected, default first
+	owned   []device.Device // closed by Close
+	onError func(error)
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+
+	mu      sync.Mutex
+	buffers map[*bufState]struct{} // open buffers, written back by Close; guarded by mu
+	closed  bool                   // guarded by mu
+}
+
+// NewQueue opens the local devices (the CPU always; CUDA devices when the
+// CUDA backend is imported and finds a GPU) and returns a queue over the
+// selected ones. ctx bounds the queue's life: when it is done, command
+// groups not yet started fail with its cause and Submit refuses new ones.
+func NewQueue(ctx context.Context, opts ...Option) (*Queue, error) {
+	var cfg queueConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.cpus < 0 || cfg.workers < 0 {
+		return nil, fmt.Errorf("acpp: WithCPUDevices (%d) and WithWorkers (%d) must be >= 0", cfg.cpus, cfg.workers)
+	}
+	oc := device.OpenConfig{Workers: cfg.workers, Devices: cfg.cpus}
+	var all, owned []device.Device
+	cpus, err := cpu.Open(ctx, oc)
+	if err != nil {
+		return nil, err
+	}
+	owned = append(owned, cpus...)
+	for _, b := range device.Backends() {
+		if b.Kind == device.KindCPU {
+			continue
+		}
+		devs, err := b.Open(ctx, device.OpenConfig{})
+		if err != nil {
+			closeAll(owned)
+			return nil, fmt.Errorf("acpp: open %s backend: %w", b.Kind, err)
+		}
+		owned = append(owned, devs...)
+	}
+	// Default order: accelerators first, then caller devices, then CPUs.
+	for _, d := range owned[len(cpus):] {
+		all = append(all, d)
+	}
+	all = append(all, cfg.devices...)
+	all = append(all, cpus...)
+
+	var sel []device.Device
+	switch {
+	case len(cfg.selected) > 0 || len(cfg.kinds) > 0:
+		for _, id := range cfg.selected {
+			i := slices.IndexFunc(all, func(d device.Device) bool { return d.Info().ID == id })
+			if i < 0 {
+				closeAll(owned)
+				return nil, fmt.Errorf("%w: %s (have %v); import the backend (e.g. _ \"github.com/acpp/acpp/cuda\") or pick another", ErrNoDevice, id, ids(all))
+			}
+			sel = append(sel, all[i])
+		}
+		for _, k := range cfg.kinds {
+			for _, d := range all {
+				if d.Info().ID.Kind == k && !slices.Contains(sel, d) {
+					sel = append(sel, d)
+				}
+			}
+		}
+		if len(sel) == 0 {
+			closeAll(owned)
+			return nil, fmt.Errorf("%w: none of kinds %v (have %v)", ErrNoDevice, cfg.kinds, ids(all))
+		}
+	default:
+		sel = all
+	}
+	qctx, cancel := context.WithCancelCause(ctx)
+	rt, err := exec.New(exec.Config{Devices: all, Logger: cfg.log, Context: qctx})
+	if err != nil {
+		cancel(err)
+		closeAll(owned)
+		return nil, err
+	}
+	return &Queue{rt: rt, devs: sel, owned: owned, onError: cfg.onError, ctx: qctx, cancel: cancel,
+		buffers: map[*bufState]struct{}{}}, nil
+}
+
+func ids(ds []device.Device) []DeviceID {
+	out := make([]DeviceID, len(ds))
+	for i, d := range ds {
+		out[i] = d.Info().ID
+	}
+	return out
+}
+
+func closeAll(ds []device.Device) {
+	for _, d := range ds {
+		d.Close()
+	}
+}
+
+// Devices describes the queue's selected devices; the first is the default.
+func (q *Queue) Devices() []device.Info {
+	out := make([]device.Info, len(q.devs))
+	for i, d := range q.devs {
+		out[i] = d.Info()
+	}
+	return out
+}
+
+// Device describes the default device.
+func (q *Queue) Device() device.Info { return q.devs[0].Info() }
+
+func (q *Queue) deviceByID(id DeviceID) (device.Device, error) {
+	for _, d := range q.devs {
+		if d.Info().ID == id {
+			return d, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %s is not one of the queue's devices %v", ErrNoDevice, id, ids(q.devs))
+}
+
+// Stats returns the queue's counters.
+func (q *Queue) Stats() Stats { return q.rt.Stats() }
+
+// Wait blocks until every submitted command group has finished and returns
+// the errors of those that failed since the last Wait (unless an async
+// handler takes them). It returns ctx's error if ctx ends first.
+func (q *Queue) Wait(ctx context.Context) error {
+	if err := q.rt.Wait(ctx); err != nil {
+		return err
+	}
+	return q.takeErrors()
+}
+
+func (q *Queue) takeErrors() error {
+	errs := q.rt.TakeErrors()
+	if q.onError != nil {
+		for _, e := range errs {
+			q.onError(e)
+		}
+		return nil
+	}
+	return errors.Join(errs...)
+}
+
+// Close writes back and closes the buffers still open, waits for all work,
+// and closes the devices the queue opened. Calling it twice is safe.
+func (q *Queue) Close() error {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return nil
+	}
+	q.closed = true
+	open := make([]*bufState, 0, len(q.buffers))
+	for b := range q.buffers {
+		open = append(open, b)
+	}
+	q.mu.Unlock()
+	slices.SortFunc(open, func(a, b *bufState) int { return int(a.id) - int(b.id) })
+	var errs []error
+	for _, b := range open {
+		errs = append(errs, b.close(context.Background()))
+	}
+	errs = append(errs, q.rt.Close(context.Background()), q.takeErrors())
+	q.cancel(ErrClosed)
+	closeAll(q.owned)
+	return errors.Join(errs...)
+}

@@ -1,0 +1,197 @@
+package acpp
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/acpp/acpp/device"
+	"github.com/acpp/acpp/internal/exec"
+)
+
+// USM kinds for Malloc (B3).
+const (
+	USMDevice = device.MemDevice // device memory (host memory on a CPU)
+	USMHost   = device.MemHost   // host memory the device can reach
+	USMShared = device.MemShared // migrates on access
+)
+
+// USM is a typed pointer to a unified shared memory allocation: from
+// Malloc, or a buffer's allocation (Buffer.USM). USM operations are ordered
+// only by the events you pass to After.
+type USM[T any] struct {
+	mem *device.Mem
+	off int // elements
+	n   int // elements
+}
+
+// Malloc allocates n elements of kind on the queue's default device, or on
+// the device named by On.
+func Malloc[T any](q *Queue, n int, kind device.MemKind, opts ...SubmitOption) (USM[T], error) {
+	es, err := elemSize[T]()
+	if err != nil {
+		return USM[T]{}, err
+	}
+	if n <= 0 {
+		return USM[T]{}, fmt.Errorf("%w: Malloc of %d elements", ErrBadRange, n)
+	}
+	d, err := q.submitDevice(opts)
+	if err != nil {
+		return USM[T]{}, err
+	}
+	m, err := d.Alloc(kind, n*es)
+	if err != nil {
+		return USM[T]{}, fmt.Errorf("acpp: Malloc %d×%d bytes of %s memory on %s: %w", n, es, kind, d.Info().ID, err)
+	}
+	return USM[T]{mem: m, n: n}, nil
+}
+
+func (q *Queue) submitDevice(opts []SubmitOption) (device.Device, error) {
+	var cfg submitConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.dev == nil {
+		return q.devs[0], nil
+	}
+	return q.deviceByID(*cfg.dev)
+}
+
+// Free frees p's allocation. p must come from Malloc, and no operation may
+// still use it.
+func Free[T any](q *Queue, p USM[T]) error {
+	if p.mem == nil {
+		return fmt.Errorf("%w: Free of a nil USM pointer", ErrBadRange)
+	}
+	for _, d := range q.rt.Devices() {
+		if d.Info().ID == p.mem.Device {
+			return d.Free(p.mem)
+		}
+	}
+	return fmt.Errorf("%w: %s", ErrNoDevice, p.mem.Device)
+}
+
+// Len is the number of elements from the pointer to the allocation's end.
+func (p USM[T]) Len() int { return p.n }
+
+// Kind is the allocation's USM kind.
+func (p USM[T]) Kind() device.MemKind { return p.mem.Kind }
+
+// Device is the device the allocation belongs to.
+func (p USM[T]) Device() DeviceID { return p.mem.Device }
+
+// Addr is the device address of the first element; stable for the
+// allocation's life (B2).
+func (p USM[T]) Addr() uint64 {
+	var z T
+	return p.mem.Addr + uint64(p.off)*uint64(unsafe.Sizeof(z))
+}
+
+// Add returns the pointer i elements further.
+func (p USM[T]) Add(i int) USM[T] {
+	if i < 0 || i > p.n {
+		panic(fmt.Sprintf("acpp: USM.Add(%d) outside the allocation of %d elements", i, p.n))
+	}
+	return USM[T]{mem: p.mem, off: p.off + i, n: p.n - i}
+}
+
+// Host is the memory as a slice, when the host can touch it (host and
+// shared USM; device USM of a CPU device).
+func (p USM[T]) Host() ([]T, error) {
+	if p.mem == nil || p.mem.Host == nil {
+		return nil, ErrNotHostVisible
+	}
+	return sliceOf[T](p.mem)[p.off : p.off+p.n], nil
+}
+
+func (p USM[T]) byteOff() int {
+	var z T
+	return p.off * int(unsafe.Sizeof(z))
+}
+
+func (p USM[T]) kernelArg(*Handler) (device.Arg, error) {
+	if p.mem == nil {
+		return device.Arg{}, fmt.Errorf("%w: nil USM pointer", ErrBadRange)
+	}
+	var z T
+	return device.Arg{Kind: device.ArgPointer, Space: p.mem.Space(), Mem: p.mem, Offset: p.byteOff(), ElemSize: int(unsafe.Sizeof(z))}, nil
+}
+
+// usmOp submits one USM op as a group without accessors, ordered by After.
+func (q *Queue) usmOp(name string, d device.Device, op device.Op, opts []SubmitOption) (*Event, error) {
+	var cfg submitConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	var after []*exec.Node
+	for _, e := range cfg.after {
+		if e != nil {
+			after = append(after, e.n)
+		}
+	}
+	n, err := q.rt.Submit(exec.Group{Name: name, After: after, Device: d, Ops: []device.Op{op}})
+	if err != nil {
+		return nil, err
+	}
+	return &Event{n: n}, nil
+}
+
+// copyDevice picks the device that runs a copy between two memories: the
+// one that cannot be reached from the host, else the host device.
+func (q *Queue) copyDevice(a, b *device.Mem) device.Device {
+	for _, m := range []*device.Mem{a, b} {
+		if m.Host == nil {
+			for _, d := range q.rt.Devices() {
+				if d.Info().ID == m.Device {
+					return d
+				}
+			}
+		}
+	}
+	return q.rt.Host()
+}
+
+// Memcpy copies n elements from src to dst (any USM kinds and devices).
+func Memcpy[T any](q *Queue, dst, src USM[T], n int, opts ...SubmitOption) (*Event, error) {
+	if dst.mem == nil || src.mem == nil {
+		return nil, fmt.Errorf("%w: nil USM pointer", ErrBadRange)
+	}
+	if n < 0 || n > dst.n || n > src.n {
+		return nil, fmt.Errorf("%w: Memcpy of %d elements (source has %d, destination %d)", ErrBadRange, n, src.n, dst.n)
+	}
+	var z T
+	es := int(unsafe.Sizeof(z))
+	op := device.CopyOp{
+		Src:  device.Region{Mem: src.mem, Offset: src.byteOff(), Extent: [3]int{1, 1, n * es}},
+		Dst:  device.Region{Mem: dst.mem, Offset: dst.byteOff(), Extent: [3]int{1, 1, n * es}},
+		Size: [3]int{1, 1, n * es}, ElemSize: 1,
+	}
+	if n == 0 {
+		op.Src.Extent, op.Dst.Extent = [3]int{1, 1, 1}, [3]int{1, 1, 1}
+		op.Size = [3]int{1, 1, 0}
+	}
+	return q.usmOp("memcpy", q.copyDevice(src.mem, dst.mem), op, opts)
+}
+
+// Memset sets n elements' bytes to b.
+func Memset[T any](q *Queue, p USM[T], b byte, n int, opts ...SubmitOption) (*Event, error) {
+	var z T
+	return q.fillUSM("memset", p.mem, p.byteOff(), n, p.n, int(unsafe.Sizeof(z)), []byte{b}, opts)
+}
+
+// FillUSM sets n elements to v.
+func FillUSM[T any](q *Queue, p USM[T], v T, n int, opts ...SubmitOption) (*Event, error) {
+	es := int(unsafe.Sizeof(v))
+	pat := make([]byte, es)
+	copy(pat, unsafe.Slice((*byte)(unsafe.Pointer(&v)), es))
+	return q.fillUSM("fill", p.mem, p.byteOff(), n, p.n, es, pat, opts)
+}
+
+func (q *Queue) fillUSM(name string, m *device.Mem, off, n, have, es int, pat []byte, opts []SubmitOption) (*Event, error) {
+	if m == nil {
+		return nil, fmt.Errorf("%w: nil USM pointer", ErrBadRange)
+	}
+	if n < 0 || n > have {
+		return nil, fmt.Errorf("%w: %s of %d elements, the pointer has %d", ErrBadRange, name, n, have)
+	}
+	return q.usmOp(name, q.copyDevice(m, m), device.FillOp{Dst: m, Offset: off, Bytes: n * es, Pattern: pat}, opts)
+}
