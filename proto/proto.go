@@ -106,6 +106,9 @@ type Hello struct {
 	Role Role   `msgpack:"r"`
 	// Software is a free-form build description for logs ("acpp v0.3").
 	Software string `msgpack:"s,omitempty"`
+	// MaxFrame is the largest frame the sender accepts, in bytes; the peer
+	// refuses to send larger ones with a clear error (0: unknown).
+	MaxFrame uint32 `msgpack:"mf,omitempty"`
 }
 
 // ErrorCode classifies an [ErrorReply].

@@ -1,0 +1,157 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/acpp/acpp/credentials"
+	"github.com/acpp/acpp/proto"
+)
+
+// Config configures a Transport. Credentials and Cluster are required;
+// every other field has a documented default for its zero value.
+type Config struct {
+	// Credentials are this process's certificate, key and cluster CA
+	// (required). Their identity is the name and role the transport
+	// announces; a client identity cannot listen.
+	Credentials *credentials.Credentials
+
+	// ListenAddr is the UDP host:port to accept connections on, e.g.
+	// "0.0.0.0:7946" or "127.0.0.1:0". Empty: accept none (a client); the
+	// transport still dials from an ephemeral port, and peers may use the
+	// connections it dialed to call back.
+	ListenAddr string
+
+	// Resolve maps a node name to the host:port of its listener. The node
+	// supplies one that consults cluster membership (C1). Nil: only peers
+	// with an open connection (DialAddr, or inbound) can be called.
+	Resolve func(ctx context.Context, node string) (string, error)
+
+	// Authorize is consulted for every connection, in both directions, once
+	// the peer's certificate is verified and its handshake read: a non-nil
+	// error refuses it, and the peer sees the error's text (C6). The node
+	// supplies one that accepts members of the cluster and clients. Nil:
+	// every holder of a certificate of the cluster CA is accepted.
+	Authorize func(ctx context.Context, peer credentials.Identity) error
+
+	// MaxFrameSize bounds a control frame in bytes, both ways. Zero means
+	// 16 MiB.
+	MaxFrameSize int
+
+	// MaxPageBytes bounds the payload of one incoming page transfer. Zero
+	// means 64 GiB.
+	MaxPageBytes uint64
+
+	// PageStreams is how many streams one page transfer is spread over,
+	// each carrying at least MinSegmentBytes. Zero means 1: on a 2-core
+	// machine more streams did not move bytes faster (docs/TRANSPORT.md).
+	PageStreams int
+
+	// MinSegmentBytes is the smallest share of a transfer given its own
+	// stream. Zero means 16 MiB.
+	MinSegmentBytes int
+
+	// StreamWindow and ConnWindow are the largest QUIC flow-control windows
+	// for one stream and one connection, in bytes: how much a peer may send
+	// before this end reads it, so the memory a slow reader may hold per
+	// connection. Zero means 32 MiB and 128 MiB.
+	StreamWindow, ConnWindow uint64
+
+	// DialTimeout bounds connection set-up: QUIC and TLS handshakes plus the
+	// acpp Hello exchange. Zero means 10 seconds.
+	DialTimeout time.Duration
+
+	// IdleTimeout closes a connection that has heard nothing from its peer
+	// for this long; keep-alives are sent at a third of it, so a live peer
+	// never idles out and a dead one is noticed within it. It also bounds
+	// waiting for a request frame and for the missing parts of a page
+	// transfer. Zero means 15 seconds.
+	IdleTimeout time.Duration
+
+	// MaxIncomingStreams bounds the concurrent requests (and, separately,
+	// one-way messages) a peer may have open on one connection; further
+	// ones wait. Zero means 1024.
+	MaxIncomingStreams int64
+
+	// Software describes the build in handshakes, for peers' logs.
+	// Empty means "acpp".
+	Software string
+
+	// Logger receives connection events; nil discards them.
+	Logger *slog.Logger
+
+	// helloHook lets tests forge the Hello this transport sends.
+	helloHook func(*proto.Hello)
+}
+
+func (c *Config) withDefaults() Config {
+	d := *c
+	if d.MaxFrameSize == 0 {
+		d.MaxFrameSize = 16 << 20
+	}
+	if d.MaxPageBytes == 0 {
+		d.MaxPageBytes = 64 << 30
+	}
+	if d.PageStreams == 0 {
+		d.PageStreams = 1
+	}
+	if d.MinSegmentBytes == 0 {
+		d.MinSegmentBytes = 16 << 20
+	}
+	if d.StreamWindow == 0 {
+		d.StreamWindow = 32 << 20
+	}
+	if d.ConnWindow == 0 {
+		d.ConnWindow = 128 << 20
+	}
+	if d.DialTimeout == 0 {
+		d.DialTimeout = 10 * time.Second
+	}
+	if d.IdleTimeout == 0 {
+		d.IdleTimeout = 15 * time.Second
+	}
+	if d.MaxIncomingStreams == 0 {
+		d.MaxIncomingStreams = 1024
+	}
+	if d.Software == "" {
+		d.Software = "acpp"
+	}
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	return d
+}
+
+// Validate reports every bad field at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Credentials == nil {
+		errs = append(errs, errors.New("Credentials is required: load them with credentials.LoadNode or LoadClient"))
+	} else if c.ListenAddr != "" && c.Credentials.Identity.Role != "node" {
+		errs = append(errs, fmt.Errorf("ListenAddr is set but the credentials are those of %s: only nodes listen; use a node certificate or leave ListenAddr empty", c.Credentials.Identity))
+	}
+	if c.MaxFrameSize < 0 || c.MaxFrameSize > 1<<30 {
+		errs = append(errs, fmt.Errorf("MaxFrameSize (%d) must be between 0 and 1 GiB", c.MaxFrameSize))
+	} else if c.MaxFrameSize != 0 && c.MaxFrameSize < 4096 {
+		errs = append(errs, fmt.Errorf("MaxFrameSize (%d) must be at least 4096 bytes", c.MaxFrameSize))
+	}
+	if c.PageStreams < 0 || c.PageStreams > 64 {
+		errs = append(errs, fmt.Errorf("PageStreams (%d) must be between 0 and 64", c.PageStreams))
+	}
+	if c.MinSegmentBytes < 0 {
+		errs = append(errs, fmt.Errorf("MinSegmentBytes (%d) must be >= 0", c.MinSegmentBytes))
+	}
+	if c.DialTimeout < 0 || c.IdleTimeout < 0 {
+		errs = append(errs, fmt.Errorf("DialTimeout (%v) and IdleTimeout (%v) must be >= 0", c.DialTimeout, c.IdleTimeout))
+	}
+	if c.MaxIncomingStreams < 0 {
+		errs = append(errs, fmt.Errorf("MaxIncomingStreams (%d) must be >= 0", c.MaxIncomingStreams))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("transport: invalid config: %w", err)
+	}
+	return nil
+}

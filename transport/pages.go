@@ -1,0 +1,452 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/acpp/acpp/credentials"
+	"github.com/acpp/acpp/proto"
+)
+
+// PageSink is where the bytes of one incoming page transfer go.
+type PageSink struct {
+	// Dst is the destination memory: byte runs in payload order (box after
+	// box, each box row-major) whose lengths add up to the payload size.
+	// proto.AppendBoxRuns cuts them out of an allocation box by box; for a
+	// GPU they are runs of pinned host memory. The transport reads the
+	// stream straight into them.
+	Dst [][]byte
+	// Done, if not nil, is called exactly once after the handler returned
+	// this sink: with nil once every byte has landed in Dst, or with the
+	// error that ended the transfer (Dst may then be partly written). No
+	// goroutine of the transport touches Dst after Done is called. An error
+	// Done returns is sent to the sender (use a *proto.ErrorReply to choose
+	// its code).
+	Done func(err error) error
+}
+
+// PageHandler is asked where an incoming transfer's bytes go, once per
+// transfer, before any payload byte is read, on the goroutine of the
+// transfer's first stream; it must not block for long. An error refuses the
+// transfer: the sender gets a *RemoteError with code CodeRefused (or the
+// code of a returned *proto.ErrorReply).
+type PageHandler func(ctx context.Context, from credentials.Identity, h *proto.PageHeader) (PageSink, error)
+
+// HandlePages registers the handler for incoming page transfers. Without
+// one, transfers are refused.
+func (t *Transport) HandlePages(h PageHandler) {
+	t.hmu.Lock()
+	defer t.hmu.Unlock()
+	t.pages = h
+}
+
+func (t *Transport) pageHandler() PageHandler {
+	t.hmu.RLock()
+	defer t.hmu.RUnlock()
+	return t.pages
+}
+
+func runsLen(runs [][]byte) uint64 {
+	var n uint64
+	for _, r := range runs {
+		n += uint64(len(r))
+	}
+	return n
+}
+
+// SendPages sends the boxes that h describes to peer, reading their bytes
+// from src (runs in payload order: proto.AppendBoxRuns over the source
+// allocation), and returns once the peer has them in its destination
+// memory, or with the error that stopped the transfer. The bytes are
+// written from src without copying; src must not change until SendPages
+// returns. A large transfer is spread over Config.PageStreams streams of
+// one connection.
+func (t *Transport) SendPages(ctx context.Context, peer credentials.Identity, h *proto.PageHeader, src [][]byte) error {
+	const op = "send pages to"
+	total, err := h.Validate(0)
+	if err != nil {
+		return &PeerError{Peer: peer, Op: op, Err: err}
+	}
+	if got := runsLen(src); got != total {
+		return &PeerError{Peer: peer, Op: op, Err: fmt.Errorf("%w: source runs hold %d bytes, the header's boxes %d", ErrMalformed, got, total)}
+	}
+	timeout, err := timeoutOf(ctx)
+	if err != nil {
+		return &PeerError{Peer: peer, Op: op, Err: err}
+	}
+	c, err := t.conn(ctx, peer)
+	if err != nil {
+		return err
+	}
+	n := uint64(t.cfg.PageStreams)
+	if per := total / uint64(t.cfg.MinSegmentBytes); per < n {
+		n = max(per, 1)
+	}
+	id := t.nextTransfer.Add(1)
+	seg := func(i uint64) proto.PageSegment {
+		lo, hi := total*i/n, total*(i+1)/n
+		return proto.PageSegment{Transfer: id, Index: uint32(i), Count: uint32(n), Offset: lo, Length: hi - lo, Header: *h}
+	}
+	if n == 1 {
+		s := seg(0)
+		return t.sendSegment(ctx, c, &s, timeout, src)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			s := seg(i)
+			if errs[i] = t.sendSegment(ctx, c, &s, timeout, src); errs[i] != nil {
+				cancel(errs[i])
+			}
+		})
+	}
+	wg.Wait()
+	// Prefer the peer's word, then the first failure, over the
+	// cancellations that failure caused.
+	var first error
+	for _, err := range errs {
+		var re *RemoteError
+		if errors.As(err, &re) {
+			return err
+		}
+		if first == nil && err != nil {
+			first = err
+		}
+	}
+	if cause := context.Cause(ctx); first != nil && cause != nil && cause != context.Canceled {
+		return cause
+	}
+	return first
+}
+
+// sendSegment moves one segment on its own stream and waits for the ack.
+func (t *Transport) sendSegment(ctx context.Context, c *conn, seg *proto.PageSegment, timeout int64, src [][]byte) error {
+	const op = "send pages to"
+	s, err := c.qc.OpenStreamSync(ctx)
+	if err != nil {
+		return t.streamErr(ctx, c, op, err)
+	}
+	stop := context.AfterFunc(ctx, func() {
+		s.CancelWrite(quicCodeCanceled)
+		s.CancelRead(quicCodeCanceled)
+	})
+	defer stop()
+	err = writeFrame(s, proto.Envelope{Type: proto.MsgPages, Timeout: timeout}, seg, c.maxFrame(t.cfg.MaxFrameSize))
+	if err == nil {
+		err = writeRuns(s, src, seg.Offset, seg.Length)
+	}
+	if err != nil {
+		var se *quic.StreamError
+		if errors.As(err, &se) && se.Remote && se.ErrorCode == quicCodeRefused {
+			// The receiver refused; its reply says why.
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			return t.readReply(rctx, c, s, op, proto.MsgPages, nil)
+		}
+		s.CancelWrite(quicCodeCanceled)
+		s.CancelRead(quicCodeCanceled)
+		if errors.Is(err, ErrFrameTooLarge) {
+			return &PeerError{Peer: c.peer, Addr: c.addr, Op: op, Err: fmt.Errorf("page header: %w; send fewer boxes per transfer", err)}
+		}
+		return t.streamErr(ctx, c, op, err)
+	}
+	s.Close()
+	return t.readReply(ctx, c, s, op, proto.MsgPages, nil)
+}
+
+// writeRuns writes bytes [off, off+n) of the concatenation of runs.
+func writeRuns(w io.Writer, runs [][]byte, off, n uint64) error {
+	for _, r := range runs {
+		if n == 0 {
+			break
+		}
+		if off >= uint64(len(r)) {
+			off -= uint64(len(r))
+			continue
+		}
+		part := r[off:min(uint64(len(r)), off+n)]
+		off = 0
+		if _, err := w.Write(part); err != nil {
+			return err
+		}
+		n -= uint64(len(part))
+	}
+	return nil
+}
+
+// readRuns fills bytes [off, off+n) of the concatenation of runs from r.
+func readRuns(r io.Reader, runs [][]byte, off, n uint64) error {
+	for _, run := range runs {
+		if n == 0 {
+			break
+		}
+		if off >= uint64(len(run)) {
+			off -= uint64(len(run))
+			continue
+		}
+		part := run[off:min(uint64(len(run)), off+n)]
+		off = 0
+		if _, err := io.ReadFull(r, part); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+		n -= uint64(len(part))
+	}
+	return nil
+}
+
+// assembly gathers the segments of one multi-stream transfer on a
+// connection. The first segment to arrive asks the PageHandler for the
+// sink; the others wait for it. Done is called when every segment that
+// started has finished and either all have arrived or one failed, so no
+// stream is still writing into Dst.
+type assembly struct {
+	id     uint64
+	header proto.PageHeader
+	ready  chan struct{} // closed once sink or err is set
+	sink   PageSink
+	err    error // the handler's refusal
+
+	mu       sync.Mutex // guards the fields below
+	seen     []bool     // segments started, by index
+	started  int
+	finished int
+	failed   error
+	done     bool // Done was called (or, after a refusal, there is none)
+	timer    *time.Timer
+}
+
+// receivePages serves one MsgPages stream.
+func (t *Transport) receivePages(c *conn, s *quic.Stream, env proto.Envelope, body []byte) {
+	refuse := func(er *proto.ErrorReply) {
+		t.reply(c, s, proto.MsgError, er)
+		s.CancelRead(quicCodeRefused)
+	}
+	var seg proto.PageSegment
+	if err := decodeBody(body, &seg); err != nil {
+		refuse(errorReply(err))
+		return
+	}
+	total, err := seg.Validate(t.cfg.MaxPageBytes)
+	if err != nil {
+		er := errorReply(err)
+		if total, _ := seg.Validate(0); total > t.cfg.MaxPageBytes {
+			er.Code = proto.CodeTooLarge
+		}
+		refuse(er)
+		return
+	}
+	s.SetReadDeadline(time.Time{})
+	ctx, cancel := t.handlerContext(s.Context(), env.Timeout)
+	defer cancel()
+	h := t.pageHandler()
+	if h == nil {
+		refuse(&proto.ErrorReply{Code: proto.CodeRefused, Message: t.self.String() + " accepts no page transfers"})
+		return
+	}
+	ask := func() (PageSink, error) {
+		sink, err := h(ctx, c.peer, &seg.Header)
+		if err != nil {
+			return sink, err
+		}
+		if got := runsLen(sink.Dst); got != total {
+			err := &proto.ErrorReply{Code: proto.CodeRefused, Message: fmt.Sprintf("%s: destination holds %d bytes, the transfer %d", t.self, got, total)}
+			if sink.Done != nil {
+				sink.Done(err)
+			}
+			return PageSink{}, err
+		}
+		return sink, nil
+	}
+	refusal := func(err error) *proto.ErrorReply {
+		er := errorReply(err)
+		if er.Code == proto.CodeInternal {
+			er.Code = proto.CodeRefused
+		}
+		return er
+	}
+
+	if seg.Count == 1 {
+		sink, err := ask()
+		if err != nil {
+			refuse(refusal(err))
+			return
+		}
+		err = readRuns(s, sink.Dst, 0, total)
+		if err == nil {
+			err = expectEOF(s)
+		}
+		if sink.Done != nil {
+			if derr := sink.Done(err); err == nil {
+				err = derr
+			}
+		}
+		t.finishSegment(c, s, err)
+		return
+	}
+
+	a, err := c.assemblyFor(t, &seg, ask)
+	if err != nil {
+		refuse(refusal(err))
+		return
+	}
+	err = readRuns(s, a.sink.Dst, seg.Offset, seg.Length)
+	if err == nil {
+		err = expectEOF(s)
+	}
+	t.finishSegment(c, s, a.finish(c, err))
+}
+
+// finishSegment acks a segment, or reports why it failed.
+func (t *Transport) finishSegment(c *conn, s *quic.Stream, err error) {
+	if err == nil {
+		t.reply(c, s, proto.MsgReply, nil)
+		return
+	}
+	var se *quic.StreamError
+	if errors.As(err, &se) || c.qc.Context().Err() != nil || t.ctx.Err() != nil {
+		// The sender gave up or the connection is gone: no one to tell.
+		s.CancelRead(quicCodeCanceled)
+		s.CancelWrite(quicCodeCanceled)
+		return
+	}
+	t.reply(c, s, proto.MsgError, errorReply(err))
+	s.CancelRead(quicCodeRefused)
+}
+
+// assemblyFor finds or creates the assembly of seg's transfer and
+// registers seg as started in it.
+func (c *conn) assemblyFor(t *Transport, seg *proto.PageSegment, ask func() (PageSink, error)) (*assembly, error) {
+	c.mu.Lock()
+	if c.assemblies == nil {
+		c.assemblies = map[uint64]*assembly{}
+	}
+	a := c.assemblies[seg.Transfer]
+	creator := a == nil
+	if creator {
+		a = &assembly{id: seg.Transfer, header: seg.Header, ready: make(chan struct{}), seen: make([]bool, seg.Count)}
+		c.assemblies[seg.Transfer] = a
+	}
+	c.mu.Unlock()
+	if creator {
+		a.sink, a.err = ask()
+		if a.err != nil {
+			c.mu.Lock()
+			delete(c.assemblies, a.id)
+			c.mu.Unlock()
+		} else {
+			a.timer = time.AfterFunc(t.cfg.IdleTimeout, func() {
+				a.abort(c, fmt.Errorf("%w: page transfer %d from %s incomplete after %v", errDeadline, a.id, c.peer, t.cfg.IdleTimeout))
+			})
+		}
+		close(a.ready)
+	} else {
+		<-a.ready // the creator's handler call is bounded by its context
+	}
+	if a.err != nil {
+		return nil, a.err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case a.failed != nil:
+		return nil, fmt.Errorf("%w: page transfer %d already failed: %v", errCanceled, a.id, a.failed)
+	case int(seg.Index) >= len(a.seen) || int(seg.Count) != len(a.seen) || !sameHeader(&a.header, &seg.Header):
+		return nil, fmt.Errorf("%w: segment %d/%d of page transfer %d disagrees with the first segment", ErrMalformed, seg.Index, seg.Count, a.id)
+	case a.seen[seg.Index]:
+		return nil, fmt.Errorf("%w: segment %d of page transfer %d sent twice", ErrMalformed, seg.Index, a.id)
+	}
+	a.seen[seg.Index] = true
+	a.started++
+	a.timer.Reset(t.cfg.IdleTimeout)
+	return a, nil
+}
+
+func sameHeader(a, b *proto.PageHeader) bool {
+	return a.Job == b.Job && a.Buffer == b.Buffer && a.Mem == b.Mem && a.ElemSize == b.ElemSize && slices.Equal(a.Boxes, b.Boxes)
+}
+
+// finish records the end of one started segment and returns the error to
+// report for it: its own, or Done's if it completed the transfer.
+func (a *assembly) finish(c *conn, err error) error {
+	a.mu.Lock()
+	a.finished++
+	if err != nil && a.failed == nil {
+		a.failed = err
+	}
+	complete := !a.done && ((a.failed == nil && a.finished == len(a.seen)) || (a.failed != nil && a.finished == a.started))
+	if complete {
+		a.done = true
+	}
+	failed := a.failed
+	a.mu.Unlock()
+	if !complete {
+		return err
+	}
+	derr := a.complete(c, failed)
+	if err == nil {
+		err = derr
+	}
+	return err
+}
+
+// abort fails the transfer (timeout, connection lost): Done runs as soon
+// as the segments that started have finished.
+func (a *assembly) abort(c *conn, cause error) {
+	a.mu.Lock()
+	if a.failed == nil {
+		a.failed = cause
+	}
+	complete := !a.done && a.finished == a.started
+	if complete {
+		a.done = true
+	}
+	a.mu.Unlock()
+	if complete {
+		a.complete(c, cause)
+	}
+}
+
+func (a *assembly) complete(c *conn, failed error) error {
+	a.timer.Stop()
+	c.mu.Lock()
+	if c.assemblies[a.id] == a {
+		delete(c.assemblies, a.id)
+	}
+	c.mu.Unlock()
+	if a.sink.Done != nil {
+		return a.sink.Done(failed)
+	}
+	return nil
+}
+
+// abortAssemblies fails every unfinished transfer of a closed connection.
+func (c *conn) abortAssemblies(cause error) {
+	c.mu.Lock()
+	var as []*assembly
+	for _, a := range c.assemblies {
+		as = append(as, a)
+	}
+	c.mu.Unlock()
+	for _, a := range as {
+		select {
+		case <-a.ready:
+			if a.err == nil {
+				a.abort(c, cause)
+			}
+		default: // still asking its handler; its segment's own read will fail
+		}
+	}
+}
