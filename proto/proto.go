@@ -214,7 +214,9 @@ type PageHeader struct {
 	Mem uint32 `msgpack:"m"`
 	// ElemSize is the size of one element in bytes (≥ 1).
 	ElemSize uint32 `msgpack:"e"`
-	Boxes    []Box  `msgpack:"x"`
+	// Boxes are the boxes carried, at most MaxBoxes, none overlapping
+	// another.
+	Boxes []Box `msgpack:"x"`
 }
 
 // ErrMalformed marks a header or frame that fails validation. Errors that
@@ -222,13 +224,25 @@ type PageHeader struct {
 var ErrMalformed = errors.New("proto: malformed message")
 
 // MaxBoxes bounds the boxes of one PageHeader; a transfer of more boxes is
-// split by the sender into several transfers.
-const MaxBoxes = 1 << 16
+// split by the sender into several transfers. (Validate checks the boxes
+// pairwise for overlap, so this also bounds its cost.)
+const MaxBoxes = 1024
+
+// Overlaps reports whether b and o share an element.
+func (b Box) Overlaps(o Box) bool {
+	for d := range 3 {
+		if b.Hi[d] <= o.Lo[d] || o.Hi[d] <= b.Lo[d] {
+			return false
+		}
+	}
+	return true
+}
 
 // Validate checks h and returns the total payload size in bytes. It fails
 // (wrapping ErrMalformed) on a zero element size, an empty box list, too
-// many boxes, an inverted or empty box, or a total that overflows or
-// exceeds maxBytes (0: no limit besides overflow).
+// many boxes, an inverted or empty box, overlapping boxes (the receiver
+// may fill boxes from several streams at once), or a total that overflows
+// or exceeds maxBytes (0: no limit besides overflow).
 func (h *PageHeader) Validate(maxBytes uint64) (uint64, error) {
 	if h.ElemSize == 0 {
 		return 0, fmt.Errorf("%w: page header has element size 0", ErrMalformed)
@@ -253,6 +267,11 @@ func (h *PageHeader) Validate(maxBytes uint64) (uint64, error) {
 			return 0, fmt.Errorf("%w: page payload size overflows", ErrMalformed)
 		}
 		total += by
+		for j := range i {
+			if b.Overlaps(h.Boxes[j]) {
+				return 0, fmt.Errorf("%w: boxes %d and %d overlap; send each element once", ErrMalformed, j, i)
+			}
+		}
 	}
 	if maxBytes > 0 && total > maxBytes {
 		return 0, fmt.Errorf("%w: page payload of %d bytes exceeds the limit of %d bytes", ErrMalformed, total, maxBytes)

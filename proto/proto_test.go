@@ -16,13 +16,15 @@ func TestPageHeaderValidate(t *testing.T) {
 		wantErr bool
 	}{
 		{"one box", PageHeader{ElemSize: 4, Boxes: []Box{box([3]uint64{0, 0, 0}, [3]uint64{2, 3, 4})}}, 0, 96, false},
-		{"two boxes", PageHeader{ElemSize: 1, Boxes: []Box{box([3]uint64{}, [3]uint64{1, 1, 10}), box([3]uint64{0, 0, 5}, [3]uint64{1, 1, 6})}}, 0, 11, false},
+		{"two boxes", PageHeader{ElemSize: 1, Boxes: []Box{box([3]uint64{}, [3]uint64{1, 1, 10}), box([3]uint64{0, 0, 15}, [3]uint64{1, 1, 16})}}, 0, 11, false},
 		{"zero elem", PageHeader{Boxes: []Box{box([3]uint64{}, [3]uint64{1, 1, 1})}}, 0, 0, true},
 		{"no boxes", PageHeader{ElemSize: 1}, 0, 0, true},
 		{"empty box", PageHeader{ElemSize: 1, Boxes: []Box{box([3]uint64{0, 0, 1}, [3]uint64{1, 1, 1})}}, 0, 0, true},
 		{"inverted", PageHeader{ElemSize: 1, Boxes: []Box{box([3]uint64{0, 0, 2}, [3]uint64{1, 1, 1})}}, 0, 0, true},
 		{"overflow", PageHeader{ElemSize: 8, Boxes: []Box{box([3]uint64{}, [3]uint64{math.MaxUint32, math.MaxUint32, 4})}}, 0, 0, true},
 		{"over limit", PageHeader{ElemSize: 4, Boxes: []Box{box([3]uint64{}, [3]uint64{1, 1, 100})}}, 399, 0, true},
+		{"overlap", PageHeader{ElemSize: 1, Boxes: []Box{box([3]uint64{0, 0, 0}, [3]uint64{2, 2, 2}), box([3]uint64{1, 1, 1}, [3]uint64{3, 3, 3})}}, 0, 0, true},
+		{"touching", PageHeader{ElemSize: 1, Boxes: []Box{box([3]uint64{0, 0, 0}, [3]uint64{2, 2, 2}), box([3]uint64{0, 0, 2}, [3]uint64{2, 2, 3})}}, 0, 12, false},
 		{"at limit", PageHeader{ElemSize: 4, Boxes: []Box{box([3]uint64{}, [3]uint64{1, 1, 100})}}, 400, 400, false},
 	}
 	for _, tt := range tests {

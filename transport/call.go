@@ -108,7 +108,7 @@ func (t *Transport) openStream(ctx context.Context, peer credentials.Identity, o
 		if err == nil {
 			return c, s, nil
 		}
-		if attempt > 0 || ctx.Err() != nil || c.qc.Context().Err() == nil {
+		if attempt > 0 || ctx.Err() != nil || (c.qc.Context().Err() == nil && !isConnErr(err)) {
 			return nil, nil, t.streamErr(ctx, c, op, err)
 		}
 		t.forget(c)
@@ -197,7 +197,7 @@ func (t *Transport) Send(ctx context.Context, peer credentials.Identity, typ pro
 		}
 		s, err := c.qc.OpenUniStreamSync(ctx)
 		if err != nil {
-			if attempt == 0 && ctx.Err() == nil && c.qc.Context().Err() != nil {
+			if attempt == 0 && ctx.Err() == nil && (c.qc.Context().Err() != nil || isConnErr(err)) {
 				t.forget(c)
 				continue
 			}
@@ -283,6 +283,13 @@ func (t *Transport) handleStream(c *conn, s *quic.Stream) {
 			t.log.Error("reply too large", "peer", c.peer.String(), "type", env.Type.String(), "error", err)
 			t.reply(c, s, proto.MsgError, errorReply(err))
 		}
+		return
+	}
+	if t.ctx.Err() != nil {
+		// Shutting down: the handler was cancelled for that; the caller
+		// learns it from the stream reset (ErrPeerLost), not as a handler
+		// failure.
+		s.CancelWrite(quicCodeShutdown)
 		return
 	}
 	if cause := context.Cause(ctx); cause == errDeadline && errors.Is(err, context.DeadlineExceeded) {
