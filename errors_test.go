@@ -1,0 +1,214 @@
+package acpp
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/acpp/acpp/device"
+)
+
+func TestSubmitErrors(t *testing.T) {
+	registerTestKernels()
+	q := newQueue(t)
+	b := must(NewBuffer[float32](q, R2(4, 4)))
+	closed := must(NewBuffer[float32](q, R1(4)))
+	closed.Close()
+	type ptr struct{ p *int }
+	tests := []struct {
+		name string
+		cgf  func(h *Handler) error
+		is   error
+		msg  string
+	}{
+		{"range outside the buffer", func(h *Handler) error {
+			ReadRange(h, b, R2(2, 2), I2(3, 0))
+			h.SingleTask(func() {})
+			return nil
+		}, ErrBadRange, "leaves the buffer"},
+		{"wrong dimensions", func(h *Handler) error {
+			ReadRange(h, b, R1(2), I1(0))
+			h.SingleTask(func() {})
+			return nil
+		}, ErrBadRange, "dimensions"},
+		{"closed buffer", func(h *Handler) error {
+			Read(h, closed)
+			h.SingleTask(func() {})
+			return nil
+		}, ErrBufferClosed, ""},
+		{"NoInit read", func(h *Handler) error {
+			Read(h, b, NoInit)
+			h.SingleTask(func() {})
+			return nil
+		}, ErrMode, "cannot be NoInit"},
+		{"no action", func(h *Handler) error { Read(h, b); return nil }, ErrNoKernel, ""},
+		{"two actions", func(h *Handler) error {
+			h.SingleTask(func() {})
+			h.SingleTask(func() {})
+			return nil
+		}, ErrNoKernel, "after single_task"},
+		{"no Go implementation", func(h *Handler) error {
+			h.Launch("acpptest.ptxonly", R1(1))
+			return nil
+		}, ErrNoImplementation, "acpptest.ptxonly"},
+		{"unknown kernel", func(h *Handler) error {
+			h.Launch("nope", R1(1))
+			return nil
+		}, device.ErrUnknownKernel, "nope"},
+		{"bad work-group", func(h *Handler) error {
+			h.ParallelForND(R1(10), R1(3), func(Group) {})
+			return nil
+		}, ErrBadRange, "multiple"},
+		{"the function's own error", func(h *Handler) error { return errBoom }, errBoom, ""},
+		{"copy size mismatch", func(h *Handler) error {
+			Copy(h, ReadRange(h, b, R2(2, 2), I2(0, 0)), WriteRange(h, b, R2(1, 2), I2(3, 0)))
+			return nil
+		}, ErrBadRange, "copy from"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ev, err := q.Submit(tc.cgf)
+			if ev != nil || !errors.Is(err, tc.is) || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("Submit = %v, %v; want error matching %v containing %q", ev, err, tc.is, tc.msg)
+			}
+		})
+	}
+	if _, err := NewBuffer[ptr](q, R1(1)); !errors.Is(err, ErrElemType) {
+		t.Errorf("NewBuffer of a pointer type = %v, want ErrElemType", err)
+	}
+	if _, err := NewBufferFrom(q, make([]int32, 3), R1(4)); !errors.Is(err, ErrBadRange) {
+		t.Errorf("NewBufferFrom with a short slice = %v, want ErrBadRange", err)
+	}
+	if _, err := NewBuffer[int32](q, R1(8), PageSize(2, 2)); !errors.Is(err, ErrBadRange) {
+		t.Errorf("NewBuffer with 2D page size for a 1D buffer = %v, want ErrBadRange", err)
+	}
+	var late *Handler
+	must(q.Submit(func(h *Handler) error { late = h; h.SingleTask(func() {}); return nil }))
+	late.SingleTask(func() {})
+	if !errors.Is(errors.Join(late.errs...), ErrHandlerDone) {
+		t.Errorf("using a handler after Submit: %v, want ErrHandlerDone", late.errs)
+	}
+	waitAll(t, q)
+}
+
+var errBoom = errors.New("boom")
+
+func TestKernelPanicSurfacesOnEventAndWait(t *testing.T) {
+	ctx := context.Background()
+	q := newQueue(t)
+	b := must(NewBuffer[int32](q, R1(10)))
+	ev := must(q.Submit(func(h *Handler) error {
+		a := Write(h, b, NoInit)
+		h.ParallelFor(R1(10), func(it Item) { a.Set(it.ID(0)+5, 1) }) // index 10 is out of range
+		return nil
+	}))
+	if err := ev.Wait(ctx); !errors.Is(err, ErrKernelPanic) || !strings.Contains(err.Error(), "out of range") {
+		t.Fatalf("event error = %v, want a kernel panic error", err)
+	}
+	if ev.Status() != Failed {
+		t.Errorf("status = %v, want failed", ev.Status())
+	}
+	if err := q.Wait(ctx); !errors.Is(err, ErrKernelPanic) {
+		t.Fatalf("q.Wait = %v, want the kernel error", err)
+	}
+	if err := q.Wait(ctx); err != nil {
+		t.Fatalf("second q.Wait = %v, want nil (errors are reported once)", err)
+	}
+	// Nothing else broke.
+	must(q.Submit(func(h *Handler) error {
+		a := Write(h, b, NoInit)
+		h.ParallelFor(R1(10), func(it Item) { a.Set(it.ID(0), 2) })
+		return nil
+	}))
+	if v := must(b.Read(ctx)); v[9] != 2 {
+		t.Fatalf("after the panic v[9] = %d, want 2", v[9])
+	}
+}
+
+func TestAsyncHandler(t *testing.T) {
+	var got []error
+	q := newQueue(t, WithAsyncHandler(func(err error) { got = append(got, err) }))
+	must(q.Submit(func(h *Handler) error { h.SingleTask(func() { panic("x") }); return nil }))
+	if err := q.Wait(context.Background()); err != nil || len(got) != 1 || !errors.Is(got[0], ErrKernelPanic) {
+		t.Fatalf("Wait = %v, handler got %v", err, got)
+	}
+}
+
+func TestCancelledContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	q, err := NewQueue(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	b := must(NewBuffer[int32](q, R1(1)))
+	gate := make(chan struct{})
+	first := must(q.Submit(func(h *Handler) error {
+		a := Write(h, b, NoInit)
+		h.SingleTask(func() { <-gate; a.Set(0, 1) })
+		return nil
+	}))
+	second := must(q.Submit(func(h *Handler) error {
+		a := ReadWrite(h, b)
+		h.SingleTask(func() { a.Set(0, 2) })
+		return nil
+	}))
+	cancel()
+	close(gate)
+	bg := context.Background()
+	if err := first.Wait(bg); err != nil {
+		t.Fatalf("the running group failed: %v", err)
+	}
+	if err := second.Wait(bg); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the waiting group = %v, want context.Canceled", err)
+	}
+	if _, err := q.Submit(func(h *Handler) error { h.SingleTask(func() {}); return nil }); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Submit after cancel = %v, want context.Canceled", err)
+	}
+	// Waiting with a context that ends returns its error.
+	wctx, wcancel := context.WithCancel(bg)
+	wcancel()
+	if err := second.Wait(wctx); err == nil || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait(cancelled ctx) = %v", err)
+	}
+}
+
+func TestNoSuchDevice(t *testing.T) {
+	if _, err := NewQueue(context.Background(), WithDevice(CUDA, 3)); !errors.Is(err, ErrNoDevice) || !strings.Contains(err.Error(), "import the backend") {
+		t.Fatalf("NewQueue(cuda:3) = %v, want ErrNoDevice that says what to do", err)
+	}
+	q := newQueue(t)
+	if _, err := q.Submit(func(h *Handler) error { return nil }, On(DeviceID{Kind: CPU, Index: 5})); !errors.Is(err, ErrNoDevice) {
+		t.Fatalf("Submit(On(cpu:5)) = %v, want ErrNoDevice", err)
+	}
+}
+
+func TestClosedQueue(t *testing.T) {
+	q, err := NewQueue(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := []int32{1, 2}
+	b := must(NewBufferFrom(q, data, R1(2)))
+	must(q.Submit(func(h *Handler) error {
+		a := ReadWrite(h, b)
+		h.SingleTask(func() { a.Set(0, 5) })
+		return nil
+	}))
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if data[0] != 5 {
+		t.Errorf("Close did not write back open buffers: %v", data)
+	}
+	if _, err := q.Submit(func(h *Handler) error { h.SingleTask(func() {}); return nil }); err == nil {
+		t.Error("Submit on a closed queue succeeded")
+	}
+	if _, err := NewBuffer[int32](q, R1(1)); !errors.Is(err, ErrClosed) {
+		t.Errorf("NewBuffer on a closed queue = %v, want ErrClosed", err)
+	}
+}
