@@ -402,7 +402,9 @@ func (l *Lib) EventCreate(flags uint32) (Event, error) {
 }
 
 // EventRecord is cuEventRecord.
-func (l *Lib) EventRecord(e Event, s Stream) error { return l.call(pEventRecord, uintptr(e), uintptr(s)) }
+func (l *Lib) EventRecord(e Event, s Stream) error {
+	return l.call(pEventRecord, uintptr(e), uintptr(s))
+}
 
 // EventQuery is cuEventQuery; ErrNotReady while work is pending.
 func (l *Lib) EventQuery(e Event) error { return l.call(pEventQuery, uintptr(e)) }
@@ -491,7 +493,9 @@ func (l *Lib) GraphInstantiate(g Graph) (GraphExec, error) {
 }
 
 // GraphLaunch is cuGraphLaunch.
-func (l *Lib) GraphLaunch(x GraphExec, s Stream) error { return l.call(pGraphLaunch, uintptr(x), uintptr(s)) }
+func (l *Lib) GraphLaunch(x GraphExec, s Stream) error {
+	return l.call(pGraphLaunch, uintptr(x), uintptr(s))
+}
 
 // GraphExecDestroy is cuGraphExecDestroy.
 func (l *Lib) GraphExecDestroy(x GraphExec) error { return l.call(pGraphExecDestroy, uintptr(x)) }

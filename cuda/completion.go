@@ -1,0 +1,305 @@
+package cuda
+
+import (
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/acpp/acpp/cuda/driver"
+	"github.com/ebitengine/purego"
+)
+
+// batch is the ops one stream ran in one owner batch, and what tells when
+// they are done: an event (poll, blocking-sync) or a host callback.
+type batch struct {
+	ev    driver.Event
+	items []completion
+}
+
+// completer reports finished work for one device (see Config.Completion).
+// It is started by the owner and stopped by the owner's shutdown; it calls
+// every done exactly once, including after close was asked.
+type completer struct {
+	d    *Device
+	mode Completion
+	in   chan batch    // poll and blocking-sync: batches in submission order
+	quit chan struct{} // closed by close: no more batches will come
+	exit chan struct{} // closed when run has returned
+
+	evMu   sync.Mutex
+	events []driver.Event // guarded by evMu: free events of this context
+	all    []driver.Event // guarded by evMu: every event created, to destroy
+
+	// Callback mode: batches whose host function ran, and how many are
+	// still in flight.
+	cbMu        sync.Mutex
+	ready       []batch // guarded by cbMu
+	outstanding int     // guarded by cbMu
+	signal      chan struct{}
+}
+
+func newCompleter(d *Device) *completer {
+	return &completer{d: d, mode: d.cfg.Completion, in: make(chan batch, 4096),
+		quit: make(chan struct{}), exit: make(chan struct{}), signal: make(chan struct{}, 1)}
+}
+
+// event returns a free event of the device's context (owner thread: it may
+// create one).
+func (c *completer) event() (driver.Event, error) {
+	c.evMu.Lock()
+	if n := len(c.events); n > 0 {
+		e := c.events[n-1]
+		c.events = c.events[:n-1]
+		c.evMu.Unlock()
+		return e, nil
+	}
+	c.evMu.Unlock()
+	flags := uint32(driver.EventDisableTiming)
+	if c.mode == CompletionBlockingSync {
+		flags |= driver.EventBlockingSync
+	}
+	e, err := c.d.lib.EventCreate(flags)
+	if err != nil {
+		return 0, err
+	}
+	c.evMu.Lock()
+	c.all = append(c.all, e)
+	c.evMu.Unlock()
+	return e, nil
+}
+
+// putEvent returns an event to the pool (any goroutine; no driver call).
+func (c *completer) putEvent(e driver.Event) {
+	c.evMu.Lock()
+	c.events = append(c.events, e)
+	c.evMu.Unlock()
+}
+
+// destroyEvents runs on the owner thread after run has returned.
+func (c *completer) destroyEvents() {
+	c.evMu.Lock()
+	all := c.all
+	c.all, c.events = nil, nil
+	c.evMu.Unlock()
+	for _, e := range all {
+		_ = c.d.lib.EventDestroy(e)
+	}
+}
+
+// submit hands the completer the ops just issued on stream s (owner thread).
+func (c *completer) submit(s driver.Stream, items []completion) {
+	if c.mode == CompletionCallback {
+		c.submitCallback(s, items)
+		return
+	}
+	ev, err := c.event()
+	if err == nil {
+		err = c.d.lib.EventRecord(ev, s)
+	}
+	if err != nil {
+		c.finish(batch{items: items}, err)
+		return
+	}
+	c.in <- batch{ev: ev, items: items}
+}
+
+// finish reports a batch and recycles its event.
+func (c *completer) finish(b batch, err error) {
+	for _, it := range b.items {
+		if it.done != nil {
+			it.done(err)
+		}
+		if it.release != nil {
+			it.release()
+		}
+	}
+	if b.ev != 0 {
+		c.putEvent(b.ev)
+	}
+}
+
+// close is called by the owner after its last submit; it waits until every
+// batch has been reported.
+func (c *completer) close() {
+	close(c.quit)
+	if c.mode != CompletionCallback {
+		close(c.in)
+	}
+	select {
+	case c.signal <- struct{}{}:
+	default:
+	}
+	<-c.exit
+}
+
+func (c *completer) run() {
+	defer close(c.exit)
+	switch c.mode {
+	case CompletionBlockingSync:
+		c.runBlocking()
+	case CompletionCallback:
+		c.runCallback()
+	default:
+		c.runPoll()
+	}
+}
+
+// lockWithContext pins the completer to its own thread with the device's
+// context current (cuEventQuery and cuEventSynchronize do not need it, but
+// the driver may, and the thread is ours alone).
+func (c *completer) lockWithContext() {
+	runtime.LockOSThread() // never unlocked: the thread's timer slack is changed
+	_ = c.d.lib.CtxSetCurrent(c.d.ctx)
+}
+
+// runPoll queries the oldest events of every stream; when nothing finished
+// it sleeps, doubling the sleep from PollMin to PollMax, on a thread whose
+// timer slack is 1 µs so short sleeps are short. It never spins.
+func (c *completer) runPoll() {
+	c.lockWithContext()
+	setTimerSlack(1000)
+	var pending []batch
+	in := c.in
+	min, max := c.d.cfg.PollMin, c.d.cfg.PollMax
+	sleep := min
+	for {
+		if len(pending) == 0 {
+			if in == nil {
+				return
+			}
+			b, ok := <-in
+			if !ok {
+				return
+			}
+			pending = append(pending, b)
+			sleep = min
+		}
+	more:
+		for in != nil {
+			select {
+			case b, ok := <-in:
+				if !ok {
+					in = nil
+					break more
+				}
+				pending = append(pending, b)
+			default:
+				break more
+			}
+		}
+		progressed := false
+		keep := pending[:0]
+		for _, b := range pending {
+			err := c.d.lib.EventQuery(b.ev)
+			if errors.Is(err, driver.ErrNotReady) {
+				keep = append(keep, b)
+				continue
+			}
+			c.finish(b, err)
+			progressed = true
+		}
+		clear(pending[len(keep):])
+		pending = keep
+		switch {
+		case len(pending) == 0:
+		case progressed:
+			sleep = min
+		default:
+			nanosleep(sleep)
+			if sleep *= 2; sleep > max {
+				sleep = max
+			}
+		}
+	}
+}
+
+// runBlocking waits for each batch in order in cuEventSynchronize on
+// blocking-sync events: the driver parks the thread until the GPU signals.
+func (c *completer) runBlocking() {
+	c.lockWithContext()
+	for b := range c.in {
+		c.finish(b, c.d.lib.EventSynchronize(b.ev))
+	}
+}
+
+// Host-function callbacks. purego allows a bounded number of callbacks per
+// process, so there is one, shared by every device; userData is a key into
+// hostFn.pending.
+var hostFn struct {
+	once    sync.Once
+	addr    uintptr
+	next    atomic.Uint64
+	pending sync.Map // uint64 → cbEntry
+}
+
+type cbEntry struct {
+	c *completer
+	b batch
+}
+
+// hostFnCallback runs on a driver thread: it must not call the driver and
+// must not block, so it hands the batch to the completer and returns.
+func hostFnCallback(userData uintptr) {
+	v, ok := hostFn.pending.LoadAndDelete(uint64(userData))
+	if !ok {
+		return
+	}
+	e := v.(cbEntry)
+	e.c.cbMu.Lock()
+	e.c.ready = append(e.c.ready, e.b)
+	e.c.cbMu.Unlock()
+	select {
+	case e.c.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (c *completer) submitCallback(s driver.Stream, items []completion) {
+	hostFn.once.Do(func() { hostFn.addr = purego.NewCallback(hostFnCallback) })
+	id := hostFn.next.Add(1)
+	hostFn.pending.Store(id, cbEntry{c: c, b: batch{items: items}})
+	c.cbMu.Lock()
+	c.outstanding++
+	c.cbMu.Unlock()
+	if err := c.d.lib.LaunchHostFunc(s, hostFn.addr, uintptr(id)); err != nil {
+		hostFn.pending.Delete(id)
+		c.cbMu.Lock()
+		c.outstanding--
+		c.cbMu.Unlock()
+		c.finish(batch{items: items}, err)
+	}
+}
+
+func (c *completer) runCallback() {
+	quit := c.quit
+	for {
+		select {
+		case <-c.signal:
+		case <-quit:
+			quit = nil
+		}
+		c.cbMu.Lock()
+		ready := c.ready
+		c.ready = nil
+		c.outstanding -= len(ready)
+		left := c.outstanding
+		c.cbMu.Unlock()
+		for _, b := range ready {
+			c.finish(b, nil)
+		}
+		if quit == nil && left == 0 {
+			return
+		}
+	}
+}
+
+// nanosleep sleeps the calling thread (locked to it) for d: a plain
+// nanosleep system call, since Go timers round sleeps under a millisecond up
+// to a millisecond.
+func nanosleep(d time.Duration) {
+	ts := syscall.NsecToTimespec(int64(d))
+	_ = syscall.Nanosleep(&ts, nil)
+}

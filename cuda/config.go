@@ -1,0 +1,134 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+)
+
+// Completion is how a device learns that its GPU work finished.
+type Completion uint8
+
+// Completion strategies. The zero value is CompletionPoll.
+const (
+	// CompletionPoll: the completer queries one CUDA event per stream and
+	// batch, sleeping between rounds with exponential back-off from PollMin
+	// to PollMax (on its own thread, with 1 µs timer slack).
+	CompletionPoll Completion = iota
+	// CompletionBlockingSync: the completer waits in cuEventSynchronize on
+	// blocking-sync events (the driver puts the thread to sleep), oldest
+	// batch first.
+	CompletionBlockingSync
+	// CompletionCallback: a driver host function (cuLaunchHostFunc) after
+	// each batch calls back into Go on a driver thread, which wakes the
+	// completer.
+	CompletionCallback
+)
+
+func (c Completion) String() string {
+	switch c {
+	case CompletionPoll:
+		return "poll"
+	case CompletionBlockingSync:
+		return "blocking-sync"
+	case CompletionCallback:
+		return "callback"
+	}
+	return fmt.Sprintf("completion(%d)", uint8(c))
+}
+
+// Link overrides the linked-allocation decision (L3).
+type Link uint8
+
+// Link modes. The zero value is LinkAuto.
+const (
+	// LinkAuto links a GPU's buffer allocations to host memory iff the GPU
+	// reports host-unified memory (integrated, or pageable memory access
+	// through the host's page tables).
+	LinkAuto Link = iota
+	// LinkAlways links every GPU (mapped pinned host memory for
+	// MemDevice): for tests of the linked path on discrete GPUs.
+	LinkAlways
+	// LinkNever gives every GPU separate device allocations.
+	LinkNever
+)
+
+// Config configures Open. The zero value is ready to use.
+type Config struct {
+	// Logger receives the backend's log lines; nil discards them.
+	Logger *slog.Logger
+	// Library is the driver library to load; "" means libcuda.so.1.
+	Library string
+	// Streams is the number of streams per device; 0 means 4.
+	Streams int
+	// Completion picks the completion strategy; the zero value is
+	// CompletionPoll.
+	Completion Completion
+	// PollMin and PollMax bound the polling back-off; 0 means 2 µs and
+	// 200 µs. Only CompletionPoll uses them.
+	PollMin, PollMax time.Duration
+	// ManagedReserve is device memory that MemShared allocations leave
+	// free; 0 means 256 MiB.
+	ManagedReserve uint64
+	// Link overrides the linked-allocation decision; zero is LinkAuto.
+	Link Link
+	// NoPeer stages device-to-device copies between GPUs through pinned
+	// host memory even where peer access works (for tests).
+	NoPeer bool
+	// Devices limits which GPUs are opened (by ordinal); nil means all.
+	Devices []int
+
+	// virtualDevices adds logical devices on the first GPU (ordinals 1000,
+	// 1001, ...): tests use them for device-to-device copies on one GPU.
+	virtualDevices int
+}
+
+// ErrConfig marks invalid configuration.
+var ErrConfig = errors.New("cuda: invalid config")
+
+// Validate reports every invalid field at once.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Streams < 0 || c.Streams > 64 {
+		errs = append(errs, fmt.Errorf("%w: Streams (%d) must be in [0, 64]", ErrConfig, c.Streams))
+	}
+	if c.Completion > CompletionCallback {
+		errs = append(errs, fmt.Errorf("%w: Completion (%d) unknown; use CompletionPoll, CompletionBlockingSync or CompletionCallback", ErrConfig, c.Completion))
+	}
+	if c.PollMin < 0 || c.PollMax < 0 || (c.PollMax != 0 && c.PollMin > c.PollMax) {
+		errs = append(errs, fmt.Errorf("%w: PollMin (%v) and PollMax (%v) must be >= 0 and PollMin <= PollMax", ErrConfig, c.PollMin, c.PollMax))
+	}
+	if c.Link > LinkNever {
+		errs = append(errs, fmt.Errorf("%w: Link (%d) unknown", ErrConfig, c.Link))
+	}
+	for _, o := range c.Devices {
+		if o < 0 {
+			errs = append(errs, fmt.Errorf("%w: Devices lists ordinal %d; ordinals are >= 0", ErrConfig, o))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.Streams == 0 {
+		c.Streams = 4
+	}
+	if c.PollMin == 0 {
+		c.PollMin = 2 * time.Microsecond
+	}
+	if c.PollMax == 0 {
+		c.PollMax = 200 * time.Microsecond
+	}
+	if c.PollMin > c.PollMax {
+		c.PollMin = c.PollMax
+	}
+	if c.ManagedReserve == 0 {
+		c.ManagedReserve = 256 << 20
+	}
+	return c
+}

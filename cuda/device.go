@@ -1,0 +1,321 @@
+package cuda
+
+import (
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/acpp/acpp/cuda/driver"
+	"github.com/acpp/acpp/device"
+)
+
+// Device is one GPU. It implements device.Device.
+type Device struct {
+	cfg     Config
+	log     *slog.Logger
+	lib     *driver.Lib
+	attrs   Attributes
+	dev     driver.Device
+	ctx     driver.Context
+	info    device.Info
+	linked  bool   // L2/L3: MemDevice is mapped pinned host memory
+	linkWhy string // the reason, for the log
+	group   *group // the devices opened together; read-only after Open
+
+	// peers[o] is true when this device's context may access device o's
+	// memory (cuCtxEnablePeerAccess succeeded). Written by Open before any
+	// copy runs, read-only afterwards.
+	peers map[int]bool
+
+	// q is the owner's inbox: tasks from Enqueue, Alloc, Free, Do and from
+	// other devices' owners. Unbounded, so no sender ever blocks.
+	q struct {
+		mu     sync.Mutex
+		tasks  []task // guarded by mu
+		closed bool   // guarded by mu; no new tasks after Close
+	}
+	wake    chan struct{} // cap 1: "the inbox has tasks"
+	stopped chan struct{} // closed when the owner goroutine has exited
+
+	// Owner-only state: touched by the owner goroutine alone.
+	streams []driver.Stream
+	pending [][]completion // per stream: ops issued since the last flush
+	funcs   map[moduleKey]*module
+
+	mu   sync.Mutex                // guards mems
+	mems map[*device.Mem]*memState // live allocations of this device
+
+	comp      *completer
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// group is the set of devices one Open returned, by ordinal.
+type group struct {
+	devs    map[int]*Device
+	staging staging
+}
+
+// task is one unit of owner work.
+type task struct {
+	queue int
+	op    device.Op
+	done  func(error)
+	// run, when set, is owner-internal work (Alloc, Free, Do, the second
+	// half of a staged copy); it is called instead of executing op.
+	run func(t *Thread)
+	// args are a launch's arguments as checkLaunch converted them.
+	args []device.Arg
+}
+
+// completion is what the completer reports when a batch's event fires.
+type completion struct {
+	done    func(error)
+	release func() // after done; frees what the op borrowed (staging)
+}
+
+// Thread is the owner goroutine's view of its device, for Do: the driver,
+// the current context and the streams. It is only valid during the Do call
+// and only on the goroutine that runs it.
+type Thread struct {
+	Lib     *driver.Lib
+	Context driver.Context
+	Device  driver.Device
+	Streams []driver.Stream
+	d       *Device
+}
+
+var _ device.Device = (*Device)(nil)
+
+// Info returns the device's identity and capabilities.
+func (d *Device) Info() device.Info { return d.info }
+
+// Attributes returns what discovery read of the GPU.
+func (d *Device) Attributes() Attributes { return d.attrs }
+
+// Linked reports whether the device's MemDevice allocations are host
+// memory (L2, L3).
+func (d *Device) Linked() bool { return d.linked }
+
+// push hands t to the owner. It fails only after Close.
+func (d *Device) push(t task) error {
+	d.q.mu.Lock()
+	if d.q.closed {
+		d.q.mu.Unlock()
+		return fmt.Errorf("%s: %w", d.info.ID, device.ErrClosed)
+	}
+	d.q.tasks = append(d.q.tasks, t)
+	d.q.mu.Unlock()
+	select {
+	case d.wake <- struct{}{}:
+	default: // the owner is already due to wake
+	}
+	return nil
+}
+
+// pushInternal is push for owner-to-owner hand-offs: if the device closed
+// meanwhile, the task's done gets ErrClosed.
+func (d *Device) pushInternal(t task) {
+	if err := d.push(t); err != nil && t.done != nil {
+		t.done(err)
+	}
+}
+
+// Do runs fn on the device's owner goroutine, with the context current, and
+// waits for it. Use it for driver calls the Device has no method for (the
+// benchmarks' raw baselines do); fn must not keep the Thread.
+func (d *Device) Do(fn func(t *Thread) error) error {
+	res := make(chan error, 1)
+	if err := d.push(task{run: func(t *Thread) { res <- fn(t) }}); err != nil {
+		return err
+	}
+	return <-res
+}
+
+// Enqueue validates op, queues it for the owner and returns; done is called
+// once, from the device's completer goroutine (or its owner, for an op that
+// failed to start), when the op has finished.
+func (d *Device) Enqueue(queue int, op device.Op, done func(error)) error {
+	if queue < 0 {
+		queue = 0
+	}
+	switch o := op.(type) {
+	case device.CopyOp:
+		if err := o.Validate(); err != nil {
+			return err
+		}
+		if _, _, err := d.copySide(o.Src.Mem); err != nil {
+			return fmt.Errorf("copy source: %w", err)
+		}
+		if _, _, err := d.copySide(o.Dst.Mem); err != nil {
+			return fmt.Errorf("copy destination: %w", err)
+		}
+	case device.FillOp:
+		if err := o.Validate(); err != nil {
+			return err
+		}
+		if _, _, err := d.copySide(o.Dst); err != nil {
+			return fmt.Errorf("fill destination: %w", err)
+		}
+	case device.LaunchOp:
+		args, err := d.checkLaunch(o)
+		if err != nil {
+			return err
+		}
+		return d.push(task{queue: queue, op: op, done: done, args: args})
+	default:
+		return fmt.Errorf("%w: %s cannot run %T", device.ErrUnsupported, d.info.ID, op)
+	}
+	return d.push(task{queue: queue, op: op, done: done})
+}
+
+// run is the owner goroutine.
+func (d *Device) run(ready chan<- error) {
+	// Locked for good: the thread carries the current context and ends with
+	// the goroutine.
+	runtime.LockOSThread()
+	defer close(d.stopped)
+	if err := d.start(); err != nil {
+		ready <- err
+		return
+	}
+	go d.comp.run()
+	ready <- nil
+	th := &Thread{Lib: d.lib, Context: d.ctx, Device: d.dev, Streams: d.streams, d: d}
+	for {
+		<-d.wake
+		d.q.mu.Lock()
+		tasks, closed := d.q.tasks, d.q.closed
+		d.q.tasks = nil
+		d.q.mu.Unlock()
+		for i := range tasks {
+			t := tasks[i]
+			tasks[i] = task{}
+			if t.run != nil {
+				t.run(th)
+				continue
+			}
+			d.exec(t)
+		}
+		d.flush()
+		if closed && len(tasks) == 0 {
+			d.shutdown()
+			return
+		}
+		if closed {
+			select { // look again: more may have come before closed was set
+			case d.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// start runs on the owner thread before any task.
+func (d *Device) start() error {
+	if err := d.lib.CtxSetCurrent(d.ctx); err != nil {
+		return err
+	}
+	d.streams = make([]driver.Stream, d.cfg.Streams)
+	for i := range d.streams {
+		s, err := d.lib.StreamCreate(driver.StreamNonBlocking)
+		if err != nil {
+			return err
+		}
+		d.streams[i] = s
+	}
+	d.pending = make([][]completion, len(d.streams))
+	d.enablePeers()
+	d.funcs = map[moduleKey]*module{}
+	return nil
+}
+
+// shutdown runs on the owner thread once the inbox is closed and empty.
+func (d *Device) shutdown() {
+	if err := d.lib.CtxSynchronize(); err != nil {
+		d.log.Warn("cuda synchronize at close failed", "device", d.info.ID.String(), "error", err)
+	}
+	d.comp.close() // waits until every done has been called
+	d.mu.Lock()
+	mems := d.mems
+	d.mems = map[*device.Mem]*memState{}
+	d.mu.Unlock()
+	for m, st := range mems {
+		if err := d.freeMem(st); err != nil {
+			d.log.Warn("cuda free at close failed", "device", d.info.ID.String(), "bytes", m.Bytes, "error", err)
+		}
+	}
+	d.group.staging.drain(d)
+	for _, m := range d.funcs {
+		_ = d.lib.ModuleUnload(m.mod)
+	}
+	d.comp.destroyEvents()
+	for _, s := range d.streams {
+		_ = d.lib.StreamDestroy(s)
+	}
+}
+
+// stream maps a queue hint to a stream index.
+func (d *Device) stream(queue int) int { return queue % len(d.streams) }
+
+// issued records that op t is on stream s; the next flush covers it.
+func (d *Device) issued(s int, c completion) { d.pending[s] = append(d.pending[s], c) }
+
+// flush hands every stream's issued ops to the completer: one event (or one
+// host callback) per stream covers them all, since a stream runs in order.
+func (d *Device) flush() {
+	for s, list := range d.pending {
+		if len(list) == 0 {
+			continue
+		}
+		d.pending[s] = nil
+		d.comp.submit(d.streams[s], list)
+	}
+}
+
+// exec starts one op on the owner thread. Failures to start call done at
+// once.
+func (d *Device) exec(t task) {
+	var err error
+	switch o := t.op.(type) {
+	case device.CopyOp:
+		err = d.execCopy(t, o)
+	case device.FillOp:
+		err = d.execFill(t, o)
+	case device.LaunchOp:
+		err = d.execLaunch(t, o)
+	}
+	if err != nil && t.done != nil {
+		t.done(err)
+	}
+}
+
+// Close waits for the queued work, stops the owner and completer goroutines
+// and frees the device's allocations, streams and modules. Calling it twice
+// is safe.
+func (d *Device) Close() error {
+	d.closeOnce.Do(func() {
+		d.q.mu.Lock()
+		d.q.closed = true
+		d.q.mu.Unlock()
+		select {
+		case d.wake <- struct{}{}:
+		default:
+		}
+		<-d.stopped
+		if err := d.lib.DevicePrimaryCtxRelease(d.dev); err != nil {
+			d.closeErr = err
+		}
+	})
+	return d.closeErr
+}
+
+// hostSlice views driver-owned host memory as bytes.
+func hostSlice(p uintptr, n int) []byte {
+	if n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(driver.HostPointer(p)), n)
+}

@@ -1,0 +1,54 @@
+// Package cuda is the CUDA backend: it drives NVIDIA GPUs through the driver
+// API (package cuda/driver, loaded at run time, no cgo) and exposes each GPU
+// as a device.Device. Importing the package registers the backend
+// (device.RegisterBackend), so a runtime that opens its backends finds the
+// machine's GPUs; a machine without a driver or a GPU simply has none.
+//
+// # Usage
+//
+//	devs, err := cuda.Open(ctx, cuda.Config{Logger: log}) // zero devices without a driver, nil error
+//	d := devs[0]
+//	m, _ := d.Alloc(device.MemDevice, 1<<20)
+//	_ = d.Enqueue(0, device.CopyOp{...}, func(err error) { ... })
+//	defer d.Close()
+//
+// # Concurrency
+//
+// A CUDA context is current per OS thread. Each Device has one owner
+// goroutine, locked to its thread for its whole life, that is the only
+// caller of the driver for that device's work: Enqueue, Alloc, Free and Do
+// hand it tasks through an unbounded queue (Enqueue never blocks; the owner
+// takes everything queued at each wake-up, which batches pipelined
+// submissions). The owner spreads ops over Config.Streams streams by the
+// queue hint (D4). Completion is reported by a second goroutine per device,
+// the completer, by one of three strategies (Config.Completion): polling
+// CUDA events with exponential back-off (default; measured best, see
+// docs/CUDA.md), a blocking-sync event wait, or a driver host-function
+// callback. Either way one CUDA event (or callback) covers every op the
+// owner issued on one stream in one batch, and done is called from the
+// completer goroutine, never from the caller's. Close stops both goroutines
+// after the work queued before it has finished.
+//
+// Copies between two GPUs go peer to peer (cuMemcpy3DPeerAsync) when the
+// driver allows it, else through pinned host memory: the source's owner
+// copies the box out and hands the destination's owner an event to wait
+// for, so no owner ever blocks on another.
+//
+// # Memory
+//
+// device.MemDevice is cuMemAlloc (full size, fixed address: B1, B2), or, on a
+// GPU that shares memory with the host (integrated, or host page tables:
+// L2, L3), mapped pinned host memory that the host can read without copies.
+// device.MemHost is pinned, mapped, portable host memory (cuMemHostAlloc).
+// device.MemShared is managed memory, refused with device.ErrOutOfMemory
+// when it does not fit into the free device memory (a larger managed
+// allocation can hang the GPU).
+//
+// # Errors
+//
+// Enqueue refuses malformed ops at once: device.ErrBadOp, device.ErrUnsupported,
+// *device.ArgError naming the kernel argument (A2), kernels.ErrLayout when a
+// PTX entry does not take the declared arguments. Driver failures carry the
+// driver's error name and the call (*driver.Error); allocation failures also
+// match device.ErrOutOfMemory.
+package cuda

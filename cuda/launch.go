@@ -1,0 +1,165 @@
+package cuda
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/acpp/acpp/cuda/driver"
+	"github.com/acpp/acpp/cuda/kernels"
+	"github.com/acpp/acpp/device"
+)
+
+// moduleKey identifies a PTX module by the identity of its bytes: kernels
+// keep their module for the life of the registry.
+type moduleKey struct {
+	p *byte
+	n int
+}
+
+// module is a loaded PTX module (owner-only).
+type module struct {
+	mod     driver.Module
+	entries map[string]kernels.Entry
+	fns     map[string]*function
+}
+
+// function is one entry point, checked once per kernel declaration.
+type function struct {
+	fn        driver.Function
+	checked   map[string]bool // kernel names whose Params matched the entry
+	maxShared int             // dynamic shared memory the function is allowed
+}
+
+// checkLaunch validates a launch on the caller's goroutine, before it is
+// queued: an implementation for CUDA, a launchable range, arguments that
+// match their declaration (A2, via device.ValidateArgs), pointers whose real
+// space matches what the argument claims, and memory this GPU's kernels can
+// reach. It returns the converted arguments.
+func (d *Device) checkLaunch(o device.LaunchOp) ([]device.Arg, error) {
+	if o.Kernel == nil {
+		return nil, fmt.Errorf("%w: %s runs named PTX kernels only; launch %q on a CPU device", device.ErrNoImplementation, d.info.ID, o.Name)
+	}
+	k := o.Kernel
+	if k.PTX == nil || len(k.PTX.Module) == 0 || k.PTX.Entry == "" {
+		return nil, fmt.Errorf("%w: kernel %q has no PTX; register one (device.PTX{Module, Entry}) to run it on %s", device.ErrNoImplementation, k.Name, d.info.ID)
+	}
+	if err := o.Range.Validate(); err != nil {
+		return nil, err
+	}
+	if _, err := launchGeometry(o.Range, d.attrs.MaxThreadsPerBlock); err != nil {
+		return nil, fmt.Errorf("kernel %q: %w", k.Name, err)
+	}
+	args, err := device.ValidateArgs(k, o.Args, d.attrs.MaxSharedPerBlockOptin)
+	if err != nil {
+		return nil, err
+	}
+	for i, a := range args {
+		bad := func(format string, v ...any) error {
+			return &device.ArgError{Kernel: k.Name, Index: i, Param: k.Params[i].Name, Reason: fmt.Sprintf(format, v...)}
+		}
+		switch a.Kind {
+		case device.ArgLocal:
+			if !o.Range.Grouped() {
+				return nil, bad("local memory needs work-groups; set NDRange.Local")
+			}
+		case device.ArgPointer, device.ArgAccessor, device.ArgRangedAccessor:
+			real := a.Mem.Space()
+			if real != a.Space && !device.ImplicitlyConverts(real, a.Space) {
+				return nil, bad("the argument claims %s space, but its memory is %s %s memory of %s", a.Space, real, a.Mem.Kind, a.Mem.Device)
+			}
+			if _, err := d.kernelAddr(a.Mem); err != nil {
+				return nil, bad("%v", err)
+			}
+		}
+	}
+	return args, nil
+}
+
+// execLaunch starts a kernel on the owner thread.
+func (d *Device) execLaunch(t task, o device.LaunchOp) error {
+	args := t.args
+	if args == nil && len(o.Args) > 0 {
+		var err error
+		if args, err = d.checkLaunch(o); err != nil {
+			return err
+		}
+	}
+	f, err := d.function(o.Kernel)
+	if err != nil {
+		return err
+	}
+	s := d.stream(t.queue)
+	if o.Range.Global[0] == 0 || o.Range.Global[1] == 0 || o.Range.Global[2] == 0 {
+		d.issued(s, completion{done: t.done})
+		return nil
+	}
+	params, shared, err := packArgs(o.Kernel, o.Range, args, d.kernelAddr)
+	if err != nil {
+		return err
+	}
+	if shared > f.maxShared {
+		if shared > d.attrs.MaxSharedPerBlockOptin {
+			return fmt.Errorf("%w: kernel %q needs %d bytes of local memory per work-group, %s has %d", device.ErrBadOp, o.Kernel.Name, shared, d.info.ID, d.attrs.MaxSharedPerBlockOptin)
+		}
+		if err := d.lib.FuncSetAttribute(f.fn, driver.FuncAttrMaxDynamicShared, shared); err != nil {
+			return fmt.Errorf("kernel %q: allowing %d bytes of dynamic shared memory: %w", o.Kernel.Name, shared, err)
+		}
+		f.maxShared = shared
+	}
+	g, err := launchGeometry(o.Range, d.attrs.MaxThreadsPerBlock)
+	if err != nil {
+		return err
+	}
+	c := driver.LaunchConfig{Grid: g.Grid, Block: g.Block, SharedBytes: uint32(shared), Stream: d.streams[s]}
+	if err := d.lib.LaunchKernel(f.fn, &c, params); err != nil {
+		return fmt.Errorf("kernel %q on %s: %w", o.Kernel.Name, d.info.ID, err)
+	}
+	d.issued(s, completion{done: t.done})
+	return nil
+}
+
+// function loads (once) the kernel's module and entry, and checks (once per
+// kernel name) that the entry takes the declared arguments.
+func (d *Device) function(k *device.Kernel) (*function, error) {
+	key := moduleKey{unsafe.SliceData(k.PTX.Module), len(k.PTX.Module)}
+	m := d.funcs[key]
+	if m == nil {
+		entries, err := kernels.Entries(k.PTX.Module)
+		if err != nil {
+			return nil, fmt.Errorf("kernel %q: %w", k.Name, err)
+		}
+		mod, err := d.lib.ModuleLoadData(k.PTX.Module)
+		if err != nil {
+			return nil, fmt.Errorf("kernel %q: loading its PTX on %s: %w", k.Name, d.info.ID, err)
+		}
+		m = &module{mod: mod, entries: map[string]kernels.Entry{}, fns: map[string]*function{}}
+		for _, e := range entries {
+			m.entries[e.Name] = e
+		}
+		d.funcs[key] = m
+	}
+	f := m.fns[k.PTX.Entry]
+	if f == nil {
+		e, ok := m.entries[k.PTX.Entry]
+		if !ok {
+			names := make([]string, 0, len(m.entries))
+			for n := range m.entries {
+				names = append(names, n)
+			}
+			return nil, fmt.Errorf("%w: kernel %q: PTX module has no entry %q (it has %v)", device.ErrNoImplementation, k.Name, k.PTX.Entry, names)
+		}
+		fn, err := d.lib.ModuleGetFunction(m.mod, e.Name)
+		if err != nil {
+			return nil, fmt.Errorf("kernel %q: %w", k.Name, err)
+		}
+		f = &function{fn: fn, checked: map[string]bool{}, maxShared: d.attrs.MaxSharedPerBlock}
+		m.fns[k.PTX.Entry] = f
+	}
+	if !f.checked[k.Name] {
+		if err := kernels.CheckLayout(k.Name, m.entries[k.PTX.Entry], k.Params); err != nil {
+			return nil, err
+		}
+		f.checked[k.Name] = true
+	}
+	return f, nil
+}

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package cuda
+
+func setTimerSlack(ns uintptr) {}
