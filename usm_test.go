@@ -1,0 +1,135 @@
+package acpp
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/acpp/acpp/device"
+)
+
+func TestUSMOperations_B3(t *testing.T) {
+	ctx := context.Background()
+	q, f := gpuQueue(t)
+	dev := must(Malloc[int32](q, 100, USMDevice)) // on the fake GPU
+	host := must(Malloc[int32](q, 100, USMHost))
+	if _, err := dev.Host(); !errors.Is(err, ErrNotHostVisible) {
+		t.Fatalf("device USM Host() = %v, want ErrNotHostVisible", err)
+	}
+	e1 := must(FillUSM(q, dev, 7, 100))
+	e2 := must(Memset(q, dev.Add(50), 0, 50, After(e1)))
+	e3 := must(Memcpy(q, host, dev, 100, After(e2)))
+	if err := e3.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hs := must(host.Host())
+	if hs[49] != 7 || hs[50] != 0 || hs[99] != 0 {
+		t.Fatalf("host USM after fill/memset/memcpy = %v", hs)
+	}
+	if err := Free(q, dev); err != nil {
+		t.Fatal(err)
+	}
+	if f.Stats().Frees != 1 {
+		t.Errorf("Free did not reach the device")
+	}
+	if _, err := Memcpy(q, host, host, 101); !errors.Is(err, ErrBadRange) {
+		t.Errorf("Memcpy past the end = %v, want ErrBadRange", err)
+	}
+}
+
+func TestBufferPointerIsUSM_B3(t *testing.T) {
+	ctx := context.Background()
+	q, _ := gpuQueue(t)
+	b := must(NewBuffer[float32](q, R1(64)))
+	add(t, q, b, 3, fakeID, true)
+	waitAll(t, q)
+	// The buffer's device allocation works with USM operations (user
+	// synchronisation: we waited above).
+	p := must(b.USM(fakeID))
+	out := must(Malloc[float32](q, 64, USMHost))
+	if err := must(Memcpy(q, out, p, 64)).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if hs := must(out.Host()); hs[63] != 3 {
+		t.Fatalf("copied from the buffer's pointer: %v, want 3", hs[63])
+	}
+}
+
+func TestBufferOverUSM_B3(t *testing.T) {
+	ctx := context.Background()
+	q, f := gpuQueue(t)
+	p := must(Malloc[float32](q, 32, USMDevice))
+	if err := must(FillUSM(q, p, 2, 32)).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	allocs := f.Stats().Allocs
+	b := must(NewBufferOver(q, p, R1(32)))
+	add(t, q, b, 1, fakeID, false) // runs in the user's allocation: no copy, no allocation
+	waitAll(t, q)
+	if st := q.Stats(); st.Copies != 0 || f.Stats().Allocs != allocs {
+		t.Fatalf("Stats() = %+v, fake allocs %d → %d: want the user's allocation used as is", st, allocs, f.Stats().Allocs)
+	}
+	if v := must(b.Read(ctx)); v[31] != 3 {
+		t.Fatalf("v[31] = %v, want 3", v[31])
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if f.Stats().Frees != 0 {
+		t.Fatal("closing the buffer freed the user's USM allocation")
+	}
+}
+
+func TestAddressSpaces_A1_A2_A4(t *testing.T) {
+	q, _ := gpuQueue(t)
+	hostp := must(Malloc[float32](q, 4, USMHost))
+	devp := must(Malloc[float32](q, 4, USMDevice))
+	tests := []struct {
+		name string
+		arg  KernelArg
+		msg  string // "" for success
+	}{
+		{"device pointer is global_device", devp, ""},
+		{"host USM is no global_device (A2)", hostp, "argument 0 (p): a host USM pointer is no global_device"},
+		{"generic needs an explicit cast back", Generic(devp), "explicit cast"},
+		{"cast back to the real space", Cast(Generic(devp), device.GlobalDevice), ""},
+		{"cast cannot change the real space", Cast(Generic(hostp), device.GlobalDevice), "points to global_host memory"},
+		{"global to global_device by cast", Cast(Cast(Generic(devp), device.Global), device.GlobalDevice), ""},
+		{"named spaces convert implicitly to generic only", Cast(devp, device.Local), "cannot be cast"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := q.Submit(func(h *Handler) error {
+				h.Launch("acpptest.devptr", R1(1), tc.arg)
+				return nil
+			}, On(fakeID))
+			if tc.msg == "" {
+				if err != nil {
+					t.Fatalf("Submit = %v, want success", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.msg) || !errors.Is(err, device.ErrBadArg) {
+				t.Fatalf("Submit = %v, want ErrBadArg containing %q", err, tc.msg)
+			}
+		})
+	}
+	waitAll(t, q)
+}
+
+func TestGoPointerSpaces_A4(t *testing.T) {
+	g := GlobalPtr[int]{p: make([]int, 2)}
+	gen := g.Generic()
+	if _, ok := gen.ToLocal(); ok {
+		t.Error("a generic pointer to global memory became local")
+	}
+	back, ok := gen.ToGlobal()
+	if !ok {
+		t.Fatal("generic → global (its real space) failed")
+	}
+	back.Set(1, 5)
+	if g.At(1) != 5 || gen.At(1) != 5 {
+		t.Error("conversions do not point to the same memory")
+	}
+}
