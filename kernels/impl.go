@@ -28,9 +28,11 @@ func u32s(b []byte) []uint32 {
 	return unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
 }
 
-func scalarF32(a device.Arg) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(a.Scalar)) }
-func scalarU32(a device.Arg) uint32  { return binary.LittleEndian.Uint32(a.Scalar) }
-func scalarU64(a device.Arg) uint64  { return binary.LittleEndian.Uint64(a.Scalar) }
+func scalarF32(a device.Arg) float32 {
+	return math.Float32frombits(binary.LittleEndian.Uint32(a.Scalar))
+}
+func scalarU32(a device.Arg) uint32 { return binary.LittleEndian.Uint32(a.Scalar) }
+func scalarU64(a device.Arg) uint64 { return binary.LittleEndian.Uint64(a.Scalar) }
 
 // saxpy: y[i] = a*x[i] + y[i] (src/saxpy.cu). The CUDA kernel uses only
 // dimension 2 of the id; so does this one, once per (i0, i1) pair.

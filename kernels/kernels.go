@@ -6,8 +6,8 @@ import (
 	"reflect"
 	"sync"
 
-	"github.com/acpp/acpp/device"
 	ptxlib "github.com/acpp/acpp/cuda/kernels"
+	"github.com/acpp/acpp/device"
 )
 
 // goImpls holds the Go implementation of every built-in kernel, by name.

@@ -442,4 +442,3 @@ func TestBuiltinsOnTheEmbeddedRuntime_A2(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
