@@ -247,7 +247,12 @@ func (c *Cluster) Join(ctx context.Context, addrs ...string) (int, error) {
 		}()
 	}
 	all := make(chan struct{})
-	go func() { wg.Wait(); close(all) }() // ends with the attempts, bounded by TCPTimeout
+	c.joins.Add(1)
+	go func() { // ends with the attempts, each bounded by TCPTimeout
+		defer c.joins.Done()
+		wg.Wait()
+		close(all)
+	}()
 	select {
 	case <-all:
 	case <-ctx.Done():
