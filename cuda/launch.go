@@ -2,6 +2,8 @@ package cuda
 
 import (
 	"fmt"
+	"sort"
+	"sync"
 	"unsafe"
 
 	"github.com/acpp/acpp/cuda/driver"
@@ -48,6 +50,9 @@ func (d *Device) checkLaunch(o device.LaunchOp) ([]device.Arg, error) {
 	}
 	if _, err := launchGeometry(o.Range, d.attrs.MaxThreadsPerBlock); err != nil {
 		return nil, fmt.Errorf("kernel %q: %w", k.Name, err)
+	}
+	if err := checkEntry(k); err != nil {
+		return nil, err
 	}
 	args, err := device.ValidateArgs(k, o.Args, d.attrs.MaxSharedPerBlockOptin)
 	if err != nil {
@@ -162,4 +167,38 @@ func (d *Device) function(k *device.Kernel) (*function, error) {
 		f.checked[k.Name] = true
 	}
 	return f, nil
+}
+
+// entryCache holds the parsed entry points of every PTX module seen, by
+// module identity, so Enqueue can check a launch's layout without the GPU.
+var entryCache sync.Map // moduleKey → map[string]kernels.Entry
+
+// checkEntry verifies, before a launch is queued, that the kernel's PTX has
+// its entry and that the entry takes the ND range and the declared
+// parameters (kernels.CheckLayout names the first argument that differs).
+func checkEntry(k *device.Kernel) error {
+	key := moduleKey{unsafe.SliceData(k.PTX.Module), len(k.PTX.Module)}
+	v, ok := entryCache.Load(key)
+	if !ok {
+		es, err := kernels.Entries(k.PTX.Module)
+		if err != nil {
+			return fmt.Errorf("kernel %q: %w", k.Name, err)
+		}
+		m := make(map[string]kernels.Entry, len(es))
+		for _, e := range es {
+			m[e.Name] = e
+		}
+		v, _ = entryCache.LoadOrStore(key, m)
+	}
+	entries := v.(map[string]kernels.Entry)
+	e, ok := entries[k.PTX.Entry]
+	if !ok {
+		names := make([]string, 0, len(entries))
+		for n := range entries {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return fmt.Errorf("%w: kernel %q: its PTX module has no entry %q (entries: %v)", device.ErrNoImplementation, k.Name, k.PTX.Entry, names)
+	}
+	return kernels.CheckLayout(k.Name, e, k.Params)
 }

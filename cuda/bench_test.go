@@ -1,0 +1,281 @@
+package cuda
+
+import (
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/acpp/acpp/cuda/driver"
+	"github.com/acpp/acpp/device"
+)
+
+// The benchmarks need a GPU; each compares the backend with a raw baseline
+// made of the same bindings, in the same run. docs/CUDA.md records the
+// figures and the command.
+
+const transferBytes = 256 << 20
+
+func gbps(b *testing.B, bytes int64) {
+	b.ReportMetric(float64(bytes)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+}
+
+// BenchmarkTransfer: 256 MiB host→device and device→host. raw is a
+// synchronous cuMemcpyHtoD/DtoH on the owner thread; backend is one
+// CopyOp through Enqueue and done; pageable is the backend from another
+// backend's (Go heap) memory.
+func BenchmarkTransfer(b *testing.B) {
+	d := openGPUs(b, Config{})[0]
+	dev := mustAlloc(b, d, device.MemDevice, transferBytes)
+	pinned := mustAlloc(b, d, device.MemHost, transferBytes)
+	pageable := &device.Mem{Device: device.ID{Kind: device.KindCPU}, Kind: device.MemDevice, Bytes: transferBytes, Host: make([]byte, transferBytes)}
+	for i := range pageable.Host {
+		pageable.Host[i] = byte(i)
+	}
+	box := func(src, dst *device.Mem) device.CopyOp {
+		return device.CopyOp{Src: linear(src), Dst: linear(dst), Size: [3]int{1, 1, transferBytes}, ElemSize: 1}
+	}
+	hostPtr := uintptrOf(pinned.Host)
+	cases := []struct {
+		name string
+		run  func(b *testing.B)
+	}{
+		{"h2d/raw", func(b *testing.B) {
+			_ = d.Do(func(t *Thread) error {
+				for b.Loop() {
+					if err := t.Lib.MemcpyHtoD(driver.DevicePtr(dev.Addr), hostPtr, transferBytes); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return nil
+			})
+		}},
+		{"h2d/backend", func(b *testing.B) {
+			for b.Loop() {
+				if err := do(b, d, 0, box(pinned, dev)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}},
+		{"h2d/backend-pageable", func(b *testing.B) {
+			for b.Loop() {
+				if err := do(b, d, 0, box(pageable, dev)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}},
+		{"d2h/raw", func(b *testing.B) {
+			_ = d.Do(func(t *Thread) error {
+				for b.Loop() {
+					if err := t.Lib.MemcpyDtoH(hostPtr, driver.DevicePtr(dev.Addr), transferBytes); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return nil
+			})
+		}},
+		{"d2h/backend", func(b *testing.B) {
+			for b.Loop() {
+				if err := do(b, d, 0, box(dev, pinned)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}},
+		{"d2h/backend-pageable", func(b *testing.B) {
+			for b.Loop() {
+				if err := do(b, d, 0, box(dev, pageable)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			c.run(b)
+			gbps(b, transferBytes)
+		})
+	}
+}
+
+// emptyKernel returns the built-in empty kernel's function on d.
+func emptyFunction(b *testing.B, d *Device) *function {
+	var f *function
+	if err := d.Do(func(t *Thread) error {
+		var err error
+		f, err = d.function(builtin(b, "empty"))
+		return err
+	}); err != nil {
+		b.Fatal(err)
+	}
+	return f
+}
+
+// BenchmarkLaunchEmpty: submission cost of an empty kernel, pipelined (no
+// wait between launches). raw: cuLaunchKernel back to back on the owner
+// thread; backend: Enqueue of a LaunchOp, done counted; graph: the same
+// launches replayed from a CUDA graph of 256 captured launches (ns/op is per
+// kernel).
+func BenchmarkLaunchEmpty(b *testing.B) {
+	d := openGPUs(b, Config{})[0]
+	f := emptyFunction(b, d)
+	nd := make([]byte, 48)
+	for i := 0; i < 3; i++ {
+		nd[8*i] = 1
+	}
+	cfg := func(t *Thread) *driver.LaunchConfig {
+		return &driver.LaunchConfig{Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{1, 1, 1}, Stream: t.Streams[0]}
+	}
+	b.Run("raw", func(b *testing.B) {
+		b.ReportAllocs()
+		_ = d.Do(func(t *Thread) error {
+			c := cfg(t)
+			for b.Loop() {
+				if err := t.Lib.LaunchKernel(f.fn, c, nd); err != nil {
+					b.Fatal(err)
+				}
+			}
+			return t.Lib.StreamSynchronize(t.Streams[0])
+		})
+	})
+	b.Run("backend", func(b *testing.B) {
+		b.ReportAllocs()
+		op := device.LaunchOp{Kernel: builtin(b, "empty"), Range: device.NDRange{Global: [3]int{1, 1, 1}}}
+		var wg sync.WaitGroup
+		done := func(err error) {
+			if err != nil {
+				b.Error(err)
+			}
+			wg.Done()
+		}
+		for b.Loop() {
+			wg.Add(1)
+			if err := d.Enqueue(0, op, done); err != nil {
+				b.Fatal(err)
+			}
+		}
+		wg.Wait()
+	})
+	b.Run("graph", func(b *testing.B) {
+		const per = 256
+		_ = d.Do(func(t *Thread) error {
+			s := t.Streams[0]
+			if err := t.Lib.StreamBeginCapture(s, driver.StreamCaptureModeThread); err != nil {
+				b.Fatal(err)
+			}
+			c := cfg(t)
+			for i := 0; i < per; i++ {
+				if err := t.Lib.LaunchKernel(f.fn, c, nd); err != nil {
+					b.Fatal(err)
+				}
+			}
+			g, err := t.Lib.StreamEndCapture(s)
+			if err != nil {
+				b.Fatal(err)
+			}
+			x, err := t.Lib.GraphInstantiate(g)
+			if err != nil {
+				b.Fatal(err)
+			}
+			n := 0
+			for b.Loop() {
+				if n%per == 0 {
+					if err := t.Lib.GraphLaunch(x, s); err != nil {
+						b.Fatal(err)
+					}
+				}
+				n++
+			}
+			err = t.Lib.StreamSynchronize(s)
+			_ = t.Lib.GraphExecDestroy(x)
+			_ = t.Lib.GraphDestroy(g)
+			return err
+		})
+	})
+}
+
+// BenchmarkSaxpy: y = a*x + y on 64 Mi floats (3 × 256 MiB moved per op),
+// launch and wait. raw: cuLaunchKernel + cuStreamSynchronize on the owner
+// thread; backend: Enqueue + done.
+func BenchmarkSaxpy(b *testing.B) {
+	d := openGPUs(b, Config{})[0]
+	const n = 64 << 20
+	x := mustAlloc(b, d, device.MemDevice, 4*n)
+	y := mustAlloc(b, d, device.MemDevice, 4*n)
+	k := builtin(b, "saxpy")
+	args := []device.Arg{scalarF32(2), ptrArg(x, 4), ptrArg(y, 4)}
+	op := device.LaunchOp{Kernel: k, Range: device.NDRange{Global: [3]int{1, 1, n}}, Args: args}
+	if err := do(b, d, 0, op); err != nil { // load the module
+		b.Fatal(err)
+	}
+	b.Run("raw", func(b *testing.B) {
+		_ = d.Do(func(t *Thread) error {
+			f, err := d.function(k)
+			if err != nil {
+				b.Fatal(err)
+			}
+			params, _, err := packArgs(k, op.Range, args, d.kernelAddr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			g, _ := launchGeometry(op.Range, d.attrs.MaxThreadsPerBlock)
+			c := &driver.LaunchConfig{Grid: g.Grid, Block: g.Block, Stream: t.Streams[0]}
+			for b.Loop() {
+				if err := t.Lib.LaunchKernel(f.fn, c, params); err != nil {
+					b.Fatal(err)
+				}
+				if err := t.Lib.StreamSynchronize(t.Streams[0]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			return nil
+		})
+		gbps(b, 3*4*n)
+	})
+	b.Run("backend", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := do(b, d, 0, op); err != nil {
+				b.Fatal(err)
+			}
+		}
+		gbps(b, 3*4*n)
+	})
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkCompletion compares the completion strategies: latency of one
+// empty kernel from Enqueue to done, and for a kernel that keeps the GPU
+// busy for about 1 ms, the latency and the host CPU time burnt while
+// waiting (cpu-µs/op; a core busy-waiting would show about 1000).
+func BenchmarkCompletion(b *testing.B) {
+	for _, mode := range []Completion{CompletionPoll, CompletionBlockingSync, CompletionCallback} {
+		b.Run(mode.String(), func(b *testing.B) {
+			d := openGPUs(b, Config{Completion: mode})[0]
+			empty := device.LaunchOp{Kernel: builtin(b, "empty"), Range: device.NDRange{Global: [3]int{1, 1, 1}}}
+			cycles := uint64(1980) * 1000 // about 1 ms at the H200's boost clock
+			spin := device.LaunchOp{Kernel: builtin(b, "spin"), Range: device.NDRange{Global: [3]int{1, 1, 1}}, Args: []device.Arg{scalarU64(cycles)}}
+			_ = do(b, d, 0, spin)
+			for _, c := range []struct {
+				name string
+				op   device.LaunchOp
+			}{{"empty", empty}, {"spin1ms", spin}} {
+				b.Run(c.name, func(b *testing.B) {
+					b.ReportAllocs()
+					c0 := cpuTime()
+					for b.Loop() {
+						if err := do(b, d, 0, c.op); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(float64((cpuTime()-c0).Microseconds())/float64(b.N), "cpu-µs/op")
+				})
+			}
+		})
+	}
+}

@@ -1,0 +1,620 @@
+package cuda
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/acpp/acpp/cuda/kernels"
+	"github.com/acpp/acpp/device"
+)
+
+// openGPUs opens the machine's GPUs with cfg, or skips: the GPU tests run on
+// the GPU machine (docs/CUDA.md says how).
+func openGPUs(t testing.TB, cfg Config) []*Device {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	devs, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	if len(devs) == 0 {
+		t.Skip("no CUDA driver or GPU on this machine; GPU tests run on the GPU machine (see docs/CUDA.md)")
+	}
+	t.Cleanup(func() {
+		for _, d := range devs {
+			if err := d.Close(); err != nil {
+				t.Errorf("Close %s: %v", d.info.ID, err)
+			}
+		}
+	})
+	return devs
+}
+
+// do enqueues op and waits for it; a hang fails the test instead of the run.
+func do(t testing.TB, d *Device, queue int, op device.Op) error {
+	t.Helper()
+	ch := make(chan error, 1)
+	if err := d.Enqueue(queue, op, func(err error) { ch <- err }); err != nil {
+		return err
+	}
+	select {
+	case err := <-ch:
+		return err
+	case <-time.After(60 * time.Second):
+		t.Fatalf("op %T on %s did not finish within 60 s", op, d.info.ID)
+		return nil
+	}
+}
+
+func mustAlloc(t testing.TB, d *Device, kind device.MemKind, n int) *device.Mem {
+	t.Helper()
+	m, err := d.Alloc(kind, n)
+	if err != nil {
+		t.Fatalf("Alloc(%s, %d): %v", kind, n, err)
+	}
+	t.Cleanup(func() { _ = d.Free(m) })
+	return m
+}
+
+func linear(m *device.Mem) device.Region {
+	return device.Region{Mem: m, Extent: [3]int{1, 1, m.Bytes}}
+}
+
+// upload copies b into a new device allocation.
+func upload(t testing.TB, d *Device, b []byte) *device.Mem {
+	t.Helper()
+	m := mustAlloc(t, d, device.MemDevice, len(b))
+	host := &device.Mem{Device: device.ID{Kind: device.KindCPU}, Kind: device.MemDevice, Bytes: len(b), Host: b}
+	if err := do(t, d, 0, device.CopyOp{Src: linear(host), Dst: linear(m), Size: [3]int{1, 1, len(b)}, ElemSize: 1}); err != nil {
+		t.Fatalf("upload: %v", err)
+	}
+	return m
+}
+
+// download copies a whole allocation to the host.
+func download(t testing.TB, d *Device, m *device.Mem) []byte {
+	t.Helper()
+	b := make([]byte, m.Bytes)
+	host := &device.Mem{Device: device.ID{Kind: device.KindCPU}, Kind: device.MemDevice, Bytes: len(b), Host: b}
+	if err := do(t, d, 0, device.CopyOp{Src: linear(m), Dst: linear(host), Size: [3]int{1, 1, len(b)}, ElemSize: 1}); err != nil {
+		t.Fatalf("download: %v", err)
+	}
+	return b
+}
+
+func f32s(b []byte) []float32 { return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4) }
+func u32s(b []byte) []uint32  { return unsafe.Slice((*uint32)(unsafe.Pointer(&b[0])), len(b)/4) }
+
+func randFloats(r *rand.Rand, n int) []byte {
+	b := make([]byte, 4*n)
+	for i, f := 0, f32s(b); i < n; i++ {
+		f[i] = float32(r.Float64()*2 - 1)
+	}
+	return b
+}
+
+func scalarF32(v float32) device.Arg {
+	return device.Arg{Kind: device.ArgScalar, Space: device.Private, Scalar: binary.LittleEndian.AppendUint32(nil, math.Float32bits(v))}
+}
+func scalarU64(v uint64) device.Arg {
+	return device.Arg{Kind: device.ArgScalar, Space: device.Private, Scalar: binary.LittleEndian.AppendUint64(nil, v)}
+}
+func scalarU32(v uint32) device.Arg {
+	return device.Arg{Kind: device.ArgScalar, Space: device.Private, Scalar: binary.LittleEndian.AppendUint32(nil, v)}
+}
+func ptrArg(m *device.Mem, elem int) device.Arg {
+	return device.Arg{Kind: device.ArgPointer, Space: m.Space(), Mem: m, ElemSize: elem}
+}
+func accArg(m *device.Mem, r [3]int) device.Arg {
+	return device.Arg{Kind: device.ArgAccessor, Space: m.Space(), Mem: m, ElemSize: 4, Range: r}
+}
+func localArg(n int) device.Arg {
+	return device.Arg{Kind: device.ArgLocal, Space: device.Local, LocalBytes: n}
+}
+
+func builtin(t testing.TB, name string) *device.Kernel {
+	b, ok := kernels.Lookup(name)
+	if !ok {
+		t.Fatalf("no built-in kernel %q", name)
+	}
+	k := b.Kernel()
+	return &k
+}
+
+func sameBits(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d elements, want %d", what, len(got), len(want))
+	}
+	bad := 0
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			if bad < 5 {
+				t.Errorf("%s[%d] = %v, want %v", what, i, got[i], want[i])
+			}
+			bad++
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%s: %d of %d elements differ", what, bad, len(want))
+	}
+}
+
+// TestBuiltinKernelsMatchGo: every built-in kernel against a Go reference
+// that does the same float operations in the same order, on random inputs;
+// every element is compared bit for bit.
+func TestBuiltinKernelsMatchGo(t *testing.T) {
+	d := openGPUs(t, Config{})[0]
+	r := rand.New(rand.NewPCG(1, 2))
+
+	t.Run("saxpy", func(t *testing.T) {
+		n := 1<<20 + 37
+		xb, yb := randFloats(r, n), randFloats(r, n)
+		x, y := upload(t, d, xb), upload(t, d, yb)
+		a := float32(1.7)
+		err := do(t, d, 1, device.LaunchOp{Kernel: builtin(t, "saxpy"), Range: device.NDRange{Global: [3]int{1, 1, n}},
+			Args: []device.Arg{scalarF32(a), ptrArg(x, 4), ptrArg(y, 4)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]float32, n)
+		for i, xv := range f32s(xb) {
+			want[i] = float32(a*xv) + f32s(yb)[i]
+		}
+		sameBits(t, "y", f32s(download(t, d, y)), want)
+	})
+
+	t.Run("fill_f32 with offset", func(t *testing.T) {
+		rg := [3]int{3, 17, 29}
+		b := randFloats(r, rg[0]*rg[1]*rg[2])
+		m := upload(t, d, append([]byte(nil), b...))
+		nd := device.NDRange{Global: [3]int{2, 10, 13}, Offset: [3]int{1, 5, 9}}
+		if err := do(t, d, 2, device.LaunchOp{Kernel: builtin(t, "fill_f32"), Range: nd, Args: []device.Arg{accArg(m, rg), scalarF32(-3.25)}}); err != nil {
+			t.Fatal(err)
+		}
+		want := append([]float32(nil), f32s(b)...)
+		for z := 0; z < nd.Global[0]; z++ {
+			for y := 0; y < nd.Global[1]; y++ {
+				for x := 0; x < nd.Global[2]; x++ {
+					want[((z+1)*rg[1]+y+5)*rg[2]+x+9] = -3.25
+				}
+			}
+		}
+		sameBits(t, "out", f32s(download(t, d, m)), want)
+	})
+
+	t.Run("copy_f32 ranged", func(t *testing.T) {
+		sr, dr := [3]int{5, 7, 9}, [3]int{4, 8, 11}
+		sb, db := randFloats(r, sr[0]*sr[1]*sr[2]), randFloats(r, dr[0]*dr[1]*dr[2])
+		src, dst := upload(t, d, sb), upload(t, d, append([]byte(nil), db...))
+		box := [3]int{3, 4, 5}
+		so, do_ := [3]int{1, 2, 3}, [3]int{0, 3, 4}
+		sa := device.Arg{Kind: device.ArgRangedAccessor, Space: device.GlobalDevice, Mem: src, ElemSize: 4, Range: sr, AccessOffset: so, AccessRange: box}
+		da := device.Arg{Kind: device.ArgRangedAccessor, Space: device.GlobalDevice, Mem: dst, ElemSize: 4, Range: dr, AccessOffset: do_, AccessRange: box}
+		if err := do(t, d, 3, device.LaunchOp{Kernel: builtin(t, "copy_f32"), Range: device.NDRange{Global: box}, Args: []device.Arg{sa, da}}); err != nil {
+			t.Fatal(err)
+		}
+		want := append([]float32(nil), f32s(db)...)
+		for z := 0; z < box[0]; z++ {
+			for y := 0; y < box[1]; y++ {
+				for x := 0; x < box[2]; x++ {
+					want[((z+do_[0])*dr[1]+y+do_[1])*dr[2]+x+do_[2]] = f32s(sb)[((z+so[0])*sr[1]+y+so[1])*sr[2]+x+so[2]]
+				}
+			}
+		}
+		sameBits(t, "dst", f32s(download(t, d, dst)), want)
+	})
+
+	t.Run("jacobi2d", func(t *testing.T) {
+		rows, cols := 301, 517
+		ib := randFloats(r, rows*cols)
+		in, out := upload(t, d, ib), mustAlloc(t, d, device.MemDevice, rows*cols*4)
+		rg := [3]int{1, rows, cols}
+		if err := do(t, d, 0, device.LaunchOp{Kernel: builtin(t, "jacobi2d"), Range: device.NDRange{Global: rg}, Args: []device.Arg{accArg(in, rg), accArg(out, rg)}}); err != nil {
+			t.Fatal(err)
+		}
+		a := f32s(ib)
+		want := make([]float32, rows*cols)
+		for y := 0; y < rows; y++ {
+			for x := 0; x < cols; x++ {
+				i := y*cols + x
+				if y == 0 || x == 0 || y+1 >= rows || x+1 >= cols {
+					want[i] = a[i]
+					continue
+				}
+				s := a[i-cols] + a[i+cols]
+				s = s + a[i-1]
+				s = s + a[i+1]
+				want[i] = 0.25 * s
+			}
+		}
+		sameBits(t, "out", f32s(download(t, d, out)), want)
+	})
+
+	t.Run("matmul_tiled", func(t *testing.T) {
+		const T = 16
+		M, N, K := 96, 80, 75 // M, N multiples of the tile; K is not
+		ab, bb := randFloats(r, M*K), randFloats(r, K*N)
+		A, B, C := upload(t, d, ab), upload(t, d, bb), mustAlloc(t, d, device.MemDevice, M*N*4)
+		nd := device.NDRange{Global: [3]int{1, M, N}, Local: [3]int{1, T, T}}
+		args := []device.Arg{ptrArg(A, 4), ptrArg(B, 4), ptrArg(C, 4), scalarU64(uint64(M)), scalarU64(uint64(N)), scalarU64(uint64(K)), localArg(T * T * 4), localArg(T * T * 4)}
+		if err := do(t, d, 1, device.LaunchOp{Kernel: builtin(t, "matmul_tiled"), Range: nd, Args: args}); err != nil {
+			t.Fatal(err)
+		}
+		av, bv := f32s(ab), f32s(bb)
+		kpad := (K + T - 1) / T * T
+		want := make([]float32, M*N)
+		for i := 0; i < M; i++ {
+			for j := 0; j < N; j++ {
+				var acc float32
+				for k := 0; k < kpad; k++ {
+					var x, y float32
+					if k < K {
+						x, y = av[i*K+k], bv[k*N+j]
+					}
+					acc = acc + float32(x*y)
+				}
+				want[i*N+j] = acc
+			}
+		}
+		sameBits(t, "C", f32s(download(t, d, C)), want)
+	})
+
+	t.Run("reduce_sum_f32", func(t *testing.T) {
+		const G = 256
+		n := 100_003
+		groups := (n + G - 1) / G
+		ib := randFloats(r, n)
+		in, part := upload(t, d, ib), mustAlloc(t, d, device.MemDevice, groups*4)
+		nd := device.NDRange{Global: [3]int{1, 1, groups * G}, Local: [3]int{1, 1, G}}
+		if err := do(t, d, 2, device.LaunchOp{Kernel: builtin(t, "reduce_sum_f32"), Range: nd, Args: []device.Arg{ptrArg(in, 4), ptrArg(part, 4), scalarU64(uint64(n)), localArg(G * 4)}}); err != nil {
+			t.Fatal(err)
+		}
+		v := f32s(ib)
+		want := make([]float32, groups)
+		s := make([]float32, G)
+		for g := range want {
+			for t := range s {
+				if i := g*G + t; i < n {
+					s[t] = v[i]
+				} else {
+					s[t] = 0
+				}
+			}
+			for stride := G / 2; stride > 0; stride /= 2 {
+				for t := 0; t < stride; t++ {
+					s[t] = s[t] + s[t+stride]
+				}
+			}
+			want[g] = s[0]
+		}
+		sameBits(t, "partial", f32s(download(t, d, part)), want)
+	})
+
+	t.Run("histogram_u32", func(t *testing.T) {
+		n, nbins := 1<<20+5, uint32(97)
+		ib := make([]byte, 4*n)
+		for i, v := range u32s(ib) {
+			_ = v
+			u32s(ib)[i] = r.Uint32()
+		}
+		in, bins := upload(t, d, ib), upload(t, d, make([]byte, 4*nbins))
+		nd := device.NDRange{Global: [3]int{1, 1, 64 * 256}, Local: [3]int{1, 1, 256}}
+		args := []device.Arg{ptrArg(in, 4), scalarU64(uint64(n)), ptrArg(bins, 4), scalarU32(nbins), localArg(int(nbins) * 4)}
+		if err := do(t, d, 3, device.LaunchOp{Kernel: builtin(t, "histogram_u32"), Range: nd, Args: args}); err != nil {
+			t.Fatal(err)
+		}
+		want := make([]uint32, nbins)
+		for _, v := range u32s(ib) {
+			want[v%nbins]++
+		}
+		got := u32s(download(t, d, bins))
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("bins[%d] = %d, want %d", i, got[i], want[i])
+			}
+		}
+	})
+}
+
+// TestCopyBoxesBytewise_T4: random page boxes (1–3D, odd sizes, odd element
+// sizes) between every pair of memory kinds, and between two devices, land
+// byte for byte where device.CopyHost says, and leave every other byte alone.
+func TestCopyBoxesBytewise_T4(t *testing.T) {
+	devs := openGPUs(t, Config{virtualDevices: 1})
+	d, other := devs[0], devs[len(devs)-1]
+	r := rand.New(rand.NewPCG(7, 7))
+	cpuMem := func(n int) *device.Mem {
+		return &device.Mem{Device: device.ID{Kind: device.KindCPU}, Kind: device.MemDevice, Bytes: n, Host: make([]byte, n)}
+	}
+	kinds := []struct {
+		name  string
+		alloc func(n int) *device.Mem
+	}{
+		{"device", func(n int) *device.Mem { return mustAlloc(t, d, device.MemDevice, n) }},
+		{"host-usm", func(n int) *device.Mem { return mustAlloc(t, d, device.MemHost, n) }},
+		{"shared-usm", func(n int) *device.Mem { return mustAlloc(t, d, device.MemShared, n) }},
+		{"cpu-pageable", cpuMem},
+		{"other-gpu", func(n int) *device.Mem { return mustAlloc(t, other, device.MemDevice, n) }},
+	}
+	// set and get whole allocations through a host mirror.
+	set := func(m *device.Mem, b []byte) {
+		if m.Host != nil {
+			copy(m.Host, b)
+			return
+		}
+		host := cpuMem(len(b))
+		copy(host.Host, b)
+		if err := do(t, d, 0, device.CopyOp{Src: linear(host), Dst: linear(m), Size: [3]int{1, 1, len(b)}, ElemSize: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func(m *device.Mem) []byte {
+		if m.Host != nil {
+			return append([]byte(nil), m.Host...)
+		}
+		host := cpuMem(m.Bytes)
+		if err := do(t, d, 0, device.CopyOp{Src: linear(m), Dst: linear(host), Size: [3]int{1, 1, m.Bytes}, ElemSize: 1}); err != nil {
+			t.Fatal(err)
+		}
+		return host.Host
+	}
+	cases := 0
+	for _, sk := range kinds {
+		for _, dk := range kinds {
+			if sk.name == "cpu-pageable" && dk.name == "cpu-pageable" {
+				continue
+			}
+			for i := 0; i < 6; i++ {
+				elem := []int{1, 3, 4, 8}[r.IntN(4)]
+				var se, de, so, do_, sz [3]int
+				dims := 1 + i%3
+				for k := 0; k < 3; k++ {
+					if k < 3-dims {
+						se[k], de[k], sz[k] = 1, 1, 1
+						continue
+					}
+					sz[k] = 1 + r.IntN(23)
+					se[k], de[k] = sz[k]+r.IntN(9), sz[k]+r.IntN(9)
+					so[k], do_[k] = r.IntN(se[k]-sz[k]+1), r.IntN(de[k]-sz[k]+1)
+				}
+				soff, doff := elem*r.IntN(5), elem*r.IntN(5)
+				sn, dn := soff+se[0]*se[1]*se[2]*elem, doff+de[0]*de[1]*de[2]*elem
+				src, dst := sk.alloc(sn), dk.alloc(dn)
+				sb, db := make([]byte, sn), make([]byte, dn)
+				for j := range sb {
+					sb[j] = byte(r.Uint32())
+				}
+				for j := range db {
+					db[j] = byte(r.Uint32())
+				}
+				set(src, sb)
+				set(dst, db)
+				op := device.CopyOp{
+					Src:  device.Region{Mem: src, Offset: soff, Extent: se, Origin: so},
+					Dst:  device.Region{Mem: dst, Offset: doff, Extent: de, Origin: do_},
+					Size: sz, ElemSize: elem,
+				}
+				// Enqueue on either device: the backend runs it where the data is.
+				at := []*Device{d, other}[r.IntN(2)]
+				if err := do(t, at, r.IntN(4), op); err != nil {
+					t.Fatalf("%s → %s box %v: %v", sk.name, dk.name, sz, err)
+				}
+				want := append([]byte(nil), db...)
+				device.CopyHost(want, sb, op)
+				if got := get(dst); !bytes.Equal(got, want) {
+					t.Fatalf("%s → %s: box %v elem %d src ext %v org %v → dst ext %v org %v: bytes differ", sk.name, dk.name, sz, elem, se, so, de, do_)
+				}
+				cases++
+			}
+		}
+	}
+	t.Logf("%d random boxes checked byte for byte", cases)
+}
+
+// TestFillPatterns_B3: USM fills of device memory with 1-, 2-, 3- and 4-byte
+// patterns at odd offsets.
+func TestFillPatterns_B3(t *testing.T) {
+	d := openGPUs(t, Config{})[0]
+	for _, pat := range [][]byte{{0xab}, {1, 2}, {1, 2, 3}, {9, 8, 7, 6}, {5, 5, 5, 5}} {
+		m := upload(t, d, make([]byte, 4096))
+		off := 4 * len(pat)
+		n := len(pat) * 333
+		if err := do(t, d, 0, device.FillOp{Dst: m, Offset: off, Bytes: n, Pattern: pat}); err != nil {
+			t.Fatalf("fill %v: %v", pat, err)
+		}
+		want := make([]byte, 4096)
+		device.FillHost(want, device.FillOp{Dst: m, Offset: off, Bytes: n, Pattern: pat})
+		if got := download(t, d, m); !bytes.Equal(got, want) {
+			t.Errorf("fill with %v: bytes differ", pat)
+		}
+	}
+}
+
+// TestLinkedAllocations_L2_L3: a linked GPU's MemDevice is host memory that
+// kernels write and the host reads with no copy; an H100/H200 is not linked
+// by default, and the decision is logged at debug level.
+func TestLinkedAllocations_L2_L3(t *testing.T) {
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(syncWriter{&mu, &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	auto := openGPUs(t, Config{Logger: log})[0]
+	mu.Lock()
+	line := logs.String()
+	mu.Unlock()
+	if !strings.Contains(line, "cuda link decision") {
+		t.Errorf("no debug line for the link decision in %q", line)
+	}
+	if auto.attrs.HostUnified() != auto.Linked() || auto.Info().Caps.HostUnified != auto.Linked() {
+		t.Errorf("linked = %v, HostUnified() = %v, Caps.HostUnified = %v: disagree", auto.Linked(), auto.attrs.HostUnified(), auto.Info().Caps.HostUnified)
+	}
+	m := mustAlloc(t, auto, device.MemDevice, 1024)
+	if !auto.Linked() && m.Host != nil {
+		t.Errorf("unlinked GPU: MemDevice has a host view")
+	}
+	t.Logf("%s: linked=%v (%s)", auto.attrs.Name, auto.Linked(), auto.linkWhy)
+
+	linked := openGPUs(t, Config{Link: LinkAlways})[0]
+	if !linked.Linked() {
+		t.Fatalf("Link=LinkAlways: device not linked (%s)", linked.linkWhy)
+	}
+	n := 4099
+	lm := mustAlloc(t, linked, device.MemDevice, 4*n)
+	if lm.Host == nil || lm.Space() != device.GlobalDevice {
+		t.Fatalf("linked MemDevice: host view %v, space %s; want host-visible global_device memory", lm.Host != nil, lm.Space())
+	}
+	rg := [3]int{1, 1, n}
+	if err := do(t, linked, 0, device.LaunchOp{Kernel: builtin(t, "fill_f32"), Range: device.NDRange{Global: rg}, Args: []device.Arg{accArg(lm, rg), scalarF32(6.5)}}); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range f32s(lm.Host) {
+		if v != 6.5 {
+			t.Fatalf("linked memory seen from the host: [%d] = %v, want 6.5 (kernel writes must be visible without a copy)", i, v)
+		}
+	}
+}
+
+type syncWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+// TestOutOfMemoryIsAnError_B1: an allocation larger than the GPU fails with
+// device.ErrOutOfMemory at once; a managed one is refused before the driver
+// sees it.
+func TestOutOfMemoryIsAnError_B1(t *testing.T) {
+	d := openGPUs(t, Config{})[0]
+	start := time.Now()
+	_, err := d.Alloc(device.MemDevice, 1<<50)
+	if !errors.Is(err, device.ErrOutOfMemory) {
+		t.Errorf("Alloc(MemDevice, 1 PiB) = %v, want ErrOutOfMemory", err)
+	}
+	_, err = d.Alloc(device.MemShared, int(d.attrs.TotalMem))
+	if !errors.Is(err, device.ErrOutOfMemory) || !strings.Contains(err.Error(), "hang") {
+		t.Errorf("Alloc(MemShared, all of it) = %v, want ErrOutOfMemory explaining the refusal", err)
+	}
+	if el := time.Since(start); el > 10*time.Second {
+		t.Errorf("out-of-memory answers took %v", el)
+	}
+	// The device still works.
+	m := upload(t, d, []byte{1, 2, 3})
+	if got := download(t, d, m); !bytes.Equal(got, []byte{1, 2, 3}) {
+		t.Errorf("after OOM: round trip = %v", got)
+	}
+}
+
+// TestCompletionStrategies_D4: under each completion strategy, hundreds of
+// ops over several streams each report done exactly once, and the results
+// are right.
+func TestCompletionStrategies_D4(t *testing.T) {
+	for _, mode := range []Completion{CompletionPoll, CompletionBlockingSync, CompletionCallback} {
+		t.Run(mode.String(), func(t *testing.T) {
+			d := openGPUs(t, Config{Completion: mode})[0]
+			const n = 64
+			mems := make([]*device.Mem, n)
+			for i := range mems {
+				mems[i] = mustAlloc(t, d, device.MemHost, 4096)
+			}
+			var calls atomic.Int64
+			var wg sync.WaitGroup
+			for round := 0; round < 4; round++ {
+				for i, m := range mems {
+					wg.Add(1)
+					rg := [3]int{1, 1, 1024}
+					op := device.LaunchOp{Kernel: builtin(t, "fill_f32"), Range: device.NDRange{Global: rg}, Args: []device.Arg{accArg(m, rg), scalarF32(float32(round*1000 + i))}}
+					if err := d.Enqueue(i, op, func(err error) {
+						if err != nil {
+							t.Errorf("op failed: %v", err)
+						}
+						calls.Add(1)
+						wg.Done()
+					}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				wg.Wait()
+				for i, m := range mems {
+					if v := f32s(m.Host)[1023]; v != float32(round*1000+i) {
+						t.Fatalf("round %d mem %d = %v", round, i, v)
+					}
+				}
+			}
+			if got := calls.Load(); got != 4*n {
+				t.Errorf("done called %d times, want %d", got, 4*n)
+			}
+		})
+	}
+}
+
+// userPTX is a job's own module: it takes the ND range first, then a raw
+// pointer and a count.
+const userPTX = `.version 7.0
+.target sm_52
+.address_size 64
+.visible .entry add_one(.param .align 8 .b8 nd[48], .param .u64 p, .param .u32 n)
+{
+ .reg .pred q; .reg .b32 r<6>; .reg .b64 rd<5>;
+ ld.param.u64 rd1, [p]; ld.param.u32 r1, [n];
+ mov.u32 r2, %ctaid.x; mov.u32 r3, %ntid.x; mov.u32 r4, %tid.x;
+ mad.lo.s32 r2, r2, r3, r4;
+ setp.ge.u32 q, r2, r1; @q bra DONE;
+ cvta.to.global.u64 rd2, rd1; mul.wide.u32 rd3, r2, 4; add.s64 rd4, rd2, rd3;
+ ld.global.u32 r5, [rd4]; add.s32 r5, r5, 1; st.global.u32 [rd4], r5;
+DONE: ret;
+}
+`
+
+// TestUserPTX_A2: a job's own PTX runs by entry name; a declaration that
+// does not match the entry is refused before launch, naming the argument.
+func TestUserPTX_A2(t *testing.T) {
+	d := openGPUs(t, Config{})[0]
+	mod := []byte(userPTX)
+	k := &device.Kernel{Name: "job.add_one", PTX: &device.PTX{Module: mod, Entry: "add_one"}, Params: []device.Param{
+		{Name: "p", Kind: device.ArgPointer, Space: device.Global, ElemSize: 4},
+		{Name: "n", Kind: device.ArgScalar, Space: device.Private, ElemSize: 4},
+	}}
+	n := 1000
+	m := mustAlloc(t, d, device.MemHost, 4*n)
+	for i := range u32s(m.Host) {
+		u32s(m.Host)[i] = uint32(i)
+	}
+	if err := do(t, d, 0, device.LaunchOp{Kernel: k, Range: device.NDRange{Global: [3]int{1, 1, n}}, Args: []device.Arg{ptrArg(m, 4), scalarU32(uint32(n))}}); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range u32s(m.Host) {
+		if v != uint32(i)+1 {
+			t.Fatalf("after add_one: [%d] = %d", i, v)
+		}
+	}
+	bad := &device.Kernel{Name: "job.bad", PTX: k.PTX, Params: []device.Param{
+		{Name: "p", Kind: device.ArgAccessor, Space: device.Global, ElemSize: 4},
+		{Name: "n", Kind: device.ArgScalar, Space: device.Private, ElemSize: 4},
+	}}
+	err := d.Enqueue(0, device.LaunchOp{Kernel: bad, Range: device.NDRange{Global: [3]int{1, 1, n}}, Args: []device.Arg{accArg(m, [3]int{1, 1, n}), scalarU32(uint32(n))}}, func(error) { t.Error("done called") })
+	if !errors.Is(err, kernels.ErrLayout) || !strings.Contains(err.Error(), "argument 0 (p)") {
+		t.Errorf("mismatched declaration: %v, want kernels.ErrLayout naming argument 0 (p)", err)
+	}
+	missing := &device.Kernel{Name: "job.missing", PTX: &device.PTX{Module: mod, Entry: "nope"}}
+	if err := d.Enqueue(0, device.LaunchOp{Kernel: missing, Range: device.NDRange{Global: [3]int{1, 1, 1}}}, nil); !errors.Is(err, device.ErrNoImplementation) {
+		t.Errorf("unknown entry: %v, want ErrNoImplementation", err)
+	}
+}
