@@ -16,10 +16,23 @@ type Core struct {
 	bufs    map[BufferID]*buffer
 	last    CGID
 	started bool
-	live    map[CGID]struct{} // submitted, not completed
+	live    map[CGID]*cgInfo // submitted, not completed
 	memo    map[*region]*region
 
 	completions int // since the last history sweep
+}
+
+// cgInfo is what the core remembers of an incomplete group.
+type cgInfo struct {
+	// uses lists the allocations (by buffer and generation) the group's
+	// kernel or copies touch; a later group that depends on it needs no
+	// separate edge to the group that allocated them.
+	uses []allocRef
+}
+
+type allocRef struct {
+	buf BufferID
+	gen uint32
 }
 
 // buffer is one buffer's state.
@@ -56,7 +69,7 @@ func New(cfg Config) *Core {
 	if cost == nil {
 		cost = DefaultCost{}
 	}
-	return &Core{cost: cost, bufs: map[BufferID]*buffer{}, live: map[CGID]struct{}{}, memo: map[*region]*region{}}
+	return &Core{cost: cost, bufs: map[BufferID]*buffer{}, live: map[CGID]*cgInfo{}, memo: map[*region]*region{}}
 }
 
 func (c *Core) isLive(id CGID) bool {
@@ -229,7 +242,8 @@ func (c *Core) Submit(cg CommandGroup) (Step, error) {
 		return Step{ID: cg.ID, Lost: lost}, lostError(cg.ID, lost)
 	}
 	c.last, c.started = cg.ID, true
-	c.live[cg.ID] = struct{}{}
+	info := &cgInfo{}
+	c.live[cg.ID] = info
 
 	step := Step{ID: cg.ID}
 	// B5: first use of a buffer on an allocation creates it.
@@ -274,14 +288,19 @@ func (c *Core) Submit(cg CommandGroup) (Step, error) {
 			b.states.update(lo, hi, stateOp{kind: opOrIfInit, m: 1 << t})
 		})
 	}
-	// In-flight allocations: wait for the group that creates them.
+	// In-flight allocations: wait for the group that creates them, unless
+	// another dependency already used the allocation (and so waited for it).
 	for _, a := range cg.Accesses {
 		b := c.bufs[a.Buffer]
 		t, _ := b.slotOf(a.Target)
-		deps = c.allocDep(b, t, deps)
+		info.use(b, t)
 	}
 	for _, cp := range copies {
-		deps = c.allocDep(cp.key.buf, cp.key.src, deps)
+		info.use(cp.key.buf, cp.key.src)
+	}
+	nconf := len(deps)
+	for _, u := range info.uses {
+		deps = c.allocDep(u, cg.ID, deps[:nconf], deps)
 	}
 	for _, cp := range copies {
 		b := cp.key.buf
@@ -354,8 +373,7 @@ func (c *Core) planAccess(b *buffer, box Box, t int, copies *[]*copyAcc, planned
 	dst := b.slots[t].alloc
 	prev := -1
 	var newly []span
-	take := func(lo, hi int, real uint64) {
-		src := c.chooseSource(b, real, dst, prev)
+	emit := func(lo, hi, src int) {
 		prev = src
 		acc := findCopy(copies, copyKey{b, src, t})
 		acc.spans = appendSpan(acc.spans, lo, hi)
@@ -363,6 +381,18 @@ func (c *Core) planAccess(b *buffer, box Box, t int, copies *[]*copyAcc, planned
 		// Sources must hold the pages when the copy runs: wait for
 		// in-flight fills into them.
 		deps = c.fillDeps(b, lo, hi, b.slots[src].gen, deps)
+	}
+	take := func(lo, hi int, real uint64) {
+		cands := c.cheapest(b, real, dst)
+		if cands&(cands-1) == 0 {
+			emit(lo, hi, bits.TrailingZeros64(cands))
+			return
+		}
+		// Several equally cheap sources: decide per conflict region, so
+		// that pages still being filled somewhere come from elsewhere.
+		b.conf.visit(lo, hi, func(lo, hi int, r *region) {
+			emit(lo, hi, c.pickSource(b, cands, r, prev))
+		})
 	}
 	boxSpans(b.pages, box, func(lo, hi int) {
 		b.states.visit(lo, hi, func(lo, hi int, m uint64) {
@@ -408,11 +438,38 @@ func mergeSpans(a, b []span) []span {
 	return out
 }
 
-func (c *Core) allocDep(b *buffer, s int, deps []CGID) []CGID {
-	if by := b.slots[s].by; by != 0 && c.isLive(by) {
-		deps = append(deps, by)
+func (info *cgInfo) use(b *buffer, s int) {
+	r := allocRef{b.id, b.slots[s].gen}
+	if !slices.Contains(info.uses, r) {
+		info.uses = append(info.uses, r)
 	}
-	return deps
+}
+
+// allocDep adds the group that creates allocation u while it is incomplete,
+// unless one of others used u too.
+func (c *Core) allocDep(u allocRef, self CGID, others, deps []CGID) []CGID {
+	b := c.bufs[u.buf]
+	var by CGID
+	for m := b.used; m != 0; m &= m - 1 {
+		if s := bits.TrailingZeros64(m); b.slots[s].gen == u.gen {
+			by = b.slots[s].by
+		}
+	}
+	if by == 0 || !c.isLive(by) {
+		return deps
+	}
+	for _, d := range others {
+		if d == self {
+			continue
+		}
+		if d == by {
+			return deps
+		}
+		if info := c.live[d]; info != nil && slices.Contains(info.uses, u) {
+			return deps
+		}
+	}
+	return append(deps, by)
 }
 
 func findCopy(copies *[]*copyAcc, k copyKey) *copyAcc {
@@ -426,21 +483,54 @@ func findCopy(copies *[]*copyAcc, k copyKey) *copyAcc {
 	return cp
 }
 
-// chooseSource picks, among the slots in mask, the cheapest source for dst:
-// ties go to the previous segment's source (keeping boxes large), then to the
-// lowest AllocID.
-func (c *Core) chooseSource(b *buffer, mask uint64, dst AllocID, prev int) int {
-	best, bestCost := -1, 0
+// cheapest is the set of slots in mask with the lowest cost to dst.
+func (c *Core) cheapest(b *buffer, mask uint64, dst AllocID) uint64 {
+	var cands uint64
+	bestCost := 0
 	for m := mask; m != 0; m &= m - 1 {
 		s := bits.TrailingZeros64(m)
 		cost := c.cost.Cost(b.slots[s].alloc, dst)
 		switch {
-		case best < 0 || cost < bestCost:
-			best, bestCost = s, cost
+		case cands == 0 || cost < bestCost:
+			cands, bestCost = 1<<s, cost
 		case cost == bestCost:
-			if s == prev || (best != prev && b.slots[s].alloc.less(b.slots[best].alloc)) {
-				best = s
+			cands |= 1 << s
+		}
+	}
+	return cands
+}
+
+// pickSource chooses among equally cheap sources for pages of region r: one
+// that no in-flight copy is still filling (no extra ordering), then the
+// previous segment's source (keeping boxes large), then the lowest AllocID.
+func (c *Core) pickSource(b *buffer, cands uint64, r *region, prev int) int {
+	if r != nil {
+		var settled uint64
+		for m := cands; m != 0; m &= m - 1 {
+			s := bits.TrailingZeros64(m)
+			filling := false
+			for _, f := range r.fills {
+				if f.gen == b.slots[s].gen && c.isLive(f.cg) {
+					filling = true
+					break
+				}
 			}
+			if !filling {
+				settled |= 1 << s
+			}
+		}
+		if settled != 0 {
+			cands = settled
+		}
+	}
+	if prev >= 0 && cands&(1<<prev) != 0 {
+		return prev
+	}
+	best := -1
+	for m := cands; m != 0; m &= m - 1 {
+		s := bits.TrailingZeros64(m)
+		if best < 0 || b.slots[s].alloc.less(b.slots[best].alloc) {
+			best = s
 		}
 	}
 	return best
@@ -708,7 +798,7 @@ func (c *Core) Release(id CGID, buf BufferID, alloc AllocID) (Step, error) {
 		}
 	}
 	c.last, c.started = id, true
-	c.live[id] = struct{}{}
+	c.live[id] = &cgInfo{}
 	step := Step{ID: id}
 	x := accessCtx{self: id, mode: release, target: alloc, gen: b.slots[s].gen}
 	deps := c.conflictPass(b, b.geo.All(), &x, nil)
