@@ -204,4 +204,3 @@ func (c *Core) fillDeps(b *buffer, lo, hi int, gen uint32, deps []CGID) []CGID {
 	})
 	return deps
 }
-
