@@ -109,14 +109,24 @@ func IdentityFromCert(cert *x509.Certificate) (Identity, error) {
 		if u.Scheme != "acpp" {
 			continue
 		}
-		role, name, ok := strings.Cut(strings.TrimPrefix(u.Path, "/"), "/")
-		id := Identity{Cluster: u.Host, Name: name, Role: proto.Role(role)}
-		if !ok || (id.Role != proto.RoleNode && id.Role != proto.RoleClient) || CheckName("peer", name) != nil || id.Cluster == "" {
-			return Identity{}, fmt.Errorf("%w: certificate %q carries a malformed acpp identity %q", ErrUntrusted, cert.Subject.CommonName, u)
+		id, err := parseIdentityURI(u)
+		if err != nil {
+			return Identity{}, fmt.Errorf("%w: certificate %q: %v", ErrUntrusted, cert.Subject.CommonName, err)
 		}
 		return id, nil
 	}
 	return Identity{}, fmt.Errorf("%w: certificate %q carries no acpp identity (URI SAN acpp://cluster/role/name); issue it with acpp-node's credentials command", ErrUntrusted, cert.Subject.CommonName)
+}
+
+// parseIdentityURI reads acpp://<cluster>/<role>/<name>.
+func parseIdentityURI(u *url.URL) (Identity, error) {
+	role, name, ok := strings.Cut(strings.TrimPrefix(u.Path, "/"), "/")
+	id := Identity{Cluster: u.Host, Name: name, Role: proto.Role(role)}
+	if u.Scheme != "acpp" || !ok || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" ||
+		(id.Role != proto.RoleNode && id.Role != proto.RoleClient) || CheckName("peer", name) != nil || checkCluster(id.Cluster) != nil {
+		return Identity{}, fmt.Errorf("malformed acpp identity %q, want acpp://<cluster>/node|client/<name>", u)
+	}
+	return id, nil
 }
 
 // CAConfig configures CreateCA.

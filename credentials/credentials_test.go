@@ -224,3 +224,16 @@ func TestGossipKey_C6(t *testing.T) {
 		}
 	}
 }
+
+func TestDeriveSecret(t *testing.T) {
+	dir := setup(t, "lab")
+	a := mustLoad(t, LoadNode, dir, "n1")
+	a2 := mustLoad(t, LoadNode, dir, "n1")
+	b := mustLoad(t, LoadNode, dir, "n2")
+	if a.DeriveSecret("x") != a2.DeriveSecret("x") {
+		t.Error("DeriveSecret differs between two loads of the same key")
+	}
+	if a.DeriveSecret("x") == a.DeriveSecret("y") || a.DeriveSecret("x") == b.DeriveSecret("x") {
+		t.Error("DeriveSecret does not depend on the label and the key")
+	}
+}

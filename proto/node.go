@@ -1,0 +1,445 @@
+package proto
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// This file holds the messages between a job's client (its coordinator,
+// acpp-submit, a test) and acpp-node agents: job open/renew/close, batches
+// of instructions with explicit dependencies, completion feeds, and the
+// node's inventory. docs/NODE.md describes the instruction set and its
+// semantics; the node's executor is node/, the client side node/nodeclient.
+
+// Node and coordinator messages.
+//
+// WARNING: ONLY APPEND TO THIS LIST! The numeric values are part of the
+// protocol itself.
+const (
+	// MsgJobOpen opens a job on a node: body [JobOpen], reply [JobOpened].
+	MsgJobOpen MsgType = MsgFirstApp + iota
+	// MsgJobRenew renews a job's lease: body [JobRef], reply [JobOpened].
+	MsgJobRenew
+	// MsgJobClose closes a job, failing what is still pending and freeing
+	// every allocation it holds: body [JobRef], reply [JobClosed].
+	MsgJobClose
+	// MsgSubmit submits a batch of instructions: body [Submit], reply
+	// [Submitted].
+	MsgSubmit
+	// MsgWait waits for instructions to finish: body [Wait], reply
+	// [WaitResult].
+	MsgWait
+	// MsgEvents reads the job's completion feed (long poll): body
+	// [EventsRequest], reply [EventsReply].
+	MsgEvents
+	// MsgInventory asks a node for its devices, memories and load: empty
+	// body, reply [Inventory].
+	MsgInventory
+)
+
+// Application error codes of node replies.
+//
+// WARNING: ONLY APPEND TO THIS LIST! The numeric values are part of the
+// protocol itself.
+const (
+	// CodeNoJob: the job is not open on this node (never opened, closed,
+	// or its lease expired).
+	CodeNoJob ErrorCode = CodeFirstApp + iota
+	// CodeNotOwner: the job belongs to another client.
+	CodeNotOwner
+	// CodeBadInstr: an instruction is malformed (unknown kind, a missing
+	// field, an unknown dependency, a duplicate ID).
+	CodeBadInstr
+	// CodeDraining: the node is shutting down and takes no new work.
+	CodeDraining
+)
+
+func init() {
+	for t, n := range map[MsgType]string{
+		MsgJobOpen: "MsgJobOpen", MsgJobRenew: "MsgJobRenew", MsgJobClose: "MsgJobClose",
+		MsgSubmit: "MsgSubmit", MsgWait: "MsgWait", MsgEvents: "MsgEvents", MsgInventory: "MsgInventory",
+	} {
+		appNames[t] = n
+	}
+}
+
+// JobOpen opens a job. The job ID is chosen by the client (the coordinator
+// uses the same ID on every node of the job); the node binds it to the
+// client's identity, and only that client may use it afterwards.
+type JobOpen struct {
+	Job uint64 `msgpack:"j"`
+	// Lease is how long the node keeps the job without hearing from its
+	// client, in nanoseconds; 0 means the node's default. The node caps it
+	// at its own maximum and says in the reply what it granted.
+	Lease int64 `msgpack:"l,omitempty"`
+	// MaxBytes asks for a memory limit below the node's per-job limit (0:
+	// the node's limit).
+	MaxBytes uint64 `msgpack:"mb,omitempty"`
+}
+
+// JobOpened is the reply to MsgJobOpen and MsgJobRenew.
+type JobOpened struct {
+	// Lease is the granted lease in nanoseconds: renew well within it.
+	Lease int64 `msgpack:"l"`
+	// MaxBytes is the job's memory limit on this node (0: none).
+	MaxBytes uint64 `msgpack:"mb,omitempty"`
+	// Node is the node's name.
+	Node string `msgpack:"n"`
+}
+
+// JobRef names a job.
+type JobRef struct {
+	Job uint64 `msgpack:"j"`
+}
+
+// JobClosed is the reply to MsgJobClose.
+type JobClosed struct {
+	// Freed is the number of bytes of allocations the close released.
+	Freed uint64 `msgpack:"f"`
+}
+
+// InstrKind is what an instruction does.
+//
+// WARNING: ONLY APPEND TO THIS LIST! The numeric values are part of the
+// protocol itself.
+type InstrKind uint8
+
+const (
+	// InstrAlloc allocates the full buffer (Range × ElemSize bytes) in
+	// memory Mem (B1): the allocation of (Buffer, Mem).
+	InstrAlloc InstrKind = iota + 1
+	// InstrFree frees the allocation of (Buffer, Mem).
+	InstrFree
+	// InstrCopy copies Boxes of Buffer from its allocation in Mem to its
+	// allocation in DstMem, both on this node (one backend copy per box).
+	InstrCopy
+	// InstrSend sends Boxes of Buffer from its allocation in Mem to node
+	// Peer, into that node's allocation in PeerMem. It completes when the
+	// peer has the bytes in place.
+	InstrSend
+	// InstrRecv expects Boxes of Buffer from node Peer into the allocation
+	// in Mem. It completes when the bytes have arrived and are written into
+	// the allocation. It is how remote dependencies are expressed: local
+	// instructions that need the pages depend on the Recv, and the node
+	// waits for the peer's bytes itself, never through the coordinator. If
+	// Peer fails or leaves before the bytes arrive, the Recv fails with an
+	// error naming it.
+	InstrRecv
+	// InstrLaunch runs Launch.Kernel (by its name in the node's kernel
+	// registry) on Launch.Device.
+	InstrLaunch
+	// InstrUpload expects Boxes of Buffer from the job's client into the
+	// allocation in Mem (a Recv whose peer is the client).
+	InstrUpload
+	// InstrReadBack sends Boxes of Buffer from the allocation in Mem to the
+	// job's client, tagged with Ticket (the page header's Mem field), and
+	// completes when the client has them.
+	InstrReadBack
+	// InstrFill writes Pattern over Boxes of Buffer's allocation in Mem
+	// (over the whole allocation when Boxes is empty).
+	InstrFill
+)
+
+var instrNames = [...]string{
+	InstrAlloc: "alloc", InstrFree: "free", InstrCopy: "copy", InstrSend: "send", InstrRecv: "recv",
+	InstrLaunch: "launch", InstrUpload: "upload", InstrReadBack: "readback", InstrFill: "fill",
+}
+
+// InstrKinds lists every instruction kind, in numeric order.
+var InstrKinds = []InstrKind{InstrAlloc, InstrFree, InstrCopy, InstrSend, InstrRecv, InstrLaunch, InstrUpload, InstrReadBack, InstrFill}
+
+func (k InstrKind) String() string {
+	if int(k) < len(instrNames) && instrNames[k] != "" {
+		return instrNames[k]
+	}
+	return "instr(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Instr is one instruction of a job on one node. Which fields matter
+// depends on Kind (see the InstrKind constants); the others stay zero.
+type Instr struct {
+	// ID names the instruction within the job on this node; unique, never
+	// 0. The coordinator numbers them; Deps refer to them.
+	ID   uint64    `msgpack:"i"`
+	Kind InstrKind `msgpack:"k"`
+	// Deps are instructions of the same job on the same node that must
+	// complete first. They must have been submitted before (in an earlier
+	// batch or earlier in the same batch). If one fails, this one fails too
+	// without running.
+	Deps   []uint64 `msgpack:"d,omitempty"`
+	Buffer uint64   `msgpack:"b,omitempty"`
+	// Mem is the node-local memory of the allocation the instruction
+	// reads or writes (0 is host memory; see Inventory.Memories).
+	Mem uint32 `msgpack:"m,omitempty"`
+	// DstMem is InstrCopy's destination memory.
+	DstMem uint32 `msgpack:"dm,omitempty"`
+	// Range and ElemSize give the buffer's extent in elements (dimension 2
+	// fastest; a 1D buffer of n is {1, 1, n}) and its element size
+	// (InstrAlloc).
+	Range    [3]uint64 `msgpack:"r,omitempty"`
+	ElemSize uint32    `msgpack:"e,omitempty"`
+	// Boxes are element boxes of the buffer (Copy, Send, Recv, Upload,
+	// ReadBack, Fill), at most MaxBoxes, not overlapping. Send and Recv of
+	// one transfer carry the same boxes in the same order.
+	Boxes []Box `msgpack:"x,omitempty"`
+	// Peer is the other node of a Send (destination) or Recv (source).
+	Peer string `msgpack:"p,omitempty"`
+	// PeerMem is a Send's destination memory on Peer.
+	PeerMem uint32 `msgpack:"pm,omitempty"`
+	// Ticket tags a ReadBack's pages for the client (their PageHeader.Mem).
+	Ticket uint32 `msgpack:"t,omitempty"`
+	// Pattern is InstrFill's byte pattern; the element size must be a
+	// multiple of its length.
+	Pattern []byte `msgpack:"pt,omitempty"`
+	// Launch describes InstrLaunch.
+	Launch *Launch `msgpack:"l,omitempty"`
+}
+
+// Launch is a kernel launch.
+type Launch struct {
+	// Kernel is the kernel's name in the node's registry.
+	Kernel string `msgpack:"n"`
+	// Device is the device to run on, as "kind:index" ("cpu:0", "cuda:1").
+	Device string `msgpack:"dv"`
+	// Global, Local and Offset are the ND range (device.NDRange): Local all
+	// zero is a flat launch.
+	Global [3]uint64 `msgpack:"g"`
+	Local  [3]uint64 `msgpack:"lc,omitempty"`
+	Offset [3]uint64 `msgpack:"o,omitempty"`
+	Args   []KArg    `msgpack:"a,omitempty"`
+}
+
+// KArg is one kernel argument. Memory arguments (Kind pointer or
+// accessor) name an allocation of the job by (Buffer, Mem); the node
+// substitutes the allocation's address. Kind and Space take the numeric
+// values of device.ArgKind and device.AddrSpace.
+type KArg struct {
+	Kind   uint8  `msgpack:"k"`
+	Space  uint8  `msgpack:"s,omitempty"`
+	Buffer uint64 `msgpack:"b,omitempty"`
+	Mem    uint32 `msgpack:"m,omitempty"`
+	// Offset is a byte offset into the allocation.
+	Offset       uint64    `msgpack:"o,omitempty"`
+	ElemSize     uint32    `msgpack:"e,omitempty"`
+	Range        [3]uint64 `msgpack:"r,omitempty"`
+	AccessOffset [3]uint64 `msgpack:"ao,omitempty"`
+	AccessRange  [3]uint64 `msgpack:"ar,omitempty"`
+	ReadOnly     bool      `msgpack:"ro,omitempty"`
+	LocalBytes   uint64    `msgpack:"lb,omitempty"`
+	Scalar       []byte    `msgpack:"v,omitempty"`
+}
+
+// MaxBatch bounds the instructions of one Submit.
+const MaxBatch = 4096
+
+// MaxDeps bounds the dependencies of one instruction.
+const MaxDeps = 1024
+
+// Submit is a batch of instructions for one job.
+type Submit struct {
+	Job    uint64  `msgpack:"j"`
+	Instrs []Instr `msgpack:"is"`
+}
+
+// Submitted is the reply to MsgSubmit: the whole batch was accepted.
+type Submitted struct {
+	// Pending is the number of the job's instructions not yet finished.
+	Pending int `msgpack:"p"`
+}
+
+// Wait asks for instructions to finish. The node replies when all of IDs
+// have finished (done or failed), or when the request's deadline is near,
+// with what is known then.
+type Wait struct {
+	Job uint64   `msgpack:"j"`
+	IDs []uint64 `msgpack:"is"`
+}
+
+// WaitResult lists the outcome of waited-for instructions.
+type WaitResult struct {
+	// Done lists the instructions that completed successfully.
+	Done []uint64 `msgpack:"d,omitempty"`
+	// Failed lists those that failed, with why.
+	Failed []InstrError `msgpack:"f,omitempty"`
+	// Pending lists those still running or waiting.
+	Pending []uint64 `msgpack:"p,omitempty"`
+}
+
+// InstrError is a failed instruction.
+type InstrError struct {
+	ID uint64 `msgpack:"i"`
+	// Code classifies the failure (node loss, memory limit, ...).
+	Code ErrorCode `msgpack:"c"`
+	// Node names the node whose loss caused the failure, if one did.
+	Node    string `msgpack:"n,omitempty"`
+	Message string `msgpack:"m"`
+}
+
+// Failure codes of InstrError (application codes).
+//
+// WARNING: ONLY APPEND TO THIS LIST! The numeric values are part of the
+// protocol itself.
+const (
+	// CodeNodeLost: a peer the instruction depended on failed or left.
+	CodeNodeLost ErrorCode = CodeFirstApp + 100 + iota
+	// CodeMemoryLimit: an allocation exceeded the job's or the node's
+	// memory limit.
+	CodeMemoryLimit
+	// CodeDepFailed: a dependency failed, so the instruction never ran.
+	CodeDepFailed
+	// CodeDevice: the device refused or failed the work.
+	CodeDevice
+	// CodeJobClosed: the job was closed (by its client, its lease ran out,
+	// or the node drained) before the instruction finished.
+	CodeJobClosed
+)
+
+// EventsRequest reads the job's completion feed: every instruction that
+// finished, in the order they finished, numbered from 1. After
+// acknowledges every event up to it (the node forgets them); the reply
+// holds the events after it, waiting for at least one until the request's
+// deadline is near.
+type EventsRequest struct {
+	Job   uint64 `msgpack:"j"`
+	After uint64 `msgpack:"a"`
+	// Max bounds the events of one reply (0: 1024).
+	Max int `msgpack:"mx,omitempty"`
+}
+
+// EventsReply carries completion events.
+type EventsReply struct {
+	Events []Event `msgpack:"e,omitempty"`
+}
+
+// Event is one finished instruction. Err is nil when it succeeded.
+type Event struct {
+	Seq uint64      `msgpack:"s"`
+	ID  uint64      `msgpack:"i"`
+	Err *InstrError `msgpack:"x,omitempty"`
+}
+
+// Inventory is a node's device inventory and load (the full version of the
+// device summary it gossips).
+type Inventory struct {
+	Node     string      `msgpack:"n"`
+	Devices  []DeviceInv `msgpack:"d"`
+	Memories []MemoryInv `msgpack:"m"`
+	// Jobs is the number of open jobs; Allocated the bytes they hold.
+	Jobs      int    `msgpack:"j"`
+	Allocated uint64 `msgpack:"a"`
+	// MaxBytes and MaxJobBytes are the node's memory limits (0: none).
+	MaxBytes    uint64   `msgpack:"mb,omitempty"`
+	MaxJobBytes uint64   `msgpack:"mj,omitempty"`
+	Kernels     []string `msgpack:"k,omitempty"`
+	Draining    bool     `msgpack:"dr,omitempty"`
+}
+
+// DeviceInv is one device of a node.
+type DeviceInv struct {
+	// ID is "kind:index" ("cpu:0").
+	ID          string `msgpack:"i"`
+	Name        string `msgpack:"n"`
+	HostUnified bool   `msgpack:"u,omitempty"`
+	MemBytes    uint64 `msgpack:"mb,omitempty"`
+	Queues      int    `msgpack:"q,omitempty"`
+	// Mem is the memory its kernels use (0: host memory).
+	Mem uint32 `msgpack:"m"`
+	// Forms lists the kernel forms it runs ("go", "ptx").
+	Forms []string `msgpack:"f,omitempty"`
+}
+
+// MemoryInv is one physical memory of a node, the unit of allocation
+// (coherence.MemID).
+type MemoryInv struct {
+	ID uint32 `msgpack:"i"`
+	// Device is the device that allocates it ("cpu:0" for host memory).
+	Device string `msgpack:"d"`
+	Host   bool   `msgpack:"h,omitempty"`
+	Bytes  uint64 `msgpack:"b,omitempty"`
+}
+
+// Validate checks the fields an instruction of its kind needs, and the
+// bounds that keep the node safe from a malformed batch. It wraps
+// ErrMalformed and names the instruction and the field.
+func (in *Instr) Validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: instruction %d (%v): %s", ErrMalformed, in.ID, in.Kind, fmt.Sprintf(format, a...))
+	}
+	if in.ID == 0 {
+		return bad("ID 0 is reserved; number instructions from 1")
+	}
+	if len(in.Deps) > MaxDeps {
+		return bad("%d dependencies, at most %d", len(in.Deps), MaxDeps)
+	}
+	for _, d := range in.Deps {
+		if d == in.ID {
+			return bad("depends on itself")
+		}
+	}
+	needBoxes := func(optional bool) error {
+		if len(in.Boxes) == 0 && !optional {
+			return bad("no boxes")
+		}
+		if len(in.Boxes) > MaxBoxes {
+			return bad("%d boxes, at most %d; split it", len(in.Boxes), MaxBoxes)
+		}
+		for i, b := range in.Boxes {
+			if n, ok := b.Elems(); !ok || n == 0 {
+				return bad("box %d %v..%v is empty or inverted", i, b.Lo, b.Hi)
+			}
+			for j := range i {
+				if b.Overlaps(in.Boxes[j]) {
+					return bad("boxes %d and %d overlap", j, i)
+				}
+			}
+		}
+		return nil
+	}
+	switch in.Kind {
+	case InstrAlloc:
+		if in.ElemSize == 0 {
+			return bad("ElemSize 0")
+		}
+		n, ok := (Box{Hi: in.Range}).Elems()
+		if !ok || n == 0 || n > (1<<62)/uint64(in.ElemSize) {
+			return bad("range %v × %d bytes is empty or too large", in.Range, in.ElemSize)
+		}
+	case InstrFree:
+	case InstrCopy, InstrRecv, InstrUpload, InstrReadBack:
+		if err := needBoxes(false); err != nil {
+			return err
+		}
+		if (in.Kind == InstrRecv) && in.Peer == "" {
+			return bad("no Peer")
+		}
+	case InstrSend:
+		if err := needBoxes(false); err != nil {
+			return err
+		}
+		if in.Peer == "" {
+			return bad("no Peer")
+		}
+	case InstrFill:
+		if err := needBoxes(true); err != nil {
+			return err
+		}
+		if len(in.Pattern) == 0 || len(in.Pattern) > 64 {
+			return bad("pattern of %d bytes; give 1 to 64", len(in.Pattern))
+		}
+	case InstrLaunch:
+		if in.Launch == nil || in.Launch.Kernel == "" || in.Launch.Device == "" {
+			return bad("no Launch, kernel name or device")
+		}
+		if len(in.Launch.Args) > 256 {
+			return bad("%d kernel arguments, at most 256", len(in.Launch.Args))
+		}
+		for d := range 3 {
+			if in.Launch.Global[d] > 1<<40 || in.Launch.Local[d] > 1<<20 || in.Launch.Offset[d] > 1<<40 {
+				return bad("ND range %v/%v/%v out of bounds", in.Launch.Global, in.Launch.Local, in.Launch.Offset)
+			}
+		}
+	default:
+		return bad("unknown kind; this node speaks kinds 1..%d (upgrade it?)", len(InstrKinds))
+	}
+	return nil
+}

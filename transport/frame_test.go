@@ -1,0 +1,240 @@
+package transport
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/acpp/acpp/proto"
+)
+
+var rewrite = flag.Bool("rewrite", false, "rewrite golden files and fuzz seed corpora in testdata")
+
+// wireSamples are the messages the golden file and the fuzz seeds hold.
+func wireSamples() []struct {
+	name string
+	env  proto.Envelope
+	body any
+} {
+	seg := &proto.PageSegment{Transfer: 9, Index: 1, Count: 2, Offset: 64, Length: 64, Header: proto.PageHeader{
+		Job: 3, Buffer: 17, Mem: 1, ElemSize: 4, Boxes: []proto.Box{{Lo: [3]uint64{0, 0, 0}, Hi: [3]uint64{1, 4, 8}}},
+	}}
+	return []struct {
+		name string
+		env  proto.Envelope
+		body any
+	}{
+		{"hello", proto.Envelope{Type: proto.MsgHello}, &proto.Hello{Version: proto.Version, Cluster: "lab", Name: "n1", Role: proto.RoleNode, Software: "acpp", MaxFrame: 16 << 20}},
+		{"error", proto.Envelope{Type: proto.MsgError}, &proto.ErrorReply{Code: proto.CodeRefused, Message: "no buffer 17"}},
+		{"ping", proto.Envelope{Type: proto.MsgPing, Timeout: 5e9}, nil},
+		{"pages", proto.Envelope{Type: proto.MsgPages, Timeout: 1e9}, seg},
+		{"app", proto.Envelope{Type: proto.MsgFirstApp}, map[string]any{"k": []any{1, "x", true}}},
+	}
+}
+
+// TestWireGolden pins the encoding of each transport message: a change
+// here is a protocol change (bump proto.Version unless only fields were
+// added). Regenerate with go test ./transport -run TestWireGolden -rewrite.
+func TestWireGolden(t *testing.T) {
+	var out strings.Builder
+	for _, s := range wireSamples() {
+		f, err := encodeFrame(s.env, s.body, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&out, "%s %s\n", s.name, hex.EncodeToString(f.buf.Bytes()))
+	}
+	path := filepath.Join("testdata", "wire.golden")
+	if *rewrite {
+		if err := os.WriteFile(path, []byte(out.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -rewrite to create it)", err)
+	}
+	if out.String() != string(want) {
+		t.Errorf("wire encoding changed:\n got:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
+// TestWriteFuzzSeeds writes the seed corpora under testdata/fuzz when run
+// with -rewrite; without it, it checks they exist.
+func TestWriteFuzzSeeds(t *testing.T) {
+	seeds := map[string][][]byte{}
+	for _, s := range wireSamples() {
+		f, _ := encodeFrame(s.env, s.body, 1<<20)
+		frame := bytes.Clone(f.buf.Bytes())
+		seeds["FuzzFrame"] = append(seeds["FuzzFrame"], frame)
+		_, body, err := decodeFrame(frame[frameHeaderLen:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch s.name {
+		case "hello":
+			seeds["FuzzHello"] = append(seeds["FuzzHello"], body)
+		case "pages":
+			seeds["FuzzPageSegment"] = append(seeds["FuzzPageSegment"], body)
+		}
+	}
+	seeds["FuzzFrame"] = append(seeds["FuzzFrame"], []byte{0, 0, 0, 2, 0x91, 0x91}, []byte{0x7f, 0xff, 0xff, 0xff})
+	seeds["FuzzPageSegment"] = append(seeds["FuzzPageSegment"], []byte{0x81, 0xa1, 'h', 0x81, 0xa1, 'x', 0xdd, 0xff, 0xff, 0xff, 0xff})
+	for target, list := range seeds {
+		dir := filepath.Join("testdata", "fuzz", target)
+		for i, b := range list {
+			path := filepath.Join(dir, fmt.Sprintf("seed-%d", i))
+			if *rewrite {
+				os.MkdirAll(dir, 0o755)
+				if err := os.WriteFile(path, fmt.Appendf(nil, "go test fuzz v1\n[]byte(%q)\n", b), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			} else if _, err := os.Stat(path); err != nil {
+				t.Errorf("seed %s missing (run with -rewrite): %v", path, err)
+			}
+		}
+	}
+}
+
+func TestScanMsgpack(t *testing.T) {
+	nested := bytes.Repeat([]byte{0x91}, maxDepth+1)
+	nested = append(nested, 0x01)
+	tests := []struct {
+		name string
+		in   []byte
+		n    int
+		ok   bool
+	}{
+		{"int", []byte{0x05, 0xff}, 1, true},
+		{"fixmap", []byte{0x81, 0xa1, 'a', 0x02}, 4, true},
+		{"str8", []byte{0xd9, 2, 'h', 'i'}, 4, true},
+		{"ext8", []byte{0xc7, 1, 5, 0xaa}, 4, true},
+		{"fixext4", []byte{0xd6, 1, 0, 0, 0, 0}, 6, true},
+		{"float64", []byte{0xcb, 0, 0, 0, 0, 0, 0, 0, 0}, 9, true},
+		{"empty", nil, 0, false},
+		{"truncated str", []byte{0xd9, 5, 'h'}, 0, false},
+		{"huge array", []byte{0xdd, 0xff, 0xff, 0xff, 0xff, 0x01}, 0, false},
+		{"huge map", []byte{0xdf, 0x00, 0x00, 0x00, 0x02, 0x01, 0x01, 0x01}, 0, false},
+		{"never used", []byte{0xc1}, 0, false},
+		{"too deep", nested, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n, err := scanMsgpack(tt.in)
+			if (err == nil) != tt.ok || (tt.ok && n != tt.n) {
+				t.Errorf("scanMsgpack(%x) = %d, %v; want %d, ok %v", tt.in, n, err, tt.n, tt.ok)
+			}
+			if err != nil && !errors.Is(err, proto.ErrMalformed) {
+				t.Errorf("scanMsgpack error %v does not wrap proto.ErrMalformed", err)
+			}
+		})
+	}
+}
+
+func TestReadFrameLimits(t *testing.T) {
+	f, _ := encodeFrame(proto.Envelope{Type: proto.MsgPing}, nil, 1<<20)
+	good := bytes.Clone(f.buf.Bytes())
+	tests := []struct {
+		name string
+		in   []byte
+		max  int
+		want error
+	}{
+		{"ok", good, 1 << 20, nil},
+		{"over limit", []byte{0x40, 0, 0, 0}, 1 << 20, ErrFrameTooLarge},
+		{"cut short", good[:len(good)-1], 1 << 20, ErrMalformed},
+		{"trailing bytes", append([]byte{0, 0, 0, byte(len(good) - 3)}, append(good[4:], 0x00)...), 1 << 20, ErrMalformed},
+		{"no type", []byte{0, 0, 0, 2, 0x80, 0xc0}, 1 << 20, ErrMalformed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := readFrame(bytes.NewReader(tt.in), tt.max)
+			if tt.want == nil && err != nil || tt.want != nil && !errors.Is(err, tt.want) {
+				t.Errorf("readFrame = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+// FuzzFrame: arbitrary bytes read as a frame never crash or over-allocate;
+// what decodes re-encodes to a frame that decodes the same.
+func FuzzFrame(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		env, body, err := readFrame(bytes.NewReader(b), 1<<16)
+		if err != nil {
+			return
+		}
+		// Scanned bodies may still not decode (a map with array keys into
+		// any); what matters is that decoding fails cleanly.
+		var v any
+		_ = decodeBody(body, &v)
+		g, err := encodeFrame(env, msgpack.RawMessage(body), 1<<16)
+		if err != nil {
+			t.Fatalf("re-encode: %v", err)
+		}
+		env2, body2, err := readFrame(bytes.NewReader(g.buf.Bytes()), 1<<16)
+		if err != nil || env2 != env || !bytes.Equal(body2, body) {
+			t.Fatalf("round trip: %+v %x %v; want %+v %x", env2, body2, err, env, body)
+		}
+	})
+}
+
+func roundTrip[T any](t *testing.T, v *T) {
+	t.Helper()
+	b, err := msgpack.Marshal(v)
+	if err != nil {
+		t.Fatalf("re-encode: %v", err)
+	}
+	w := new(T)
+	if err := decodeBody(b, w); err != nil || !reflect.DeepEqual(v, w) {
+		t.Fatalf("round trip: %+v, %v; want %+v", w, err, v)
+	}
+}
+
+// FuzzHello: the handshake decoder rejects junk without crashing.
+func FuzzHello(f *testing.F) {
+	f.Add([]byte{0x80})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if _, err := scanMsgpack(b); err != nil {
+			return
+		}
+		var h proto.Hello
+		if decodeBody(b, &h) != nil {
+			return
+		}
+		roundTrip(t, &h)
+	})
+}
+
+// FuzzPageSegment: the page header decoder and its validation reject
+// junk without crashing; what validates re-encodes to the same segment.
+func FuzzPageSegment(f *testing.F) {
+	f.Add([]byte{0x80})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if _, err := scanMsgpack(b); err != nil {
+			return
+		}
+		var s proto.PageSegment
+		if decodeBody(b, &s) != nil {
+			return
+		}
+		total, err := s.Validate(1 << 40)
+		if err != nil {
+			return
+		}
+		if s.Offset+s.Length > total {
+			t.Fatalf("validated segment %d+%d lies outside %d bytes", s.Offset, s.Length, total)
+		}
+		roundTrip(t, &s)
+	})
+}
