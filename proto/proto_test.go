@@ -125,7 +125,7 @@ func TestBoxRuns(t *testing.T) {
 func TestNames(t *testing.T) {
 	for _, tt := range []struct{ got, want string }{
 		{MsgPages.String(), "MsgPages"},
-		{MsgType(70).String(), "MsgType(70)"},
+		{MsgType(65000).String(), "MsgType(65000)"},
 		{CodeVersion.String(), "version mismatch"},
 		{(&ErrorReply{Code: CodeRefused, Message: "no such buffer"}).Error(), "refused: no such buffer"},
 	} {
