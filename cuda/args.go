@@ -90,7 +90,9 @@ func packArgs(k *device.Kernel, r device.NDRange, args []device.Arg, addr addrOf
 			return nil, 0, bad("parameter kind %s has no CUDA layout", p.Kind)
 		}
 	}
-	pad(8)
+	// No trailing padding: the driver wants the buffer exactly as long as
+	// the entry's parameter list (CU_LAUNCH_PARAM_BUFFER_SIZE), or refuses
+	// the launch with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES.
 	return buf, shared, nil
 }
 

@@ -126,16 +126,24 @@ func BenchmarkLaunchEmpty(b *testing.B) {
 	cfg := func(t *Thread) *driver.LaunchConfig {
 		return &driver.LaunchConfig{Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{1, 1, 1}, Stream: t.Streams[0]}
 	}
+	// ns/launch includes draining the stream at the end (b.Loop's own
+	// ns/op does not see the wait after the loop).
+	perLaunch := func(b *testing.B, start time.Time) {
+		b.ReportMetric(float64(time.Since(start).Nanoseconds())/float64(b.N), "ns/launch")
+	}
 	b.Run("raw", func(b *testing.B) {
 		b.ReportAllocs()
 		_ = d.Do(func(t *Thread) error {
 			c := cfg(t)
+			start := time.Now()
 			for b.Loop() {
 				if err := t.Lib.LaunchKernel(f.fn, c, nd); err != nil {
 					b.Fatal(err)
 				}
 			}
-			return t.Lib.StreamSynchronize(t.Streams[0])
+			err := t.Lib.StreamSynchronize(t.Streams[0])
+			perLaunch(b, start)
+			return err
 		})
 	})
 	b.Run("backend", func(b *testing.B) {
@@ -148,6 +156,7 @@ func BenchmarkLaunchEmpty(b *testing.B) {
 			}
 			wg.Done()
 		}
+		start := time.Now()
 		for b.Loop() {
 			wg.Add(1)
 			if err := d.Enqueue(0, op, done); err != nil {
@@ -155,6 +164,7 @@ func BenchmarkLaunchEmpty(b *testing.B) {
 			}
 		}
 		wg.Wait()
+		perLaunch(b, start)
 	})
 	b.Run("graph", func(b *testing.B) {
 		const per = 256
@@ -178,6 +188,7 @@ func BenchmarkLaunchEmpty(b *testing.B) {
 				b.Fatal(err)
 			}
 			n := 0
+			start := time.Now()
 			for b.Loop() {
 				if n%per == 0 {
 					if err := t.Lib.GraphLaunch(x, s); err != nil {
@@ -187,6 +198,7 @@ func BenchmarkLaunchEmpty(b *testing.B) {
 				n++
 			}
 			err = t.Lib.StreamSynchronize(s)
+			perLaunch(b, start)
 			_ = t.Lib.GraphExecDestroy(x)
 			_ = t.Lib.GraphDestroy(g)
 			return err
@@ -194,53 +206,79 @@ func BenchmarkLaunchEmpty(b *testing.B) {
 	})
 }
 
-// BenchmarkSaxpy: y = a*x + y on 64 Mi floats (3 × 256 MiB moved per op),
-// launch and wait. raw: cuLaunchKernel + cuStreamSynchronize on the owner
-// thread; backend: Enqueue + done.
+// BenchmarkSaxpy: y = a*x + y on 64 Mi floats (3 × 256 MiB moved per op).
+// latency: launch and wait for each (raw: cuLaunchKernel +
+// cuStreamSynchronize on the owner thread; backend: Enqueue + done).
+// pipelined: launches back to back, one wait at the end (throughput).
 func BenchmarkSaxpy(b *testing.B) {
-	d := openGPUs(b, Config{})[0]
 	const n = 64 << 20
-	x := mustAlloc(b, d, device.MemDevice, 4*n)
-	y := mustAlloc(b, d, device.MemDevice, 4*n)
-	k := builtin(b, "saxpy")
-	args := []device.Arg{scalarF32(2), ptrArg(x, 4), ptrArg(y, 4)}
-	op := device.LaunchOp{Kernel: k, Range: device.NDRange{Global: [3]int{1, 1, n}}, Args: args}
-	if err := do(b, d, 0, op); err != nil { // load the module
-		b.Fatal(err)
-	}
-	b.Run("raw", func(b *testing.B) {
-		_ = d.Do(func(t *Thread) error {
-			f, err := d.function(k)
-			if err != nil {
+	for _, mode := range []Completion{CompletionPoll, CompletionBlockingSync} {
+		b.Run(mode.String(), func(b *testing.B) {
+			d := openGPUs(b, Config{Completion: mode})[0]
+			x := mustAlloc(b, d, device.MemDevice, 4*n)
+			y := mustAlloc(b, d, device.MemDevice, 4*n)
+			k := builtin(b, "saxpy")
+			args := []device.Arg{scalarF32(2), ptrArg(x, 4), ptrArg(y, 4)}
+			op := device.LaunchOp{Kernel: k, Range: device.NDRange{Global: [3]int{1, 1, n}}, Args: args}
+			if err := do(b, d, 0, op); err != nil { // load the module
 				b.Fatal(err)
 			}
-			params, _, err := packArgs(k, op.Range, args, d.kernelAddr)
-			if err != nil {
-				b.Fatal(err)
+			raw := func(b *testing.B, pipelined bool) {
+				_ = d.Do(func(t *Thread) error {
+					f, err := d.function(k)
+					if err != nil {
+						b.Fatal(err)
+					}
+					params, _, err := packArgs(k, op.Range, args, d.kernelAddr)
+					if err != nil {
+						b.Fatal(err)
+					}
+					g, _ := launchGeometry(op.Range, d.attrs.MaxThreadsPerBlock)
+					c := &driver.LaunchConfig{Grid: g.Grid, Block: g.Block, Stream: t.Streams[0]}
+					start := time.Now()
+					for b.Loop() {
+						if err := t.Lib.LaunchKernel(f.fn, c, params); err != nil {
+							b.Fatal(err)
+						}
+						if !pipelined {
+							if err := t.Lib.StreamSynchronize(t.Streams[0]); err != nil {
+								b.Fatal(err)
+							}
+						}
+					}
+					err = t.Lib.StreamSynchronize(t.Streams[0])
+					b.ReportMetric(3*4*n*float64(b.N)/time.Since(start).Seconds()/1e9, "GB/s")
+					return err
+				})
 			}
-			g, _ := launchGeometry(op.Range, d.attrs.MaxThreadsPerBlock)
-			c := &driver.LaunchConfig{Grid: g.Grid, Block: g.Block, Stream: t.Streams[0]}
-			for b.Loop() {
-				if err := t.Lib.LaunchKernel(f.fn, c, params); err != nil {
-					b.Fatal(err)
+			backend := func(b *testing.B, pipelined bool) {
+				b.ReportAllocs()
+				var wg sync.WaitGroup
+				done := func(err error) {
+					if err != nil {
+						b.Error(err)
+					}
+					wg.Done()
 				}
-				if err := t.Lib.StreamSynchronize(t.Streams[0]); err != nil {
-					b.Fatal(err)
+				start := time.Now()
+				for b.Loop() {
+					wg.Add(1)
+					if err := d.Enqueue(0, op, done); err != nil {
+						b.Fatal(err)
+					}
+					if !pipelined {
+						wg.Wait()
+					}
 				}
+				wg.Wait()
+				b.ReportMetric(3*4*n*float64(b.N)/time.Since(start).Seconds()/1e9, "GB/s")
 			}
-			return nil
+			b.Run("latency/raw", func(b *testing.B) { raw(b, false) })
+			b.Run("latency/backend", func(b *testing.B) { backend(b, false) })
+			b.Run("pipelined/raw", func(b *testing.B) { raw(b, true) })
+			b.Run("pipelined/backend", func(b *testing.B) { backend(b, true) })
 		})
-		gbps(b, 3*4*n)
-	})
-	b.Run("backend", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if err := do(b, d, 0, op); err != nil {
-				b.Fatal(err)
-			}
-		}
-		gbps(b, 3*4*n)
-	})
+	}
 }
 
 func cpuTime() time.Duration {
@@ -254,9 +292,18 @@ func cpuTime() time.Duration {
 // busy for about 1 ms, the latency and the host CPU time burnt while
 // waiting (cpu-µs/op; a core busy-waiting would show about 1000).
 func BenchmarkCompletion(b *testing.B) {
-	for _, mode := range []Completion{CompletionPoll, CompletionBlockingSync, CompletionCallback} {
-		b.Run(mode.String(), func(b *testing.B) {
-			d := openGPUs(b, Config{Completion: mode})[0]
+	for _, c := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"poll-max200us", Config{Completion: CompletionPoll, PollMax: 200 * time.Microsecond}},
+		{"poll-max50us", Config{Completion: CompletionPoll, PollMax: 50 * time.Microsecond}},
+		{"poll-max20us", Config{Completion: CompletionPoll, PollMax: 20 * time.Microsecond}},
+		{"blocking-sync", Config{Completion: CompletionBlockingSync}},
+		{"callback", Config{Completion: CompletionCallback}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			d := openGPUs(b, c.cfg)[0]
 			empty := device.LaunchOp{Kernel: builtin(b, "empty"), Range: device.NDRange{Global: [3]int{1, 1, 1}}}
 			cycles := uint64(1980) * 1000 // about 1 ms at the H200's boost clock
 			spin := device.LaunchOp{Kernel: builtin(b, "spin"), Range: device.NDRange{Global: [3]int{1, 1, 1}}, Args: []device.Arg{scalarU64(cycles)}}
