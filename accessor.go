@@ -539,7 +539,9 @@ func (p RangedPlaceholder[T]) Require(h *Handler) Ranged[T] {
 }
 
 // Require binds the placeholder to h.
-func (p RangedPlaceholderRO[T]) Require(h *Handler) RangedRO[T] { return ReadRange(h, p.b, p.rng, p.off) }
+func (p RangedPlaceholderRO[T]) Require(h *Handler) RangedRO[T] {
+	return ReadRange(h, p.b, p.rng, p.off)
+}
 
 // Buffer is the placeholder's buffer.
 func (p Placeholder[T]) Buffer() *Buffer[T] { return p.b }

@@ -42,7 +42,7 @@ type Buffer[T any] struct {
 type BufferOption func(*bufferConfig)
 
 type bufferConfig struct {
-	page [3]int // user order, 0 = default
+	page     [3]int // user order, 0 = default
 	pageDims int
 	copyIn   bool
 }

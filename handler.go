@@ -152,20 +152,20 @@ func (h *Handler) ParallelFor(r Range, k func(it Item)) {
 	if !h.runsGo("ParallelFor") {
 		return
 	}
-	sz := r.e
+	r0, r1, r2 := r.e[0], r.e[1], r.e[2]
 	var fn device.GoFunc
 	switch r.dims {
 	case 1:
 		fn = func(w *device.Work) {
-			for i := w.Lo[2]; i < w.Hi[2]; i++ {
-				k(Item{id: [3]int{i, 0, 0}, rng: sz})
+			for i, hi := w.Lo[2], w.Hi[2]; i < hi; i++ {
+				k(Item{i: i, r0: r0, r1: 1, r2: 1})
 			}
 		}
 	case 2:
 		fn = func(w *device.Work) {
 			for i := w.Lo[1]; i < w.Hi[1]; i++ {
-				for j := w.Lo[2]; j < w.Hi[2]; j++ {
-					k(Item{id: [3]int{i, j, 0}, rng: sz})
+				for j, hi := w.Lo[2], w.Hi[2]; j < hi; j++ {
+					k(Item{i: i, j: j, r0: r0, r1: r1, r2: 1})
 				}
 			}
 		}
@@ -173,8 +173,8 @@ func (h *Handler) ParallelFor(r Range, k func(it Item)) {
 		fn = func(w *device.Work) {
 			for i := w.Lo[0]; i < w.Hi[0]; i++ {
 				for j := w.Lo[1]; j < w.Hi[1]; j++ {
-					for l := w.Lo[2]; l < w.Hi[2]; l++ {
-						k(Item{id: [3]int{i, j, l}, rng: sz})
+					for l, hi := w.Lo[2], w.Hi[2]; l < hi; l++ {
+						k(Item{i: i, j: j, k: l, r0: r0, r1: r1, r2: r2})
 					}
 				}
 			}
@@ -425,10 +425,14 @@ func (h *Handler) launch(name string, nd device.NDRange, args []KernelArg) {
 	h.setAction("launch "+name, device.LaunchOp{Name: name, Kernel: k, Range: nd, Args: conv})
 }
 
-func (a Raw[T]) kernelArg(h *Handler) (device.Arg, error)        { return a.rq.arg(h, device.ArgPointer) }
-func (a RawRO[T]) kernelArg(h *Handler) (device.Arg, error)      { return a.rq.arg(h, device.ArgPointer) }
-func (a Unranged[T]) kernelArg(h *Handler) (device.Arg, error)   { return a.rq.arg(h, device.ArgAccessor) }
-func (a UnrangedRO[T]) kernelArg(h *Handler) (device.Arg, error) { return a.rq.arg(h, device.ArgAccessor) }
+func (a Raw[T]) kernelArg(h *Handler) (device.Arg, error)   { return a.rq.arg(h, device.ArgPointer) }
+func (a RawRO[T]) kernelArg(h *Handler) (device.Arg, error) { return a.rq.arg(h, device.ArgPointer) }
+func (a Unranged[T]) kernelArg(h *Handler) (device.Arg, error) {
+	return a.rq.arg(h, device.ArgAccessor)
+}
+func (a UnrangedRO[T]) kernelArg(h *Handler) (device.Arg, error) {
+	return a.rq.arg(h, device.ArgAccessor)
+}
 func (a Ranged[T]) kernelArg(h *Handler) (device.Arg, error) {
 	return a.rq.arg(h, device.ArgRangedAccessor)
 }

@@ -92,17 +92,33 @@ func fromInternal(dims int, v [3]int, pad int) [3]int {
 }
 
 // Item is one work-item of a ParallelFor: its global id and the launch's
-// range.
+// range. Its fields are scalars so that it travels in registers.
 type Item struct {
-	id  [3]int
-	rng [3]int
+	i, j, k    int // id, dimension 0 first
+	r0, r1, r2 int // range
 }
 
 // ID is the item's index in dimension d.
-func (it Item) ID(d int) int { return it.id[d] }
+func (it Item) ID(d int) int {
+	switch d {
+	case 0:
+		return it.i
+	case 1:
+		return it.j
+	}
+	return it.k
+}
 
 // Range is the launch's extent in dimension d.
-func (it Item) Range(d int) int { return it.rng[d] }
+func (it Item) Range(d int) int {
+	switch d {
+	case 0:
+		return it.r0
+	case 1:
+		return it.r1
+	}
+	return it.r2
+}
 
 // Linear is the item's row-major linear index.
-func (it Item) Linear() int { return (it.id[0]*it.rng[1]+it.id[1])*it.rng[2] + it.id[2] }
+func (it Item) Linear() int { return (it.i*it.r1+it.j)*it.r2 + it.k }

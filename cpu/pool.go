@@ -34,14 +34,14 @@ func (j *job) setErr(err error) {
 
 // pool runs jobs on a fixed set of worker goroutines.
 type pool struct {
-	mu     sync.Mutex
-	cond   *sync.Cond
-	queue  []*job // jobs with unclaimed chunks, oldest first; guarded by mu
-	closed bool   // workers stop once the queue is empty; guarded by mu
-	closing bool  // submit refuses new jobs; guarded by mu
-	idle   int    // workers waiting on cond; guarded by mu
-	wg     sync.WaitGroup
-	busy   sync.WaitGroup // jobs not yet done
+	mu      sync.Mutex
+	cond    *sync.Cond
+	queue   []*job // jobs with unclaimed chunks, oldest first; guarded by mu
+	closed  bool   // workers stop once the queue is empty; guarded by mu
+	closing bool   // submit refuses new jobs; guarded by mu
+	idle    int    // workers waiting on cond; guarded by mu
+	wg      sync.WaitGroup
+	busy    sync.WaitGroup // jobs not yet done
 }
 
 func newPool(workers int) *pool {
