@@ -83,7 +83,10 @@ func TestCopyFillHostCopies(t *testing.T) {
 	}))
 	got := make([]int32, 4)
 	must(q.Submit(func(h *Handler) error { CopyToHost(h, ReadRange(h, b, R2(1, 4), I2(2, 0)), got); return nil }))
-	must(q.Submit(func(h *Handler) error { CopyFromHost(h, []int32{5, 6}, WriteRange(h, a, R2(1, 2), I2(0, 0))); return nil }))
+	must(q.Submit(func(h *Handler) error {
+		CopyFromHost(h, []int32{5, 6}, WriteRange(h, a, R2(1, 2), I2(0, 0)))
+		return nil
+	}))
 	waitAll(t, q)
 	if want := []int32{0, 1, 9, 9}; !equal(got, want) {
 		t.Errorf("CopyToHost = %v, want %v", got, want)

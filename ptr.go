@@ -51,7 +51,9 @@ func (g GenericPtr[T]) ToGlobal() (GlobalPtr[T], bool) {
 }
 
 // ToLocal converts explicitly back; ok is false if the memory is not local.
-func (g GenericPtr[T]) ToLocal() (LocalPtr[T], bool) { return LocalPtr[T]{g.p}, g.space == device.Local }
+func (g GenericPtr[T]) ToLocal() (LocalPtr[T], bool) {
+	return LocalPtr[T]{g.p}, g.space == device.Local
+}
 
 // ToPrivate converts explicitly back; ok is false if the memory is not
 // private.
