@@ -125,6 +125,24 @@ func (t *Transport) openStream(ctx context.Context, peer credentials.Identity, o
 // everything else, wrapping ErrPeerLost when the connection broke, the
 // context's error, ErrNoRoute, ErrTLS, ErrUnauthorized, ...
 func (t *Transport) Call(ctx context.Context, peer credentials.Identity, typ proto.MsgType, req, resp any) error {
+	err := t.call(ctx, peer, typ, req, resp)
+	t.count(peer, err)
+	return err
+}
+
+// count records a call or one-way message sent to peer.
+func (t *Transport) count(peer credentials.Identity, err error) {
+	if peer.Role == "" {
+		peer.Role = proto.RoleNode
+	}
+	c := t.counters(peer)
+	c.callsSent.Add(1)
+	if err != nil {
+		c.failures.Add(1)
+	}
+}
+
+func (t *Transport) call(ctx context.Context, peer credentials.Identity, typ proto.MsgType, req, resp any) error {
 	op := "call " + typ.String()
 	timeout, err := timeoutOf(ctx)
 	if err != nil {
@@ -185,6 +203,12 @@ func (t *Transport) readReply(ctx context.Context, c *conn, s *quic.Stream, op s
 // handler. One-way messages are not ordered with respect to each other;
 // use Call where order or an answer matters.
 func (t *Transport) Send(ctx context.Context, peer credentials.Identity, typ proto.MsgType, msg any) error {
+	err := t.send(ctx, peer, typ, msg)
+	t.count(peer, err)
+	return err
+}
+
+func (t *Transport) send(ctx context.Context, peer credentials.Identity, typ proto.MsgType, msg any) error {
 	op := "send " + typ.String()
 	timeout, err := timeoutOf(ctx)
 	if err != nil {
@@ -276,6 +300,7 @@ func (t *Transport) handleStream(c *conn, s *quic.Stream) {
 	}
 	ctx, cancel := t.handlerContext(s.Context(), env.Timeout)
 	defer cancel()
+	t.counters(c.peer).callsRecv.Add(1)
 	resp, err := h(ctx, c.peer, Request{Type: env.Type, body: body})
 	if err == nil {
 		err = t.reply(c, s, proto.MsgReply, resp)
@@ -334,6 +359,7 @@ func (t *Transport) handleOneWay(c *conn, s *quic.ReceiveStream) {
 	}
 	ctx, cancel := t.handlerContext(c.qc.Context(), env.Timeout)
 	defer cancel()
+	t.counters(c.peer).callsRecv.Add(1)
 	if _, err := h(ctx, c.peer, Request{Type: env.Type, body: body}); err != nil {
 		t.log.Warn("one-way handler failed", "peer", c.peer.String(), "type", env.Type.String(), "error", err)
 	}

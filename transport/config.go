@@ -80,11 +80,28 @@ type Config struct {
 	// Empty means "acpp".
 	Software string
 
+	// OnConnection, if not nil, is told when a connection to a peer is
+	// established (after its handshake) and when it closes. It is called on
+	// the transport's goroutines and must not block (hand the event to a
+	// goroutine of your own). A peer may briefly have two connections when
+	// both ends dial at once; use Transport.Connected for the current
+	// state. The node uses it to start a job's lease when its client's
+	// connection goes away.
+	OnConnection func(ConnEvent)
+
 	// Logger receives connection events; nil discards them.
 	Logger *slog.Logger
 
 	// helloHook lets tests forge the Hello this transport sends.
 	helloHook func(*proto.Hello)
+}
+
+// ConnEvent is a connection coming up (Up) or going down (Err says why).
+type ConnEvent struct {
+	Peer credentials.Identity
+	Addr string
+	Up   bool
+	Err  error
 }
 
 func (c *Config) withDefaults() Config {

@@ -69,21 +69,37 @@ func runsLen(runs [][]byte) uint64 {
 // returns. A large transfer is spread over Config.PageStreams streams of
 // one connection.
 func (t *Transport) SendPages(ctx context.Context, peer credentials.Identity, h *proto.PageHeader, src [][]byte) error {
+	total, err := t.sendPages(ctx, peer, h, src)
+	if peer.Role == "" {
+		peer.Role = proto.RoleNode
+	}
+	c := t.counters(peer)
+	if err != nil {
+		c.failures.Add(1)
+		return err
+	}
+	c.transfersSent.Add(1)
+	c.boxesSent.Add(uint64(len(h.Boxes)))
+	c.bytesSent.Add(total)
+	return nil
+}
+
+func (t *Transport) sendPages(ctx context.Context, peer credentials.Identity, h *proto.PageHeader, src [][]byte) (uint64, error) {
 	const op = "send pages to"
 	total, err := h.Validate(0)
 	if err != nil {
-		return &PeerError{Peer: peer, Op: op, Err: err}
+		return 0, &PeerError{Peer: peer, Op: op, Err: err}
 	}
 	if got := runsLen(src); got != total {
-		return &PeerError{Peer: peer, Op: op, Err: fmt.Errorf("%w: source runs hold %d bytes, the header's boxes %d", ErrMalformed, got, total)}
+		return 0, &PeerError{Peer: peer, Op: op, Err: fmt.Errorf("%w: source runs hold %d bytes, the header's boxes %d", ErrMalformed, got, total)}
 	}
 	timeout, err := timeoutOf(ctx)
 	if err != nil {
-		return &PeerError{Peer: peer, Op: op, Err: err}
+		return 0, &PeerError{Peer: peer, Op: op, Err: err}
 	}
 	c, err := t.conn(ctx, peer)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	n := uint64(t.cfg.PageStreams)
 	if per := total / uint64(t.cfg.MinSegmentBytes); per < n {
@@ -96,7 +112,7 @@ func (t *Transport) SendPages(ctx context.Context, peer credentials.Identity, h 
 	}
 	if n == 1 {
 		s := seg(0)
-		return t.sendSegment(ctx, c, &s, timeout, src)
+		return total, t.sendSegment(ctx, c, &s, timeout, src)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -117,16 +133,16 @@ func (t *Transport) SendPages(ctx context.Context, peer credentials.Identity, h 
 	for _, err := range errs {
 		var re *RemoteError
 		if errors.As(err, &re) {
-			return err
+			return 0, err
 		}
 		if first == nil && err != nil {
 			first = err
 		}
 	}
 	if cause := context.Cause(ctx); first != nil && cause != nil && cause != context.Canceled {
-		return cause
+		return 0, cause
 	}
-	return first
+	return total, first
 }
 
 // sendSegment moves one segment on its own stream and waits for the ack.
@@ -294,6 +310,9 @@ func (t *Transport) receivePages(c *conn, s *quic.Stream, env proto.Envelope, bo
 			}
 		}
 		t.finishSegment(c, s, err)
+		if err == nil {
+			t.countReceived(c.peer, &seg.Header, total)
+		}
 		return
 	}
 
@@ -306,7 +325,18 @@ func (t *Transport) receivePages(c *conn, s *quic.Stream, env proto.Envelope, bo
 	if err == nil {
 		err = expectEOF(s)
 	}
-	t.finishSegment(c, s, a.finish(c, err))
+	last, err := a.finish(c, err)
+	t.finishSegment(c, s, err)
+	if err == nil && last {
+		t.countReceived(c.peer, &seg.Header, total)
+	}
+}
+
+func (t *Transport) countReceived(peer credentials.Identity, h *proto.PageHeader, total uint64) {
+	pc := t.counters(peer)
+	pc.transfersRecv.Add(1)
+	pc.boxesRecv.Add(uint64(len(h.Boxes)))
+	pc.bytesRecv.Add(total)
 }
 
 // finishSegment acks a segment, or reports why it failed.
@@ -379,8 +409,9 @@ func sameHeader(a, b *proto.PageHeader) bool {
 }
 
 // finish records the end of one started segment and returns the error to
-// report for it: its own, or Done's if it completed the transfer.
-func (a *assembly) finish(c *conn, err error) error {
+// report for it (its own, or Done's if it completed the transfer) and
+// whether it was the segment that completed the transfer.
+func (a *assembly) finish(c *conn, err error) (last bool, _ error) {
 	a.mu.Lock()
 	a.finished++
 	if err != nil && a.failed == nil {
@@ -393,13 +424,13 @@ func (a *assembly) finish(c *conn, err error) error {
 	failed := a.failed
 	a.mu.Unlock()
 	if !complete {
-		return err
+		return false, err
 	}
 	derr := a.complete(c, failed)
 	if err == nil {
 		err = derr
 	}
-	return err
+	return true, err
 }
 
 // abort fails the transfer (timeout, connection lost): Done runs as soon

@@ -38,6 +38,7 @@ type Transport struct {
 	wg     sync.WaitGroup
 
 	nextTransfer atomic.Uint64
+	stats        sync.Map // peer identity string → *peerCounters
 
 	hmu      sync.RWMutex // guards handlers and pages
 	handlers map[proto.MsgType]Handler
@@ -307,6 +308,9 @@ func (t *Transport) adopt(c *conn) bool {
 		return false
 	}
 	t.all[c] = struct{}{}
+	if t.cfg.OnConnection != nil {
+		t.cfg.OnConnection(ConnEvent{Peer: c.peer, Addr: c.addr, Up: true})
+	}
 	key := c.peer.String()
 	if old := t.conns[key]; old == nil || old.qc.Context().Err() != nil {
 		t.conns[key] = c
@@ -358,6 +362,9 @@ func (t *Transport) serve(c *conn) {
 	<-c.qc.Context().Done() // AcceptStream also fails when the transport closes
 	cause := context.Cause(c.qc.Context())
 	t.forget(c)
+	if t.cfg.OnConnection != nil {
+		t.cfg.OnConnection(ConnEvent{Peer: c.peer, Addr: c.addr, Err: cause})
+	}
 	c.abortAssemblies(&PeerError{Peer: c.peer, Addr: c.addr, Op: "receive pages from", Err: fmt.Errorf("%w: %v", ErrPeerLost, cause)})
 	if t.ctx.Err() == nil {
 		t.log.Info("connection closed", "peer", c.peer.String(), "error", cause)

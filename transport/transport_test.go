@@ -466,3 +466,52 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestStatsAndConnectionEvents: counters per peer and connection events
+// for the node's metrics and job leases.
+func TestStatsAndConnectionEvents(t *testing.T) {
+	var d directory
+	events := make(chan ConnEvent, 10)
+	n1 := startNode(t, &d, "n1", nil)
+	n2 := startNode(t, &d, "n2", func(c *Config) {
+		c.OnConnection = func(e ConnEvent) { events <- e }
+	})
+	registerEcho(n2)
+	store := &pageStore{bufs: map[uint64]*testBuffer{1: {rng: [3]uint64{1, 1, 100}, elem: 1, data: make([]byte, 100)}}}
+	n2.HandlePages(store.handler)
+	ctx := testCtx(t)
+	for range 2 {
+		if err := n1.Call(ctx, credentials.Node("n2"), msgEcho, &echoReq{}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n1.Call(ctx, credentials.Node("n2"), msgEcho, &echoReq{Text: "fail"}, nil)
+	h := proto.PageHeader{Buffer: 1, ElemSize: 1, Boxes: []proto.Box{{Hi: [3]uint64{1, 1, 60}}, {Lo: [3]uint64{0, 0, 60}, Hi: [3]uint64{1, 1, 100}}}}
+	if err := n1.SendPages(ctx, credentials.Node("n2"), &h, [][]byte{make([]byte, 100)}); err != nil {
+		t.Fatal(err)
+	}
+	got := n1.Stats()
+	want := []PeerStats{{Peer: credentials.Node("n2"), Connected: true, CallsSent: 3, Failures: 1, TransfersSent: 1, BoxesSent: 2, BytesSent: 100}}
+	if len(got) != 1 || got[0] != want[0] {
+		t.Errorf("n1.Stats() = %+v, want %+v", got, want)
+	}
+	s2 := n2.Stats()
+	if len(s2) != 1 || s2[0].CallsReceived != 3 || s2[0].TransfersRecv != 1 || s2[0].BytesRecv != 100 || s2[0].BoxesRecv != 2 {
+		t.Errorf("n2.Stats() = %+v, want 3 calls and one 100-byte transfer of 2 boxes received", s2)
+	}
+	if e := <-events; !e.Up || e.Peer.Name != "n1" {
+		t.Errorf("first event %+v, want n1 up", e)
+	}
+	n1.Close()
+	select {
+	case e := <-events:
+		if e.Up || e.Peer.Name != "n1" || e.Err == nil {
+			t.Errorf("event after n1 closed: %+v, want n1 down with a cause", e)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no event after the peer closed")
+	}
+	if n2.Connected(credentials.Node("n1")) {
+		t.Error("n2 still reports n1 connected")
+	}
+}
