@@ -1,0 +1,827 @@
+package jobfile
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// MaxFileBytes is the largest job file Parse accepts.
+const MaxFileBytes = 16 << 20
+
+// maxNodes bounds the YAML nodes Parse visits, aliases expanded, so that an
+// alias bomb is an error and not a hang.
+const maxNodes = 1 << 17
+
+var nameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*$`)
+
+// decoder walks a YAML node tree, collecting every problem.
+type decoder struct {
+	file  string
+	errs  Errors
+	nodes int
+}
+
+func (d *decoder) errf(n *yaml.Node, path, format string, args ...any) {
+	line := 0
+	if n != nil {
+		line = n.Line
+	}
+	d.errs = append(d.errs, &Error{File: d.file, Line: line, Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+// resolve follows aliases and counts nodes.
+func (d *decoder) resolve(n *yaml.Node) *yaml.Node {
+	for n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	d.nodes++
+	return n
+}
+
+func (d *decoder) tooBig() bool { return d.nodes > maxNodes }
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		if n.Tag == "!!null" {
+			return "null"
+		}
+		return fmt.Sprintf("%q", n.Value)
+	}
+	return "an unknown node"
+}
+
+type field struct {
+	key  string
+	node *yaml.Node // the value
+	kn   *yaml.Node // the key
+}
+
+// fields checks that n is a mapping whose keys are all in allowed (no
+// duplicates) and returns its entries in order.
+func (d *decoder) fields(n *yaml.Node, path string, allowed ...string) ([]field, bool) {
+	n = d.resolve(n)
+	if n == nil || n.Kind != yaml.MappingNode {
+		what := "nothing"
+		if n != nil {
+			what = kindName(n)
+		}
+		d.errf(n, path, "want a mapping (key: value lines), got %s", what)
+		return nil, false
+	}
+	var out []field
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		kn := d.resolve(n.Content[i])
+		if kn.Kind != yaml.ScalarNode {
+			d.errf(kn, path, "keys must be plain names")
+			continue
+		}
+		k := kn.Value
+		p := join(path, k)
+		if seen[k] {
+			d.errf(kn, p, "given twice; keep one")
+			continue
+		}
+		seen[k] = true
+		if allowed != nil && !contains(allowed, k) {
+			sorted := append([]string(nil), allowed...)
+			sort.Strings(sorted)
+			d.errf(kn, p, "unknown field%s; known fields: %s", suggest(k, allowed), strings.Join(sorted, ", "))
+			continue
+		}
+		out = append(out, field{k, n.Content[i+1], kn})
+	}
+	return out, true
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func (d *decoder) str(n *yaml.Node, path string) (string, bool) {
+	n = d.resolve(n)
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+		d.errf(n, path, "want a string, got %s", kindName(n))
+		return "", false
+	}
+	return n.Value, true
+}
+
+func (d *decoder) name(n *yaml.Node, path, what string) (string, bool) {
+	s, ok := d.str(n, path)
+	if !ok {
+		return "", false
+	}
+	if !nameRE.MatchString(s) {
+		d.errf(n, path, "%s name %q: use letters, digits, _ . - (not starting with a digit)", what, s)
+		return "", false
+	}
+	return s, true
+}
+
+func (d *decoder) boolean(n *yaml.Node, path string) (bool, bool) {
+	n = d.resolve(n)
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!bool" {
+		v, err := strconv.ParseBool(strings.ToLower(n.Value))
+		if err == nil {
+			return v, true
+		}
+	}
+	d.errf(n, path, "want true or false, got %s", kindName(n))
+	return false, false
+}
+
+func (d *decoder) integer(n *yaml.Node, path string, lo, hi int) (int, bool) {
+	n = d.resolve(n)
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!int" {
+		v, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
+		if err == nil && v >= int64(lo) && v <= int64(hi) {
+			return int(v), true
+		}
+		if err == nil || strings.Contains(err.Error(), "range") {
+			d.errf(n, path, "%s is out of range: want %d to %d", n.Value, lo, hi)
+			return 0, false
+		}
+	}
+	d.errf(n, path, "want an integer (%d to %d), got %s", lo, hi, kindName(n))
+	return 0, false
+}
+
+func (d *decoder) number(n *yaml.Node, path string) (Number, bool) {
+	n = d.resolve(n)
+	if n.Kind == yaml.ScalarNode && (n.Tag == "!!int" || n.Tag == "!!float") {
+		v := n.Value
+		switch strings.ToLower(v) {
+		case ".inf", "+.inf":
+			v = "+Inf"
+		case "-.inf":
+			v = "-Inf"
+		case ".nan":
+			v = "NaN"
+		}
+		return Number{Text: v}, true
+	}
+	d.errf(n, path, "want a number, got %s", kindName(n))
+	return Number{}, false
+}
+
+// extents reads a 1–3 element list of integers ≥ lo (an integer alone is a
+// 1-element list).
+func (d *decoder) extents(n *yaml.Node, path string, lo int) ([]int, bool) {
+	n = d.resolve(n)
+	if n.Kind == yaml.ScalarNode {
+		v, ok := d.integer(n, path, lo, 1<<40)
+		return []int{v}, ok
+	}
+	if n.Kind != yaml.SequenceNode || len(n.Content) < 1 || len(n.Content) > 3 {
+		d.errf(n, path, "want a list of 1 to 3 integers ≥ %d ([rows, cols]), got %s", lo, kindName(n))
+		return nil, false
+	}
+	out := make([]int, len(n.Content))
+	ok := true
+	for i, c := range n.Content {
+		v, good := d.integer(c, fmt.Sprintf("%s[%d]", path, i), lo, 1<<40)
+		out[i], ok = v, ok && good
+	}
+	return out, ok
+}
+
+func (d *decoder) list(n *yaml.Node, path string) ([]*yaml.Node, bool) {
+	n = d.resolve(n)
+	if n.Kind != yaml.SequenceNode {
+		d.errf(n, path, "want a list (lines starting with -), got %s", kindName(n))
+		return nil, false
+	}
+	return n.Content, true
+}
+
+// ---- the document ----
+
+func (d *decoder) job(root *yaml.Node) *Job {
+	j := &Job{File: d.file, Version: 1}
+	base := path.Base(strings.ReplaceAll(d.file, "\\", "/"))
+	j.Name = strings.TrimSuffix(base, path.Ext(base))
+	fs, ok := d.fields(root, "", "version", "name", "description", "buffers", "kernels", "steps", "outputs")
+	if !ok {
+		return j
+	}
+	have := map[string]bool{}
+	for _, f := range fs {
+		have[f.key] = true
+		switch f.key {
+		case "version":
+			if v, ok := d.integer(f.node, "version", 1, 1); ok {
+				j.Version = v
+			}
+		case "name":
+			j.Name, _ = d.name(f.node, "name", "job")
+		case "description":
+			j.Description, _ = d.str(f.node, "description")
+		case "buffers":
+			j.Buffers = d.buffers(f.node)
+		case "kernels":
+			j.Kernels = d.kernels(f.node)
+		case "steps":
+			j.Steps = d.steps(f.node, "steps")
+		case "outputs":
+			j.Outputs = d.outputs(f.node)
+		}
+	}
+	for _, req := range []string{"buffers", "steps"} {
+		if !have[req] {
+			d.errf(root, req, "missing; a job needs buffers and steps")
+		}
+	}
+	return j
+}
+
+func (d *decoder) buffers(n *yaml.Node) []*Buffer {
+	fs, ok := d.fields(n, "buffers")
+	if !ok {
+		return nil
+	}
+	var out []*Buffer
+	for _, f := range fs {
+		p := "buffers." + f.key
+		if !nameRE.MatchString(f.key) {
+			d.errf(f.kn, p, "buffer name %q: use letters, digits, _ . - (not starting with a digit)", f.key)
+			continue
+		}
+		b := &Buffer{Name: f.key, Line: f.kn.Line}
+		bf, ok := d.fields(f.node, p, "type", "range", "page_size", "init")
+		if !ok {
+			continue
+		}
+		for _, g := range bf {
+			q := join(p, g.key)
+			switch g.key {
+			case "type":
+				if t, ok := d.str(g.node, q); ok {
+					if _, known := Types[t]; !known {
+						d.errf(g.node, q, "unknown element type %q%s; use one of %s", t, suggest(t, typeNames()), strings.Join(typeNames(), ", "))
+					} else {
+						b.Type = t
+					}
+				}
+			case "range":
+				b.Range, _ = d.extents(g.node, q, 1)
+			case "page_size":
+				b.PageSize, _ = d.extents(g.node, q, 1)
+			case "init":
+				b.Init = d.init(g.node, q)
+			}
+		}
+		if b.Type == "" && !hasKey(bf, "type") {
+			d.errf(f.kn, p+".type", "missing; say the element type (float32, int32, ...)")
+		}
+		if b.Range == nil && !hasKey(bf, "range") {
+			d.errf(f.kn, p+".range", "missing; say the extents ([n] or [rows, cols])")
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+func hasKey(fs []field, k string) bool {
+	for _, f := range fs {
+		if f.key == k {
+			return true
+		}
+	}
+	return false
+}
+
+func typeNames() []string {
+	out := make([]string, 0, len(Types))
+	for t := range Types {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (d *decoder) init(n *yaml.Node, p string) *Init {
+	fs, ok := d.fields(n, p, "value", "file", "format", "kernel", "param", "range", "work_group", "scalars", "local")
+	if !ok {
+		return nil
+	}
+	in := &Init{Line: d.resolve(n).Line}
+	var sources []string
+	var kernelFields []field
+	for _, f := range fs {
+		q := join(p, f.key)
+		switch f.key {
+		case "value":
+			sources = append(sources, "value")
+			if v, ok := d.number(f.node, q); ok {
+				in.Value = &v
+			}
+		case "file":
+			sources = append(sources, "file")
+			in.File, _ = d.str(f.node, q)
+		case "format":
+			if s, ok := d.str(f.node, q); ok {
+				if s != string(FormatRaw) && s != string(FormatNPY) {
+					d.errf(f.node, q, "unknown format %q; use raw or npy", s)
+				}
+				in.Format = Format(s)
+			}
+		case "kernel":
+			sources = append(sources, "kernel")
+			kernelFields = append(kernelFields, f)
+		default:
+			kernelFields = append(kernelFields, f)
+		}
+	}
+	if len(sources) != 1 {
+		d.errf(n, p, "give exactly one of value, file and kernel (got %d)", len(sources))
+	}
+	if in.File != "" && in.Format == "" {
+		in.Format = FormatOf(in.File)
+	}
+	if in.Format != "" && in.File == "" && contains(sources, "file") {
+		d.errf(n, p+".format", "format applies to file only")
+	}
+	if contains(sources, "kernel") {
+		s := &Step{Kind: KernelStep, Line: in.Line, Path: p}
+		for _, f := range kernelFields {
+			d.kernelField(s, f, p)
+		}
+		in.Kernel = s
+	} else {
+		for _, f := range kernelFields {
+			d.errf(f.kn, join(p, f.key), "applies to kernel initialisation only")
+		}
+	}
+	return in
+}
+
+func (d *decoder) kernels(n *yaml.Node) []*KernelDecl {
+	fs, ok := d.fields(n, "kernels")
+	if !ok {
+		return nil
+	}
+	var out []*KernelDecl
+	for _, f := range fs {
+		p := "kernels." + f.key
+		if !nameRE.MatchString(f.key) {
+			d.errf(f.kn, p, "kernel name %q: use letters, digits, _ . -", f.key)
+			continue
+		}
+		k := &KernelDecl{Name: f.key, Entry: f.key, Line: f.kn.Line}
+		kf, ok := d.fields(f.node, p, "ptx", "entry", "params")
+		if !ok {
+			continue
+		}
+		for _, g := range kf {
+			q := join(p, g.key)
+			switch g.key {
+			case "ptx":
+				k.PTX, _ = d.str(g.node, q)
+			case "entry":
+				k.Entry, _ = d.str(g.node, q)
+			case "params":
+				items, _ := d.list(g.node, q)
+				for i, it := range items {
+					k.Params = append(k.Params, d.paramDecl(it, fmt.Sprintf("%s[%d]", q, i)))
+				}
+			}
+		}
+		if k.PTX == "" {
+			d.errf(f.kn, p+".ptx", "missing; name the PTX module file")
+		}
+		if !hasKey(kf, "params") {
+			d.errf(f.kn, p+".params", "missing; declare the parameters after the ND range (an empty list for none)")
+		}
+		out = append(out, k)
+	}
+	return out
+}
+
+func (d *decoder) paramDecl(n *yaml.Node, p string) ParamDecl {
+	pd := ParamDecl{Line: d.resolve(n).Line}
+	fs, ok := d.fields(n, p, "name", "kind", "type", "const")
+	if !ok {
+		return pd
+	}
+	for _, f := range fs {
+		q := join(p, f.key)
+		switch f.key {
+		case "name":
+			pd.Name, _ = d.name(f.node, q, "parameter")
+		case "kind":
+			if s, ok := d.str(f.node, q); ok {
+				switch k := ParamKind(s); k {
+				case ParamPointer, ParamAccessor, ParamRanged, ParamScalar, ParamLocal:
+					pd.Kind = k
+				default:
+					d.errf(f.node, q, "unknown kind %q; use pointer, accessor, ranged, scalar or local", s)
+				}
+			}
+		case "type":
+			if t, ok := d.str(f.node, q); ok {
+				if _, known := Types[t]; !known {
+					d.errf(f.node, q, "unknown type %q%s; use one of %s", t, suggest(t, typeNames()), strings.Join(typeNames(), ", "))
+				}
+				pd.Type = t
+			}
+		case "const":
+			pd.Const, _ = d.boolean(f.node, q)
+		}
+	}
+	if pd.Name == "" && !hasKey(fs, "name") {
+		d.errf(n, p+".name", "missing")
+	}
+	if pd.Kind == "" && !hasKey(fs, "kind") {
+		d.errf(n, p+".kind", "missing; use pointer, accessor, ranged, scalar or local")
+	}
+	if pd.Kind != ParamLocal && pd.Kind != "" && pd.Type == "" && !hasKey(fs, "type") {
+		d.errf(n, p+".type", "missing; say the element or scalar type")
+	}
+	if pd.Kind == ParamLocal && pd.Type != "" {
+		d.errf(n, p+".type", "local memory has no type; its size is given in bytes by the step")
+	}
+	return pd
+}
+
+var stepKinds = []string{"kernel", "fill", "copy", "swap", "repeat"}
+
+func (d *decoder) steps(n *yaml.Node, p string) []*Step {
+	items, ok := d.list(n, p)
+	if !ok {
+		return nil
+	}
+	var out []*Step
+	for i, it := range items {
+		if d.tooBig() {
+			d.errf(it, p, "job file too complex (more than %d YAML nodes with aliases expanded)", maxNodes)
+			return out
+		}
+		if s := d.step(it, fmt.Sprintf("%s[%d]", p, i)); s != nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (d *decoder) step(n *yaml.Node, p string) *Step {
+	fs, ok := d.fields(n, p, "kernel", "fill", "copy", "swap", "repeat", "name", "device",
+		"range", "work_group", "accessors", "scalars", "local", "split")
+	if !ok {
+		return nil
+	}
+	s := &Step{Line: d.resolve(n).Line, Path: p}
+	var kinds []string
+	for _, f := range fs {
+		if contains(stepKinds, f.key) {
+			kinds = append(kinds, f.key)
+		}
+	}
+	if len(kinds) != 1 {
+		d.errf(n, p, "give exactly one of kernel, fill, copy, swap, repeat (got %s)", listOrNone(kinds))
+		return nil
+	}
+	s.Kind = StepKind(kinds[0])
+	for _, f := range fs {
+		q := join(p, f.key)
+		switch f.key {
+		case "name":
+			s.Name, _ = d.str(f.node, q)
+		case "device":
+			s.Device, _ = d.str(f.node, q)
+		case "fill":
+			s.Fill = d.fill(f.node, q)
+		case "copy":
+			s.Copy = d.copyStep(f.node, q)
+		case "swap":
+			s.Swap = d.swap(f.node, q)
+		case "repeat":
+			s.Count, s.Steps = d.repeat(f.node, q)
+		default:
+			if s.Kind != KernelStep {
+				d.errf(f.kn, q, "applies to kernel steps only")
+				continue
+			}
+			d.kernelField(s, f, p)
+		}
+	}
+	return s
+}
+
+func listOrNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
+
+// kernelField reads one field of a kernel step (or kernel init).
+func (d *decoder) kernelField(s *Step, f field, p string) {
+	q := join(p, f.key)
+	switch f.key {
+	case "kernel":
+		s.Kernel, _ = d.name(f.node, q, "kernel")
+	case "range":
+		s.Range, _ = d.extents(f.node, q, 0)
+	case "work_group":
+		s.WorkGroup, _ = d.extents(f.node, q, 1)
+	case "accessors":
+		items, _ := d.list(f.node, q)
+		for i, it := range items {
+			if a := d.accessor(it, fmt.Sprintf("%s[%d]", q, i)); a != nil {
+				s.Accessors = append(s.Accessors, a)
+			}
+		}
+	case "param":
+		// kernel init: the parameter the buffer is passed as
+		name, _ := d.name(f.node, q, "parameter")
+		s.Accessors = append(s.Accessors, &Accessor{Param: name, Line: f.kn.Line, Path: q})
+	case "scalars":
+		fs, _ := d.fields(f.node, q)
+		for _, g := range fs {
+			if v, ok := d.number(g.node, join(q, g.key)); ok {
+				s.Scalars = append(s.Scalars, &Scalar{Param: g.key, Value: v, Line: g.kn.Line})
+			}
+		}
+	case "local":
+		fs, _ := d.fields(f.node, q)
+		for _, g := range fs {
+			if v, ok := d.integer(g.node, join(q, g.key), 1, 1<<30); ok {
+				s.Local = append(s.Local, &LocalMem{Param: g.key, Bytes: v, Line: g.kn.Line})
+			}
+		}
+	case "split":
+		s.Split = d.split(f.node, q)
+	}
+}
+
+func (d *decoder) accessor(n *yaml.Node, p string) *Accessor {
+	fs, ok := d.fields(n, p, "param", "buffer", "mode", "range", "offset", "no_init", "map")
+	if !ok {
+		return nil
+	}
+	a := &Accessor{Line: d.resolve(n).Line, Path: p}
+	for _, f := range fs {
+		q := join(p, f.key)
+		switch f.key {
+		case "param":
+			a.Param, _ = d.name(f.node, q, "parameter")
+		case "buffer":
+			a.Buffer, _ = d.str(f.node, q)
+		case "mode":
+			if s, ok := d.str(f.node, q); ok {
+				switch m := Mode(s); m {
+				case Read, Write, ReadWrite:
+					a.Mode = m
+				default:
+					d.errf(f.node, q, "unknown mode %q%s; use read, write or read_write", s, suggest(s, []string{"read", "write", "read_write"}))
+				}
+			}
+		case "range":
+			a.Range, _ = d.extents(f.node, q, 0)
+		case "offset":
+			a.Offset, _ = d.extents(f.node, q, 0)
+		case "no_init":
+			a.NoInit, _ = d.boolean(f.node, q)
+		case "map":
+			a.Map, a.MapRange = d.rangeMap(f.node, q)
+		}
+	}
+	if !hasKey(fs, "buffer") {
+		d.errf(n, p+".buffer", "missing; name the buffer to access")
+	}
+	if !hasKey(fs, "mode") {
+		d.errf(n, p+".mode", "missing; use read, write or read_write")
+	}
+	return a
+}
+
+// rangeMap reads an accessor's split mapping: one_to_one, all, fixed, or
+// {neighbourhood: k}.
+func (d *decoder) rangeMap(n *yaml.Node, p string) (string, int) {
+	r := d.resolve(n)
+	if r.Kind == yaml.MappingNode {
+		fs, _ := d.fields(r, p, "neighbourhood")
+		for _, f := range fs {
+			k, _ := d.integer(f.node, join(p, f.key), 0, 1<<20)
+			return "neighbourhood", k
+		}
+		d.errf(r, p, "want one_to_one, all, fixed or {neighbourhood: k}")
+		return "", 0
+	}
+	s, ok := d.str(r, p)
+	if !ok {
+		return "", 0
+	}
+	switch s {
+	case "one_to_one", "all", "fixed":
+		return s, 0
+	}
+	d.errf(r, p, "unknown mapping %q; use one_to_one, all, fixed or {neighbourhood: k}", s)
+	return "", 0
+}
+
+func (d *decoder) split(n *yaml.Node, p string) *Split {
+	r := d.resolve(n)
+	sp := &Split{Devices: "all", Line: r.Line}
+	if r.Kind == yaml.ScalarNode && r.Tag == "!!bool" {
+		if v, _ := d.boolean(r, p); !v {
+			return nil
+		}
+		return sp
+	}
+	fs, ok := d.fields(r, p, "dim", "devices")
+	if !ok {
+		return nil
+	}
+	for _, f := range fs {
+		q := join(p, f.key)
+		switch f.key {
+		case "dim":
+			sp.Dim, _ = d.integer(f.node, q, 0, 2)
+		case "devices":
+			v := d.resolve(f.node)
+			if v.Kind == yaml.ScalarNode && v.Value == "all" {
+				sp.Devices = "all"
+			} else if c, ok := d.integer(v, q, 1, 1<<16); ok {
+				sp.Devices = strconv.Itoa(c)
+			}
+		}
+	}
+	return sp
+}
+
+func (d *decoder) region(n *yaml.Node, p string, extra ...string) (Region, []field, bool) {
+	fs, ok := d.fields(n, p, append([]string{"buffer", "range", "offset"}, extra...)...)
+	r := Region{Line: d.resolve(n).Line, Path: p}
+	if !ok {
+		return r, nil, false
+	}
+	var rest []field
+	for _, f := range fs {
+		q := join(p, f.key)
+		switch f.key {
+		case "buffer":
+			r.Buffer, _ = d.str(f.node, q)
+		case "range":
+			r.Range, _ = d.extents(f.node, q, 0)
+		case "offset":
+			r.Offset, _ = d.extents(f.node, q, 0)
+		default:
+			rest = append(rest, f)
+		}
+	}
+	if !hasKey(fs, "buffer") {
+		d.errf(n, p+".buffer", "missing; name the buffer")
+	}
+	return r, rest, true
+}
+
+func (d *decoder) fill(n *yaml.Node, p string) *Fill {
+	r, rest, ok := d.region(n, p, "value")
+	if !ok {
+		return nil
+	}
+	f := &Fill{Region: r}
+	have := false
+	for _, g := range rest {
+		f.Value, have = d.number(g.node, join(p, g.key))
+		have = true
+	}
+	if !have {
+		d.errf(n, p+".value", "missing; say the value to fill with")
+	}
+	return f
+}
+
+func (d *decoder) copyStep(n *yaml.Node, p string) *Copy {
+	fs, ok := d.fields(n, p, "from", "to")
+	if !ok {
+		return nil
+	}
+	c := &Copy{}
+	for _, f := range fs {
+		q := join(p, f.key)
+		r, _, _ := d.region(f.node, q)
+		if f.key == "from" {
+			c.From = r
+		} else {
+			if r.Range != nil {
+				d.errf(f.node, q+".range", "the destination takes the source's extent; give only offset")
+			}
+			c.To = r
+		}
+	}
+	for _, k := range []string{"from", "to"} {
+		if !hasKey(fs, k) {
+			d.errf(n, p+"."+k, "missing; a copy needs from and to")
+		}
+	}
+	return c
+}
+
+func (d *decoder) swap(n *yaml.Node, p string) [2]string {
+	items, ok := d.list(n, p)
+	if !ok {
+		return [2]string{}
+	}
+	if len(items) != 2 {
+		d.errf(n, p, "want two buffer names [a, b], got %d", len(items))
+		return [2]string{}
+	}
+	var out [2]string
+	for i, it := range items {
+		out[i], _ = d.str(it, fmt.Sprintf("%s[%d]", p, i))
+	}
+	return out
+}
+
+func (d *decoder) repeat(n *yaml.Node, p string) (int, []*Step) {
+	fs, ok := d.fields(n, p, "count", "steps")
+	if !ok {
+		return 0, nil
+	}
+	count := 0
+	var steps []*Step
+	for _, f := range fs {
+		q := join(p, f.key)
+		switch f.key {
+		case "count":
+			count, _ = d.integer(f.node, q, 1, 1<<40)
+		case "steps":
+			steps = d.steps(f.node, q)
+		}
+	}
+	if !hasKey(fs, "count") {
+		d.errf(n, p+".count", "missing; say how many times to repeat")
+	}
+	if !hasKey(fs, "steps") {
+		d.errf(n, p+".steps", "missing; list the steps to repeat")
+	}
+	return count, steps
+}
+
+func (d *decoder) outputs(n *yaml.Node) []*Output {
+	items, ok := d.list(n, "outputs")
+	if !ok {
+		return nil
+	}
+	var out []*Output
+	for i, it := range items {
+		p := fmt.Sprintf("outputs[%d]", i)
+		fs, ok := d.fields(it, p, "buffer", "file", "format")
+		if !ok {
+			continue
+		}
+		o := &Output{Line: d.resolve(it).Line, Path: p}
+		for _, f := range fs {
+			q := join(p, f.key)
+			switch f.key {
+			case "buffer":
+				o.Buffer, _ = d.str(f.node, q)
+			case "file":
+				o.File, _ = d.str(f.node, q)
+			case "format":
+				if s, ok := d.str(f.node, q); ok {
+					if s != string(FormatRaw) && s != string(FormatNPY) {
+						d.errf(f.node, q, "unknown format %q; use raw or npy", s)
+					}
+					o.Format = Format(s)
+				}
+			}
+		}
+		for _, k := range []string{"buffer", "file"} {
+			if !hasKey(fs, k) {
+				d.errf(it, p+"."+k, "missing")
+			}
+		}
+		if o.Format == "" {
+			o.Format = FormatOf(o.File)
+		}
+		out = append(out, o)
+	}
+	return out
+}

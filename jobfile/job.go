@@ -1,0 +1,361 @@
+package jobfile
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Job is a parsed, validated job file.
+type Job struct {
+	File    string // the name given to Parse, for messages
+	Version int    // 1
+	Name    string // defaults to the file name without extension
+	// Description is free text.
+	Description string
+	Buffers     []*Buffer // in file order
+	Kernels     []*KernelDecl
+	Steps       []*Step
+	Outputs     []*Output
+}
+
+// Buffer looks a buffer up by name.
+func (j *Job) Buffer(name string) *Buffer {
+	for _, b := range j.Buffers {
+		if b.Name == name {
+			return b
+		}
+	}
+	return nil
+}
+
+// At returns an *Error at line and path of this job, for problems found
+// while running it.
+func (j *Job) At(line int, path string, err error) *Error {
+	return &Error{File: j.File, Line: line, Path: path, Msg: err.Error(), Err: err}
+}
+
+// Types are the element types a buffer may have, with their sizes.
+var Types = map[string]int{
+	"float32": 4, "float64": 8,
+	"int8": 1, "int16": 2, "int32": 4, "int64": 8,
+	"uint8": 1, "uint16": 2, "uint32": 4, "uint64": 8,
+}
+
+// Buffer declares one buffer.
+type Buffer struct {
+	Name     string
+	Type     string // a key of Types
+	Range    []int  // 1–3 extents, dimension 0 slowest
+	PageSize []int  // nil: the runtime's default
+	Init     *Init  // nil: uninitialised (T2)
+	Line     int
+}
+
+// Count is the number of elements.
+func (b *Buffer) Count() int {
+	n := 1
+	for _, e := range b.Range {
+		n *= e
+	}
+	return n
+}
+
+// Bytes is the buffer's size in bytes.
+func (b *Buffer) Bytes() int { return b.Count() * Types[b.Type] }
+
+// Init says where a buffer's initial contents come from: exactly one of
+// Value, File and Kernel is set.
+type Init struct {
+	Value  *Number
+	File   string // path as written (relative to the job file's directory)
+	Format Format // of File
+	Kernel *Step  // a kernel step writing the buffer (no_init)
+	Line   int
+}
+
+// Format is a data file format.
+type Format string
+
+// Data file formats.
+const (
+	FormatRaw Format = "raw" // the elements, little-endian, row-major, nothing else
+	FormatNPY Format = "npy" // NumPy .npy
+)
+
+// FormatOf is the default format of a file name: npy for .npy, raw
+// otherwise.
+func FormatOf(file string) Format {
+	if strings.HasSuffix(strings.ToLower(file), ".npy") {
+		return FormatNPY
+	}
+	return FormatRaw
+}
+
+// Number is a number as written in the job file, converted to a buffer's
+// or parameter's type only when its type is known (so 64-bit integers keep
+// every digit).
+type Number struct {
+	Text string
+}
+
+// Encode returns n as a little-endian value of type typ (a key of Types),
+// or an error that says why it does not fit.
+func (n Number) Encode(typ string) ([]byte, error) {
+	s := strings.ReplaceAll(n.Text, "_", "")
+	switch typ {
+	case "float32", "float64":
+		bits := 64
+		if typ == "float32" {
+			bits = 32
+		}
+		v, err := strconv.ParseFloat(s, bits)
+		if err != nil {
+			if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
+				return nil, fmt.Errorf("%s does not fit in a %s", n.Text, typ)
+			}
+			return nil, fmt.Errorf("%q is not a number", n.Text)
+		}
+		if typ == "float32" {
+			return binary.LittleEndian.AppendUint32(nil, math.Float32bits(float32(v))), nil
+		}
+		return binary.LittleEndian.AppendUint64(nil, math.Float64bits(v)), nil
+	}
+	size, ok := Types[typ]
+	if !ok {
+		return nil, fmt.Errorf("unknown type %q", typ)
+	}
+	out := make([]byte, 8)
+	if strings.HasPrefix(typ, "uint") {
+		v, err := strconv.ParseUint(s, 0, size*8)
+		if err != nil {
+			return nil, fmt.Errorf("%s is not a %s (0 to %d)", n.Text, typ, uint64(math.MaxUint64)>>(64-size*8))
+		}
+		binary.LittleEndian.PutUint64(out, v)
+	} else {
+		v, err := strconv.ParseInt(s, 0, size*8)
+		if err != nil {
+			lim := int64(1) << (size*8 - 1)
+			return nil, fmt.Errorf("%s is not an %s (%d to %d)", n.Text, typ, -lim, lim-1)
+		}
+		binary.LittleEndian.PutUint64(out, uint64(v))
+	}
+	return out[:size], nil
+}
+
+// Mode is an accessor's access mode.
+type Mode string
+
+// Access modes.
+const (
+	Read      Mode = "read"
+	Write     Mode = "write"
+	ReadWrite Mode = "read_write"
+)
+
+// StepKind says what a step does.
+type StepKind string
+
+// Step kinds.
+const (
+	KernelStep StepKind = "kernel" // a named kernel over an ND range
+	FillStep   StepKind = "fill"   // set a region of a buffer to a value
+	CopyStep   StepKind = "copy"   // copy a region of one buffer into another
+	SwapStep   StepKind = "swap"   // exchange two buffer names (host side, no data moves)
+	RepeatStep StepKind = "repeat" // run steps Count times
+)
+
+// Step is one entry of a job's steps.
+type Step struct {
+	Kind StepKind
+	Name string // optional label for traces; defaults to the kernel or kind
+	Line int
+	Path string // steps[2].repeat.steps[0]
+
+	// Device pins the step to a device ("cpu:0", "cuda:1"); "" lets the
+	// runtime choose.
+	Device string
+
+	// KernelStep.
+	Kernel    string
+	Range     []int // nil: the range of the first accessor's region
+	WorkGroup []int // nil: a flat launch
+	Accessors []*Accessor
+	Scalars   []*Scalar
+	Local     []*LocalMem
+	Split     *Split
+
+	// FillStep.
+	Fill *Fill
+	// CopyStep.
+	Copy *Copy
+	// SwapStep: the two buffer names.
+	Swap [2]string
+	// RepeatStep.
+	Count int
+	Steps []*Step
+}
+
+// Label is the step's name for traces and progress: Name, else the kernel,
+// else the kind.
+func (s *Step) Label() string {
+	switch {
+	case s.Name != "":
+		return s.Name
+	case s.Kind == KernelStep:
+		return s.Kernel
+	}
+	return string(s.Kind)
+}
+
+// Accessor is one buffer access of a kernel step, bound to a kernel
+// parameter.
+type Accessor struct {
+	Param  string // the kernel parameter it is passed as (filled in by Parse)
+	Buffer string
+	Mode   Mode
+	Range  []int // nil: the whole buffer (from Offset)
+	Offset []int // nil: zero
+	NoInit bool
+	// Map says how a split chunk maps to the buffer (recorded for the
+	// cluster coordinator; the embedded runtime does not split): one_to_one,
+	// all, fixed, neighbourhood.
+	Map      string
+	MapRange int // neighbourhood width
+	Line     int
+	Path     string
+}
+
+// Scalar is a scalar kernel argument.
+type Scalar struct {
+	Param string
+	Value Number
+	Type  string // filled in by Parse when the kernel declares it
+	Line  int
+}
+
+// LocalMem sizes a local-memory parameter.
+type LocalMem struct {
+	Param string
+	Bytes int
+	Line  int
+}
+
+// Split asks for the step's range to be divided across devices (recorded:
+// the embedded runtime runs the step whole; the coordinator will split).
+type Split struct {
+	Dim     int    // the dimension to cut, default 0
+	Devices string // "all" or a count
+	Line    int
+}
+
+// Region is a part of a buffer.
+type Region struct {
+	Buffer string
+	Range  []int // nil: to the end from Offset
+	Offset []int // nil: zero
+	Line   int
+	Path   string
+}
+
+// Fill sets a region to a value.
+type Fill struct {
+	Region
+	Value Number
+}
+
+// Copy copies a region of one buffer to another of the same type; the
+// destination takes the source region's extent.
+type Copy struct {
+	From, To Region
+}
+
+// Output writes a buffer to a file after the steps.
+type Output struct {
+	Buffer string
+	File   string
+	Format Format
+	Line   int
+	Path   string
+}
+
+// ParamKind is a job-declared kernel parameter's kind.
+type ParamKind string
+
+// Parameter kinds of job-declared kernels.
+const (
+	ParamPointer  ParamKind = "pointer"  // raw accessor: one device pointer
+	ParamAccessor ParamKind = "accessor" // unranged accessor: pointer + buffer range
+	ParamRanged   ParamKind = "ranged"   // ranged accessor: + access offset and range
+	ParamScalar   ParamKind = "scalar"
+	ParamLocal    ParamKind = "local"
+)
+
+// KernelDecl is a kernel the job ships as a PTX module.
+type KernelDecl struct {
+	Name   string
+	PTX    string // path of the module, relative to the job file
+	Entry  string // defaults to Name
+	Params []ParamDecl
+	Line   int
+}
+
+// ParamDecl declares one parameter of a job-declared kernel.
+type ParamDecl struct {
+	Name string
+	Kind ParamKind
+	Type string // element or scalar type; "" for local
+	// Const: a read-only global parameter in constant space.
+	Const bool
+	Line  int
+}
+
+// Walk calls f for every step in execution order, unrolling repeats (f
+// sees the steps inside a repeat Count times and never a RepeatStep). It
+// stops at the first error f returns.
+func (j *Job) Walk(f func(s *Step) error) error { return walk(j.Steps, f) }
+
+func walk(steps []*Step, f func(s *Step) error) error {
+	for _, s := range steps {
+		if s.Kind != RepeatStep {
+			if err := f(s); err != nil {
+				return err
+			}
+			continue
+		}
+		for range s.Count {
+			if err := walk(s.Steps, f); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// CountSteps is the number of steps Walk visits that submit work (kernel,
+// fill, copy), saturating at math.MaxInt.
+func (j *Job) CountSteps() int { return count(j.Steps) }
+
+func count(steps []*Step) int {
+	n := 0
+	for _, s := range steps {
+		c := 1
+		switch s.Kind {
+		case SwapStep:
+			c = 0
+		case RepeatStep:
+			inner := count(s.Steps)
+			if inner != 0 && s.Count > math.MaxInt/inner {
+				return math.MaxInt
+			}
+			c = inner * s.Count
+		}
+		if n > math.MaxInt-c {
+			return math.MaxInt
+		}
+		n += c
+	}
+	return n
+}

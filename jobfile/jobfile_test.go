@@ -1,0 +1,281 @@
+package jobfile
+
+import (
+	"errors"
+	"fmt"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/acpp/acpp/device"
+	"github.com/acpp/acpp/kernels"
+)
+
+var rewrite = flag.Bool("rewrite", false, "rewrite the golden files in testdata/")
+
+func opts(t testing.TB) Options {
+	if err := kernels.Register(); err != nil {
+		t.Fatal(err)
+	}
+	return Options{Kernels: device.Kernels, ParamType: kernels.ParamType}
+}
+
+func exampleFiles(t testing.TB) []string {
+	files, err := filepath.Glob("../examples/jobs/*.yaml")
+	if err != nil || len(files) < 3 {
+		t.Fatalf("example job files: %v %v", files, err)
+	}
+	return files
+}
+
+// TestExamplesParse: the shipped example jobs are valid.
+func TestExamplesParse(t *testing.T) {
+	for _, f := range exampleFiles(t) {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Parse(f, data, opts(t)); err != nil {
+			t.Errorf("Parse(%s):\n%v", f, err)
+		}
+	}
+}
+
+// TestBadJobGolden: a job with many mistakes gets every one reported, each
+// with its line and field, in line order (testdata/bad.golden; regenerate
+// with go test ./jobfile -rewrite and review the diff).
+func TestBadJobGolden(t *testing.T) {
+	data, err := os.ReadFile("testdata/bad.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, perr := Parse("bad.yaml", data, opts(t))
+	if !errors.Is(perr, ErrInvalid) {
+		t.Fatalf("Parse(bad.yaml) = %v, want ErrInvalid", perr)
+	}
+	var es Errors
+	if !errors.As(perr, &es) || len(es) < 20 {
+		t.Fatalf("Parse(bad.yaml) gave %d errors, want every problem (≥ 20)", len(es))
+	}
+	got := perr.Error() + "\n"
+	if *rewrite {
+		os.WriteFile("testdata/bad.golden", []byte(got), 0o644)
+	}
+	want, err := os.ReadFile("testdata/bad.golden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("errors differ from testdata/bad.golden (run with -rewrite and review):\n%s", got)
+	}
+}
+
+const jacobiMin = `
+buffers:
+  grid: {type: float32, range: [8, 8]}
+  next: {type: float32, range: [8, 8]}
+steps:
+  - kernel: jacobi2d
+    accessors:
+      - {buffer: grid, mode: read}
+      - {buffer: next, mode: write}
+`
+
+func TestParseErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     string // substring of the error, with the line
+	}{
+		{"syntax", "buffers: [\n", "t.yaml:1: YAML syntax"},
+		{"empty", "", "t.yaml:1: empty job file"},
+		{"not a mapping", "- 1\n", "t.yaml:1: want a mapping"},
+		{"two documents", jacobiMin + "---\nbuffers: {}\n", "more than one YAML document"},
+		{"missing steps", "buffers: {a: {type: float32, range: 4}}\n", "t.yaml:1: steps: missing"},
+		{"missing type", "buffers: {a: {range: 4}}\nsteps: []\n", "t.yaml:1: buffers.a.type: missing"},
+		{"bad range", "buffers: {a: {type: float32, range: [1, 2, 3, 4]}}\nsteps: []\n", "want a list of 1 to 3 integers"},
+		{"zero extent", "buffers: {a: {type: float32, range: [0]}}\nsteps: []\n", "buffers.a.range[0]: 0 is out of range"},
+		{"version", "version: 2\n" + jacobiMin, "t.yaml:1: version: 2 is out of range"},
+		{"init two sources", "buffers: {a: {type: float32, range: 4, init: {value: 1, file: x.raw}}}\nsteps: []\n", "give exactly one of value, file and kernel"},
+		{"unknown buffer in swap", jacobiMin + "  - swap: [grid, nxt]\n", `t.yaml:10: steps[1].swap[1]: unknown buffer "nxt" (did you mean "next"?) (buffers: grid, next)`},
+		{"accessor too many", strings.Replace(jacobiMin, "mode: write}", "mode: write}\n      - {buffer: next, mode: read}", 1), "this accessor is one too many"},
+		{"duplicate key", "buffers: {a: {type: float32, type: int32, range: 4}}\nsteps: []\n", "buffers.a.type: given twice"},
+		{"alias bomb", aliasBomb(), "too complex"},
+		{"init kernel other buffer param", "buffers: {a: {type: float32, range: 4, init: {kernel: saxpy, param: x, scalars: {a: 1}}}}\nsteps: []\n", `also takes buffer parameter "y"`},
+		{"local without group", "buffers: {a: {type: float32, range: 4}, b: {type: float32, range: 1}}\nsteps:\n- kernel: reduce_sum_f32\n  range: [4]\n  scalars: {n: 4}\n  local: {scratch: 16}\n  accessors: [{buffer: a, mode: read}, {buffer: b, mode: write}]\n", "give work_group"},
+		{"job kernel shadows builtin", "buffers: {}\nkernels: {saxpy: {ptx: s.ptx, params: []}}\nsteps: []\n", `already registered`},
+		{"job kernel param missing kind", "buffers: {}\nkernels: {k: {ptx: s.ptx, params: [{name: x, type: float32}]}}\nsteps: []\n", `kernels.k.params[0].kind: missing`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("t.yaml", []byte(tc.in), opts(t))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Parse = %v\nwant an error containing %q", err, tc.want)
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("error %v does not match ErrInvalid", err)
+			}
+		})
+	}
+}
+
+func aliasBomb() string {
+	var b strings.Builder
+	b.WriteString("buffers: {x: {type: float32, range: 1}, y: {type: float32, range: 1}}\nsteps:\n")
+	b.WriteString("  - &a0 {swap: [x, y]}\n")
+	for i := 1; i < 10; i++ {
+		fmt.Fprintf(&b, "  - &a%d {repeat: {count: 1, steps: [", i)
+		for k := 0; k < 10; k++ {
+			if k > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "*a%d", i-1)
+		}
+		b.WriteString("]}}\n")
+	}
+	return b.String()
+}
+
+// TestParseModel: what Parse builds from a job (defaults filled in).
+func TestParseModel(t *testing.T) {
+	in := `
+name: demo
+buffers:
+  x: {type: float32, range: 16, init: {kernel: fill_f32, scalars: {v: 2}}}
+  y: {type: float32, range: [16], init: {file: y.npy}}
+  r: {type: uint64, range: [2, 2], init: {file: r.bin}}
+steps:
+  - kernel: saxpy
+    range: [16]
+    scalars: {a: 0.5}
+    accessors:
+      - {param: y, buffer: y, mode: read_write, map: one_to_one}
+      - {buffer: x, mode: read, map: {neighbourhood: 2}}
+    split: {dim: 0, devices: 2}
+  - repeat: {count: 3, steps: [{swap: [x, y]}, {fill: {buffer: r, value: 18446744073709551615}}]}
+outputs:
+  - {buffer: y, file: out/y.raw}
+`
+	j, err := Parse("demo.yaml", []byte(in), opts(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Name != "demo" || len(j.Buffers) != 3 || j.Buffers[0].Name != "x" || j.Buffers[2].Name != "r" {
+		t.Fatalf("job = %+v", j)
+	}
+	if got := j.Buffers[0].Range; !reflect.DeepEqual(got, []int{16}) {
+		t.Errorf("range 16 = %v, want [16]", got)
+	}
+	ik := j.Buffers[0].Init.Kernel
+	if ik == nil || ik.Kernel != "fill_f32" || len(ik.Accessors) != 1 || ik.Accessors[0].Param != "out" || !ik.Accessors[0].NoInit || !reflect.DeepEqual(ik.Range, []int{16}) {
+		t.Errorf("init kernel = %+v, want fill_f32 writing x as out over [16]", ik)
+	}
+	if f := j.Buffers[1].Init; f.File != "y.npy" || f.Format != FormatNPY {
+		t.Errorf("init file = %+v, want y.npy as npy", f)
+	}
+	if f := j.Buffers[2].Init; f.Format != FormatRaw {
+		t.Errorf("init r.bin format = %q, want raw", f.Format)
+	}
+	s := j.Steps[0]
+	if s.Accessors[0].Param != "y" || s.Accessors[1].Param != "x" {
+		t.Errorf("accessor params = %q, %q; want y (named), x (first free)", s.Accessors[0].Param, s.Accessors[1].Param)
+	}
+	if s.Accessors[1].Map != "neighbourhood" || s.Accessors[1].MapRange != 2 || s.Split == nil || s.Split.Devices != "2" {
+		t.Errorf("split = %+v, map = %q/%d", s.Split, s.Accessors[1].Map, s.Accessors[1].MapRange)
+	}
+	if s.Scalars[0].Type != "float32" {
+		t.Errorf("scalar a type = %q, want float32 (from kernels.ParamType)", s.Scalars[0].Type)
+	}
+	b, err := j.Steps[1].Steps[1].Fill.Value.Encode("uint64")
+	if err != nil || b[0] != 0xff || b[7] != 0xff {
+		t.Errorf("uint64 max encodes to %x, %v", b, err)
+	}
+	if n := j.CountSteps(); n != 4 {
+		t.Errorf("CountSteps = %d, want 4 (saxpy + 3 fills; swaps submit nothing)", n)
+	}
+	var kinds []StepKind
+	j.Walk(func(s *Step) error { kinds = append(kinds, s.Kind); return nil })
+	if len(kinds) != 7 {
+		t.Errorf("Walk visited %v, want 7 steps (1 + 3×2)", kinds)
+	}
+	if j.Outputs[0].Format != FormatRaw {
+		t.Errorf("output format = %q, want raw", j.Outputs[0].Format)
+	}
+}
+
+// TestJSONJob: JSON is YAML too.
+func TestJSONJob(t *testing.T) {
+	in := `{"buffers": {"x": {"type": "float32", "range": [4]}, "y": {"type": "float32", "range": [4]}},
+ "steps": [{"kernel": "saxpy", "scalars": {"a": 2}, "accessors": [{"buffer": "x", "mode": "read"}, {"buffer": "y", "mode": "read_write"}]}]}`
+	j, err := Parse("j.json", []byte(in), opts(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(j.Steps[0].Range, []int{4}) {
+		t.Errorf("range defaults to %v, want the first accessor's [4]", j.Steps[0].Range)
+	}
+}
+
+func TestNumberEncode(t *testing.T) {
+	for _, tc := range []struct {
+		text, typ string
+		want      []byte
+		err       string
+	}{
+		{"1", "float32", []byte{0, 0, 0x80, 0x3f}, ""},
+		{"-2", "int16", []byte{0xfe, 0xff}, ""},
+		{"0x10", "uint8", []byte{0x10}, ""},
+		{"1_000", "int32", []byte{0xe8, 0x03, 0, 0}, ""},
+		{"256", "uint8", nil, "not a uint8 (0 to 255)"},
+		{"-1", "uint32", nil, "not a uint32"},
+		{"1.5", "int32", nil, "not an int32"},
+		{"1e39", "float32", nil, "does not fit in a float32"},
+		{"+Inf", "float64", []byte{0, 0, 0, 0, 0, 0, 0xf0, 0x7f}, ""},
+	} {
+		got, err := Number{tc.text}.Encode(tc.typ)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("Encode(%s as %s) = %v, want error %q", tc.text, tc.typ, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("Encode(%s as %s) = %x, %v; want %x", tc.text, tc.typ, got, err, tc.want)
+		}
+	}
+}
+
+// FuzzParse: no input makes Parse panic or hang; every error names the
+// file; a job that parses walks without trouble.
+func FuzzParse(f *testing.F) {
+	for _, name := range exampleFiles(f) {
+		data, _ := os.ReadFile(name)
+		f.Add(data)
+	}
+	data, _ := os.ReadFile("testdata/bad.yaml")
+	f.Add(data)
+	f.Add([]byte(jacobiMin))
+	o := opts(f)
+	f.Fuzz(func(t *testing.T, in []byte) {
+		j, err := Parse("f.yaml", in, o)
+		if err != nil {
+			var es Errors
+			if !errors.As(err, &es) || len(es) == 0 {
+				t.Fatalf("Parse error %v is not a non-empty Errors", err)
+			}
+			for _, e := range es {
+				if e.File != "f.yaml" || e.Msg == "" {
+					t.Fatalf("error %+v lacks file or message", e)
+				}
+			}
+			return
+		}
+		if j.CountSteps() < 0 {
+			t.Fatal("negative step count")
+		}
+		for _, s := range j.Steps {
+			_ = s.Label()
+		}
+	})
+}
