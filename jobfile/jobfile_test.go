@@ -2,8 +2,8 @@ package jobfile
 
 import (
 	"errors"
-	"fmt"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"

@@ -3,8 +3,8 @@ package jobfile
 import (
 	"bytes"
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"regexp"
 	"sort"
 	"strconv"
@@ -613,4 +613,3 @@ func signature(name string, params []device.Param, types map[string]string) stri
 	}
 	return name + "(" + strings.Join(parts, ", ") + ")"
 }
-
