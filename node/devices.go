@@ -1,0 +1,206 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/acpp/acpp/cluster"
+	"github.com/acpp/acpp/cpu"
+	"github.com/acpp/acpp/device"
+	"github.com/acpp/acpp/proto"
+)
+
+// deviceFilter is the parsed Config.Devices: kinds and single devices the
+// node exposes. A nil filter exposes everything.
+type deviceFilter struct {
+	kinds map[device.Kind]bool
+	ids   map[device.ID]bool
+}
+
+func parseDeviceFilter(s string) (*deviceFilter, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "all" {
+		return nil, nil
+	}
+	f := &deviceFilter{kinds: map[device.Kind]bool{}, ids: map[device.ID]bool{}}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		kind, idx, hasIdx := strings.Cut(part, ":")
+		k, err := device.ParseKind(kind)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w (the list is like cpu,cuda:0,cuda:2)", part, err)
+		}
+		if !hasIdx {
+			f.kinds[k] = true
+			continue
+		}
+		i, err := strconv.Atoi(idx)
+		if err != nil || i < 0 {
+			return nil, fmt.Errorf("%q: device index %q must be a number >= 0", part, idx)
+		}
+		f.ids[device.ID{Kind: k, Index: i}] = true
+	}
+	return f, nil
+}
+
+func (f *deviceFilter) allows(id device.ID) bool {
+	return f == nil || f.kinds[id.Kind] || f.ids[id]
+}
+
+// memory is one physical memory of the node: the unit of allocation
+// (coherence.MemID). Memory 0 is host memory, allocated by the CPU device;
+// every device that is not host-unified has a memory of its own.
+type memory struct {
+	id    uint32
+	dev   device.Device // allocates it
+	host  bool
+	bytes uint64
+}
+
+// devices is the node's device manager. It is built once by openDevices and
+// read-only afterwards.
+type devices struct {
+	all  []device.Device // every opened device, closed by close
+	list []device.Device // exposed devices, sorted by kind and index
+	byID map[string]device.Device
+	memOf map[string]uint32 // device ID → its memory
+	mems []*memory
+}
+
+func openDevices(ctx context.Context, cfg Config) (*devices, error) {
+	filter, err := parseDeviceFilter(cfg.Devices)
+	if err != nil {
+		return nil, err
+	}
+	d := &devices{byID: map[string]device.Device{}, memOf: map[string]uint32{}}
+	cpus, err := cpu.Open(ctx, device.OpenConfig{Workers: cfg.CPUWorkers})
+	if err != nil {
+		return nil, fmt.Errorf("node: open CPU device: %w", err)
+	}
+	d.all = append(d.all, cpus...)
+	// Host memory is always there, whatever the filter says.
+	d.mems = append(d.mems, &memory{id: 0, dev: cpus[0], host: true})
+	for _, b := range device.Backends() {
+		if b.Kind == device.KindCPU {
+			continue
+		}
+		if filter != nil && !filter.kinds[b.Kind] && !filterHasKind(filter, b.Kind) {
+			continue
+		}
+		devs, err := b.Open(ctx, device.OpenConfig{})
+		if err != nil {
+			d.close()
+			return nil, fmt.Errorf("node: open %s devices: %w", b.Kind, err)
+		}
+		d.all = append(d.all, devs...)
+	}
+	d.all = append(d.all, cfg.ExtraDevices...)
+	for _, dev := range d.all {
+		if filter.allows(dev.Info().ID) {
+			d.list = append(d.list, dev)
+		}
+	}
+	if len(d.list) == 0 {
+		d.close()
+		return nil, fmt.Errorf("node: --devices %q selects none of this machine's devices (%s); list kinds or kind:index", cfg.Devices, d.describeAll())
+	}
+	sort.SliceStable(d.list, func(i, j int) bool {
+		a, b := d.list[i].Info().ID, d.list[j].Info().ID
+		return a.Kind < b.Kind || a.Kind == b.Kind && a.Index < b.Index
+	})
+	for _, dev := range d.list {
+		info := dev.Info()
+		id := info.ID.String()
+		d.byID[id] = dev
+		if info.Caps.HostUnified {
+			d.memOf[id] = 0
+			continue
+		}
+		m := &memory{id: uint32(len(d.mems)), dev: dev, bytes: uint64(max(info.Caps.MemBytes, 0))}
+		d.mems = append(d.mems, m)
+		d.memOf[id] = m.id
+	}
+	return d, nil
+}
+
+func filterHasKind(f *deviceFilter, k device.Kind) bool {
+	for id := range f.ids {
+		if id.Kind == k {
+			return true
+		}
+	}
+	return false
+}
+
+func (d *devices) describeAll() string {
+	var s []string
+	for _, dev := range d.all {
+		s = append(s, dev.Info().ID.String())
+	}
+	return strings.Join(s, ", ")
+}
+
+func (d *devices) mem(id uint32) (*memory, error) {
+	if int(id) >= len(d.mems) {
+		return nil, fmt.Errorf("memory %d does not exist on this node (it has %d; see the inventory)", id, len(d.mems))
+	}
+	return d.mems[id], nil
+}
+
+func (d *devices) close() error {
+	var errs []error
+	for _, dev := range d.all {
+		if err := dev.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close %s: %w", dev.Info().ID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// summary is the compact device list gossiped in the cluster metadata.
+func (d *devices) summary() []cluster.DeviceSummary {
+	byKind := map[device.Kind]*cluster.DeviceSummary{}
+	var kinds []device.Kind
+	for _, dev := range d.list {
+		info := dev.Info()
+		s := byKind[info.ID.Kind]
+		if s == nil {
+			s = &cluster.DeviceSummary{Kind: cluster.DeviceKind(info.ID.Kind), Unified: true}
+			byKind[info.ID.Kind] = s
+			kinds = append(kinds, info.ID.Kind)
+		}
+		s.Count++
+		s.MemBytes += uint64(max(info.Caps.MemBytes, 0))
+		s.Unified = s.Unified && info.Caps.HostUnified
+	}
+	sort.Slice(kinds, func(i, j int) bool { return kinds[i] < kinds[j] })
+	out := make([]cluster.DeviceSummary, 0, len(kinds))
+	for _, k := range kinds {
+		out = append(out, *byKind[k])
+	}
+	return out
+}
+
+func (d *devices) inventory() ([]proto.DeviceInv, []proto.MemoryInv) {
+	var devs []proto.DeviceInv
+	for _, dev := range d.list {
+		info := dev.Info()
+		inv := proto.DeviceInv{
+			ID: info.ID.String(), Name: info.Name, HostUnified: info.Caps.HostUnified,
+			MemBytes: uint64(max(info.Caps.MemBytes, 0)), Queues: info.Caps.Queues, Mem: d.memOf[info.ID.String()],
+		}
+		for _, f := range info.Caps.KernelForms {
+			inv.Forms = append(inv.Forms, f.String())
+		}
+		devs = append(devs, inv)
+	}
+	var mems []proto.MemoryInv
+	for _, m := range d.mems {
+		mems = append(mems, proto.MemoryInv{ID: m.id, Device: m.dev.Info().ID.String(), Host: m.host, Bytes: m.bytes})
+	}
+	return devs, mems
+}

@@ -1,0 +1,488 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/acpp/acpp/cpu"
+	"github.com/acpp/acpp/credentials"
+	"github.com/acpp/acpp/device"
+	"github.com/acpp/acpp/proto"
+)
+
+// start runs an instruction whose dependencies completed. It is called
+// without j.mu held; in is marked stRunning.
+func (j *job) start(in *instr) {
+	if err := j.n.ctx.Err(); err != nil {
+		j.finish(in, fmt.Errorf("%w: %v", errJobClosed, ErrClosed))
+		return
+	}
+	switch in.in.Kind {
+	case proto.InstrAlloc:
+		j.n.goFunc(func() { j.finish(in, j.doAlloc(in)) })
+	case proto.InstrFree:
+		j.n.goFunc(func() { j.finish(in, j.doFree(in)) })
+	case proto.InstrCopy:
+		j.doCopy(in)
+	case proto.InstrFill:
+		j.doFill(in)
+	case proto.InstrLaunch:
+		j.doLaunch(in)
+	case proto.InstrSend, proto.InstrReadBack:
+		j.doSend(in)
+	case proto.InstrRecv, proto.InstrUpload:
+		j.arm(in)
+	default:
+		j.finish(in, fmt.Errorf("instruction kind %v is not implemented by this node", in.in.Kind))
+	}
+}
+
+func elems(r [3]uint64) uint64 { return r[0] * r[1] * r[2] }
+
+func ints(r [3]uint64) [3]int { return [3]int{int(r[0]), int(r[1]), int(r[2])} }
+
+func (j *job) doAlloc(in *instr) error {
+	m, err := j.n.devs.mem(in.in.Mem)
+	if err != nil {
+		return err
+	}
+	bytes := elems(in.in.Range) * uint64(in.in.ElemSize)
+	key := allocKey{in.in.Buffer, in.in.Mem}
+	a := &alloc{key: key, m: m, rng: in.in.Range, elem: in.in.ElemSize, bytes: bytes}
+	j.mu.Lock()
+	if _, ok := j.allocs[key]; ok {
+		j.mu.Unlock()
+		return fmt.Errorf("buffer %d already has an allocation in memory %d; allocations have the full buffer size and are made once (B1)", key.buf, key.mem)
+	}
+	if err := j.reserveLocked(bytes, fmt.Sprintf("allocation of buffer %d in memory %d", key.buf, key.mem)); err != nil {
+		j.mu.Unlock()
+		return err
+	}
+	j.allocs[key] = a // placeholder: users depend on this instruction
+	j.mu.Unlock()
+	mem, err := m.dev.Alloc(device.MemDevice, int(bytes))
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if err != nil {
+		delete(j.allocs, key)
+		j.releaseLocked(bytes)
+		return fmt.Errorf("allocate %d bytes for buffer %d on %s: %w", bytes, key.buf, m.dev.Info().ID, err)
+	}
+	a.mem = mem
+	j.n.met.allocs.Inc()
+	return nil
+}
+
+func (j *job) doFree(in *instr) error {
+	key := allocKey{in.in.Buffer, in.in.Mem}
+	j.mu.Lock()
+	a, ok := j.allocs[key]
+	if !ok || a.mem == nil {
+		j.mu.Unlock()
+		return fmt.Errorf("job %d has no allocation of buffer %d in memory %d to free", j.id, key.buf, key.mem)
+	}
+	delete(j.allocs, key)
+	j.releaseLocked(a.bytes)
+	j.mu.Unlock()
+	j.n.met.allocs.Dec()
+	return a.m.dev.Free(a.mem)
+}
+
+// checkBoxes checks that boxes lie inside the buffer's range.
+func checkBoxes(a *alloc, boxes []proto.Box) error {
+	for i, b := range boxes {
+		for d := range 3 {
+			if b.Hi[d] > a.rng[d] {
+				return fmt.Errorf("%w: box %d %v..%v lies outside buffer %d's range %v", proto.ErrMalformed, i, b.Lo, b.Hi, a.key.buf, a.rng)
+			}
+		}
+	}
+	return nil
+}
+
+func boxSize(b proto.Box) [3]int {
+	return [3]int{int(b.Hi[0] - b.Lo[0]), int(b.Hi[1] - b.Lo[1]), int(b.Hi[2] - b.Lo[2])}
+}
+
+// boxCopies are the copies between an allocation and packed staging memory
+// (the boxes' bytes one after another, each row-major), one per box.
+func boxCopies(a *alloc, boxes []proto.Box, staging *device.Mem, toStaging bool) []device.CopyOp {
+	ops := make([]device.CopyOp, 0, len(boxes))
+	off := 0
+	for _, b := range boxes {
+		sz := boxSize(b)
+		side := device.Region{Mem: a.mem, Extent: ints(a.rng), Origin: ints(b.Lo)}
+		st := device.Region{Mem: staging, Offset: off, Extent: sz}
+		op := device.CopyOp{Src: side, Dst: st, Size: sz, ElemSize: int(a.elem)}
+		if !toStaging {
+			op.Src, op.Dst = st, side
+		}
+		ops = append(ops, op)
+		off += sz[0] * sz[1] * sz[2] * int(a.elem)
+	}
+	return ops
+}
+
+// hostMem wraps Go memory as a device.Mem that every backend can copy from
+// or to (the CPU device's kind of memory).
+func (j *job) hostMem(b []byte) *device.Mem {
+	m := &device.Mem{Device: j.n.devs.mems[0].dev.Info().ID, Kind: device.MemHost, Bytes: len(b), Host: b}
+	if len(b) > 0 {
+		m.Addr = uint64(uintptr(unsafe.Pointer(&b[0])))
+	}
+	return m
+}
+
+// runOps enqueues ops on dev and calls done once, after all of them
+// finished, with the first error.
+func runOps(dev device.Device, ops []device.Op, done func(error)) {
+	if len(ops) == 0 {
+		done(nil)
+		return
+	}
+	var mu sync.Mutex
+	left := len(ops)
+	var first error
+	one := func(n int, err error) {
+		mu.Lock()
+		if err != nil && first == nil {
+			first = err
+		}
+		left -= n
+		last := left == 0
+		mu.Unlock()
+		if last {
+			done(first)
+		}
+	}
+	for i, op := range ops {
+		if err := dev.Enqueue(i, op, func(err error) { one(1, err) }); err != nil {
+			one(len(ops)-i, fmt.Errorf("%s refused the work: %w", dev.Info().ID, err))
+			return
+		}
+	}
+}
+
+func copyOps(cs []device.CopyOp) []device.Op {
+	ops := make([]device.Op, len(cs))
+	for i, c := range cs {
+		ops[i] = c
+	}
+	return ops
+}
+
+func (j *job) doCopy(in *instr) {
+	src, err := j.allocFor(in.in.Buffer, in.in.Mem)
+	if err == nil {
+		var dst *alloc
+		if dst, err = j.allocFor(in.in.Buffer, in.in.DstMem); err == nil {
+			err = checkBoxes(src, in.in.Boxes)
+			if err == nil {
+				dev := j.n.devs.mems[0].dev
+				switch {
+				case !dst.m.host:
+					dev = dst.m.dev
+				case !src.m.host:
+					dev = src.m.dev
+				}
+				ops := make([]device.Op, 0, len(in.in.Boxes))
+				for _, b := range in.in.Boxes {
+					ops = append(ops, device.CopyOp{
+						Src:  device.Region{Mem: src.mem, Extent: ints(src.rng), Origin: ints(b.Lo)},
+						Dst:  device.Region{Mem: dst.mem, Extent: ints(dst.rng), Origin: ints(b.Lo)},
+						Size: boxSize(b), ElemSize: int(src.elem),
+					})
+				}
+				runOps(dev, ops, func(err error) { j.finish(in, err) })
+				return
+			}
+		}
+	}
+	j.finish(in, err)
+}
+
+// boxOffsets lists the contiguous byte runs of box b in the row-major
+// storage of a buffer of range rng, as (offset, length) pairs.
+func boxOffsets(rng [3]uint64, elem uint32, b proto.Box) [][2]int {
+	var out [][2]int
+	run := (b.Hi[2] - b.Lo[2]) * uint64(elem)
+	for z := b.Lo[0]; z < b.Hi[0]; z++ {
+		for y := b.Lo[1]; y < b.Hi[1]; y++ {
+			off := ((z*rng[1]+y)*rng[2] + b.Lo[2]) * uint64(elem)
+			if n := len(out); n > 0 && out[n-1][0]+out[n-1][1] == int(off) {
+				out[n-1][1] += int(run)
+				continue
+			}
+			out = append(out, [2]int{int(off), int(run)})
+		}
+	}
+	return out
+}
+
+func (j *job) doFill(in *instr) {
+	a, err := j.allocFor(in.in.Buffer, in.in.Mem)
+	if err == nil && int(a.elem)%len(in.in.Pattern) != 0 {
+		err = fmt.Errorf("fill pattern of %d bytes does not divide the element size %d", len(in.in.Pattern), a.elem)
+	}
+	if err == nil {
+		err = checkBoxes(a, in.in.Boxes)
+	}
+	if err != nil {
+		j.finish(in, err)
+		return
+	}
+	var ops []device.Op
+	if len(in.in.Boxes) == 0 {
+		ops = append(ops, device.FillOp{Dst: a.mem, Bytes: int(a.bytes), Pattern: in.in.Pattern})
+	}
+	for _, b := range in.in.Boxes {
+		for _, r := range boxOffsets(a.rng, a.elem, b) {
+			ops = append(ops, device.FillOp{Dst: a.mem, Offset: r[0], Bytes: r[1], Pattern: in.in.Pattern})
+		}
+	}
+	runOps(a.m.dev, ops, func(err error) { j.finish(in, err) })
+}
+
+func (j *job) doLaunch(in *instr) {
+	op, dev, err := j.launchOp(in.in.Launch)
+	if err != nil {
+		j.finish(in, err)
+		return
+	}
+	if err := dev.Enqueue(0, op, func(err error) { j.finish(in, err) }); err != nil {
+		j.finish(in, fmt.Errorf("%s refused kernel %q: %w", dev.Info().ID, op.Name, err))
+	}
+}
+
+func (j *job) launchOp(l *proto.Launch) (device.LaunchOp, device.Device, error) {
+	var op device.LaunchOp
+	dev, ok := j.n.devs.byID[l.Device]
+	if !ok {
+		return op, nil, fmt.Errorf("this node has no device %q (see its inventory)", l.Device)
+	}
+	k, err := device.Kernels.Lookup(l.Kernel)
+	if err != nil {
+		return op, nil, fmt.Errorf("%w on node %s", err, j.n.cfg.Name)
+	}
+	memID := j.n.devs.memOf[l.Device]
+	args := make([]device.Arg, len(l.Args))
+	for i, ka := range l.Args {
+		a := device.Arg{
+			Kind: device.ArgKind(ka.Kind), Space: device.AddrSpace(ka.Space), Offset: int(ka.Offset), ElemSize: int(ka.ElemSize),
+			Range: ints(ka.Range), AccessOffset: ints(ka.AccessOffset), AccessRange: ints(ka.AccessRange),
+			ReadOnly: ka.ReadOnly, LocalBytes: int(ka.LocalBytes), Scalar: ka.Scalar,
+		}
+		switch a.Kind {
+		case device.ArgPointer, device.ArgAccessor, device.ArgRangedAccessor:
+			if ka.Mem != memID {
+				return op, nil, fmt.Errorf("kernel %q argument %d: buffer %d in memory %d, but %s uses memory %d; copy the pages there first", l.Kernel, i, ka.Buffer, ka.Mem, l.Device, memID)
+			}
+			al, err := j.allocFor(ka.Buffer, ka.Mem)
+			if err != nil {
+				return op, nil, fmt.Errorf("kernel %q argument %d: %w", l.Kernel, i, err)
+			}
+			if ka.Offset > al.bytes {
+				return op, nil, fmt.Errorf("kernel %q argument %d: offset %d beyond the allocation's %d bytes", l.Kernel, i, ka.Offset, al.bytes)
+			}
+			a.Mem = al.mem
+			if a.Space == 0 {
+				a.Space = al.mem.Space()
+			}
+		case device.ArgScalar:
+			if a.Space == 0 {
+				a.Space = device.Private
+			}
+		case device.ArgLocal:
+			if a.Space == 0 {
+				a.Space = device.Local
+			}
+		}
+		args[i] = a
+	}
+	args, err = device.ValidateArgs(k, args, dev.Info().Caps.LocalMemBytes)
+	if err != nil {
+		return op, nil, err
+	}
+	r := device.NDRange{Global: ints(l.Global), Local: ints(l.Local), Offset: ints(l.Offset)}
+	return device.LaunchOp{Name: l.Kernel, Kernel: k, Range: r, Args: args}, dev, nil
+}
+
+// doSend sends pages to a peer node (Send) or to the job's client
+// (ReadBack).
+func (j *job) doSend(in *instr) {
+	a, err := j.allocFor(in.in.Buffer, in.in.Mem)
+	if err == nil {
+		err = checkBoxes(a, in.in.Boxes)
+	}
+	if err == nil && in.in.Kind == proto.InstrSend {
+		if how, gone := j.n.peerGone(in.in.Peer); gone {
+			err = &NodeLostError{Node: in.in.Peer, How: how, Buffer: in.in.Buffer, Boxes: in.in.Boxes}
+		}
+	}
+	if err != nil {
+		j.finish(in, err)
+		return
+	}
+	ctx, cancel := context.WithCancelCause(j.ctx)
+	j.mu.Lock()
+	if in.finished() { // failed meanwhile (peer lost, job closed)
+		j.mu.Unlock()
+		cancel(nil)
+		return
+	}
+	in.cancel = cancel
+	j.mu.Unlock()
+	peer, label := credentials.Node(in.in.Peer), in.in.Peer
+	hdr := proto.PageHeader{Job: j.id, Buffer: in.in.Buffer, Mem: in.in.PeerMem, ElemSize: a.elem, Boxes: in.in.Boxes}
+	if in.in.Kind == proto.InstrReadBack {
+		peer, label = j.owner, "client"
+		hdr.Mem = in.in.Ticket
+	}
+	j.n.goFunc(func() {
+		err := j.send(ctx, a, peer, &hdr)
+		if err != nil {
+			var nl *NodeLostError
+			if cause := context.Cause(ctx); errors.As(cause, &nl) {
+				err = cause
+			} else if cause := context.Cause(j.ctx); cause != nil {
+				err = fmt.Errorf("%w: %v", errJobClosed, cause)
+			}
+		} else {
+			total, _ := hdr.Validate(0)
+			j.n.met.bytes.WithLabelValues("sent", label).Add(float64(total))
+			j.n.met.boxes.WithLabelValues("sent", label).Add(float64(len(hdr.Boxes)))
+			j.n.met.transfers.WithLabelValues("sent", label).Inc()
+		}
+		j.finish(in, err)
+	})
+}
+
+func (j *job) send(ctx context.Context, a *alloc, peer credentials.Identity, hdr *proto.PageHeader) error {
+	total, err := hdr.Validate(0)
+	if err != nil {
+		return err
+	}
+	var runs [][]byte
+	if a.mem.Host != nil {
+		for _, b := range hdr.Boxes {
+			if runs, err = proto.AppendBoxRuns(runs, a.mem.Host, a.rng, a.elem, b); err != nil {
+				return err
+			}
+		}
+	} else {
+		// Device memory without a host view: copy the boxes out into
+		// packed host memory first.
+		j.mu.Lock()
+		err := j.reserveLocked(total, "send staging")
+		j.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		defer func() {
+			j.mu.Lock()
+			j.releaseLocked(total)
+			j.mu.Unlock()
+		}()
+		staging := cpu.AllocHost(int(total))
+		done := make(chan error, 1)
+		runOps(a.m.dev, copyOps(boxCopies(a, hdr.Boxes, j.hostMem(staging), true)), func(err error) { done <- err })
+		if err := <-done; err != nil { // device ops always finish; never abandon staging they write
+			return fmt.Errorf("copy pages out of %s: %w", a.m.dev.Info().ID, err)
+		}
+		runs = [][]byte{staging}
+	}
+	return j.n.tr.SendPages(ctx, peer, hdr, runs)
+}
+
+// arm makes a Recv or Upload wait for its pages, or applies pages that
+// arrived before it was ready.
+func (j *job) arm(in *instr) {
+	a, err := j.allocFor(in.in.Buffer, in.in.Mem)
+	if err == nil {
+		err = checkBoxes(a, in.in.Boxes)
+	}
+	if err == nil && in.in.Kind == proto.InstrRecv {
+		if how, gone := j.n.peerGone(in.in.Peer); gone {
+			err = &NodeLostError{Node: in.in.Peer, How: how, Buffer: in.in.Buffer, Boxes: in.in.Boxes}
+		}
+	}
+	if err != nil {
+		j.finish(in, err)
+		return
+	}
+	j.mu.Lock()
+	if in.finished() {
+		j.mu.Unlock()
+		return
+	}
+	in.state = stArmed
+	j.running--
+	for i, arr := range j.early {
+		if arr.claim != nil || !matches(in, arr.from, &arr.hdr) {
+			continue
+		}
+		arr.claim, in.claimed, in.state = in, true, stRunning
+		j.running++
+		if !arr.landed {
+			j.mu.Unlock()
+			return // applied when it lands
+		}
+		j.early = append(j.early[:i:i], j.early[i+1:]...)
+		j.mu.Unlock()
+		j.apply(in, a, arr.data)
+		return
+	}
+	free := j.freeIfIdleLocked()
+	j.mu.Unlock()
+	free()
+}
+
+// matches reports whether pages described by h from peer ("" for the
+// job's client) are the ones in waits for.
+func matches(in *instr, peer string, h *proto.PageHeader) bool {
+	if in.in.Buffer != h.Buffer || in.in.Mem != h.Mem || len(in.in.Boxes) != len(h.Boxes) {
+		return false
+	}
+	if peer == "" && in.in.Kind != proto.InstrUpload || peer != "" && (in.in.Kind != proto.InstrRecv || in.in.Peer != peer) {
+		return false
+	}
+	for i := range h.Boxes {
+		if in.in.Boxes[i] != h.Boxes[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// apply copies staged, packed pages into the allocation and finishes in.
+// The staged bytes were reserved against the limits; apply releases them.
+func (j *job) apply(in *instr, a *alloc, data []byte) {
+	release := func() {
+		j.mu.Lock()
+		j.releaseLocked(uint64(len(data)))
+		j.mu.Unlock()
+	}
+	if a.mem.Host != nil {
+		off := 0
+		var runs [][]byte
+		var err error
+		for _, b := range in.in.Boxes {
+			if runs, err = proto.AppendBoxRuns(runs[:0], a.mem.Host, a.rng, a.elem, b); err != nil {
+				break
+			}
+			for _, r := range runs {
+				off += copy(r, data[off:])
+			}
+		}
+		release()
+		j.finish(in, err)
+		return
+	}
+	runOps(a.m.dev, copyOps(boxCopies(a, in.in.Boxes, j.hostMem(data), false)), func(err error) {
+		release()
+		j.finish(in, err)
+	})
+}

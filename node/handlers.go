@@ -1,0 +1,213 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/acpp/acpp/credentials"
+	"github.com/acpp/acpp/proto"
+	"github.com/acpp/acpp/transport"
+)
+
+func (n *Node) registerHandlers() {
+	transport.HandleFunc(n.tr, proto.MsgJobOpen, n.handleOpen)
+	transport.HandleFunc(n.tr, proto.MsgJobRenew, func(_ context.Context, from credentials.Identity, req *proto.JobRef) (*proto.JobOpened, error) {
+		j, err := n.jobFor(from, req.Job)
+		if err != nil {
+			return nil, err
+		}
+		j.touch()
+		return &proto.JobOpened{Lease: int64(j.lease), MaxBytes: j.maxBytes, Node: n.cfg.Name}, nil
+	})
+	transport.HandleFunc(n.tr, proto.MsgJobClose, func(_ context.Context, from credentials.Identity, req *proto.JobRef) (*proto.JobClosed, error) {
+		j, err := n.jobFor(from, req.Job)
+		if err != nil {
+			return nil, err
+		}
+		freed := n.closeJob(j, fmt.Errorf("job %d closed by its client", j.id))
+		return &proto.JobClosed{Freed: freed}, nil
+	})
+	transport.HandleFunc(n.tr, proto.MsgSubmit, func(_ context.Context, from credentials.Identity, req *proto.Submit) (*proto.Submitted, error) {
+		j, err := n.jobFor(from, req.Job)
+		if err != nil {
+			return nil, err
+		}
+		if n.draining.Load() {
+			return nil, reply(proto.CodeDraining, "node %s is shutting down and takes no new instructions; schedule on another node", n.cfg.Name)
+		}
+		j.touch()
+		pending, err := j.submit(req.Instrs)
+		if err != nil {
+			return nil, err
+		}
+		return &proto.Submitted{Pending: pending}, nil
+	})
+	transport.HandleFunc(n.tr, proto.MsgWait, n.handleWait)
+	transport.HandleFunc(n.tr, proto.MsgEvents, n.handleEvents)
+	transport.HandleFunc(n.tr, proto.MsgInventory, func(context.Context, credentials.Identity, *struct{}) (*proto.Inventory, error) {
+		return n.Inventory(), nil
+	})
+	n.tr.HandlePages(n.onPages)
+}
+
+func (n *Node) handleOpen(_ context.Context, from credentials.Identity, req *proto.JobOpen) (*proto.JobOpened, error) {
+	if from.Role != proto.RoleClient {
+		return nil, reply(proto.CodeNotOwner, "%s is not a client; only clients open jobs", from)
+	}
+	if n.draining.Load() {
+		return nil, reply(proto.CodeDraining, "node %s is shutting down and takes no new jobs; use another node", n.cfg.Name)
+	}
+	if req.Job == 0 {
+		return nil, reply(proto.CodeBadInstr, "job ID 0 is reserved; pick a random non-zero ID")
+	}
+	lease := time.Duration(req.Lease)
+	if lease <= 0 {
+		lease = n.cfg.JobLease
+	}
+	lease = min(lease, n.cfg.MaxJobLease)
+	limit := n.cfg.MaxJobBytes
+	if req.MaxBytes != 0 && (limit == 0 || req.MaxBytes < limit) {
+		limit = req.MaxBytes
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return nil, reply(proto.CodeDraining, "node %s is closed", n.cfg.Name)
+	}
+	if j, ok := n.jobs[req.Job]; ok {
+		if j.owner.Name != from.Name {
+			return nil, reply(proto.CodeNotOwner, "job %d is in use by another client; pick another job ID", req.Job)
+		}
+		j.touch()
+		return &proto.JobOpened{Lease: int64(j.lease), MaxBytes: j.maxBytes, Node: n.cfg.Name}, nil
+	}
+	j := newJob(n, req.Job, from, lease, limit)
+	n.jobs[req.Job] = j
+	n.met.jobs.Set(float64(len(n.jobs)))
+	n.log.Info("job opened", "job", req.Job, "client", from.Name, "lease", lease, "max_bytes", limit)
+	return &proto.JobOpened{Lease: int64(lease), MaxBytes: limit, Node: n.cfg.Name}, nil
+}
+
+// jobFor returns the job if from owns it.
+func (n *Node) jobFor(from credentials.Identity, id uint64) (*job, error) {
+	n.mu.Lock()
+	j := n.jobs[id]
+	n.mu.Unlock()
+	if j == nil {
+		return nil, reply(proto.CodeNoJob, "job %d is not open on node %s (never opened, closed, or its lease expired)", id, n.cfg.Name)
+	}
+	if from.Role != proto.RoleClient || from.Name != j.owner.Name {
+		return nil, reply(proto.CodeNotOwner, "job %d belongs to another client; %s may not use it", id, from)
+	}
+	return j, nil
+}
+
+// closeJob removes j and closes it; it returns the bytes it held.
+func (n *Node) closeJob(j *job, cause error) uint64 {
+	n.mu.Lock()
+	if n.jobs[j.id] == j {
+		delete(n.jobs, j.id)
+	}
+	n.met.jobs.Set(float64(len(n.jobs)))
+	n.mu.Unlock()
+	freed := j.close(cause)
+	n.log.Info("job closed", "job", j.id, "freed_bytes", freed, "cause", cause)
+	return freed
+}
+
+// pollUntil is how long a long poll may wait: until shortly before the
+// caller's deadline, at most 30 s.
+func pollUntil(ctx context.Context) time.Time {
+	limit := time.Now().Add(30 * time.Second)
+	if dl, ok := ctx.Deadline(); ok {
+		margin := min(time.Until(dl)/10, 200*time.Millisecond)
+		if t := dl.Add(-margin); t.Before(limit) {
+			limit = t
+		}
+	}
+	return limit
+}
+
+func (n *Node) handleWait(ctx context.Context, from credentials.Identity, req *proto.Wait) (*proto.WaitResult, error) {
+	j, err := n.jobFor(from, req.Job)
+	if err != nil {
+		return nil, err
+	}
+	j.touch()
+	timer := time.NewTimer(time.Until(pollUntil(ctx)))
+	defer timer.Stop()
+	for {
+		r, done, changed, err := j.waitResult(req.IDs)
+		if err != nil || done {
+			return &r, err
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return &r, nil
+		case <-ctx.Done():
+			return &r, nil
+		}
+	}
+}
+
+func (n *Node) handleEvents(ctx context.Context, from credentials.Identity, req *proto.EventsRequest) (*proto.EventsReply, error) {
+	j, err := n.jobFor(from, req.Job)
+	if err != nil {
+		return nil, err
+	}
+	j.touch()
+	limit := req.Max
+	if limit <= 0 || limit > 1024 {
+		limit = 1024
+	}
+	timer := time.NewTimer(time.Until(pollUntil(ctx)))
+	defer timer.Stop()
+	for {
+		evs, changed := j.eventsAfter(req.After, limit)
+		if len(evs) > 0 {
+			return &proto.EventsReply{Events: evs}, nil
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return &proto.EventsReply{}, nil
+		case <-ctx.Done():
+			return &proto.EventsReply{}, nil
+		}
+	}
+}
+
+func (n *Node) startHTTP() error {
+	ln, err := net.Listen("tcp", n.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("node: metrics/health address %s: %w (is the port in use?)", n.cfg.HTTPAddr, err)
+	}
+	n.hln = ln
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(n.met.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		switch {
+		case !n.ready.Load():
+			http.Error(w, "starting or stopped", http.StatusServiceUnavailable)
+		case n.draining.Load():
+			http.Error(w, "draining", http.StatusServiceUnavailable)
+		default:
+			fmt.Fprintf(w, "ok %s members=%d jobs=%d\n", n.cfg.Name, len(n.cl.Members().Alive()), n.Jobs())
+		}
+	})
+	n.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		if err := n.http.Serve(ln); err != nil && err != http.ErrServerClosed {
+			n.log.Error("metrics server stopped", "error", err)
+		}
+	}()
+	return nil
+}

@@ -1,0 +1,60 @@
+package node
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics are the node's Prometheus metrics, in a registry of its own
+// (several nodes can run in one test process).
+type metrics struct {
+	reg        *prometheus.Registry
+	bytes      *prometheus.CounterVec
+	boxes      *prometheus.CounterVec
+	transfers  *prometheus.CounterVec
+	instrs     *prometheus.CounterVec
+	pending    prometheus.Gauge
+	allocs     prometheus.Gauge
+	allocBytes prometheus.Gauge
+	jobs       prometheus.Gauge
+	members    prometheus.Gauge
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "acpp_node_page_bytes_total", Help: "Page payload bytes moved, by direction (sent, received) and peer (node name, or client).",
+		}, []string{"direction", "peer"}),
+		boxes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "acpp_node_page_boxes_total", Help: "Page boxes moved, by direction and peer.",
+		}, []string{"direction", "peer"}),
+		transfers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "acpp_node_page_transfers_total", Help: "Completed page transfers, by direction and peer.",
+		}, []string{"direction", "peer"}),
+		instrs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "acpp_node_instructions_total", Help: "Finished instructions, by kind and outcome (ok, failed, dep_failed, node_lost, memory_limit, job_closed).",
+		}, []string{"kind", "outcome"}),
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "acpp_node_queue_depth", Help: "Instructions submitted and not yet finished, over all jobs.",
+		}),
+		allocs: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "acpp_node_allocations", Help: "Buffer allocations held by jobs.",
+		}),
+		allocBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "acpp_node_allocated_bytes", Help: "Bytes held by jobs: allocations and page staging.",
+		}),
+		jobs: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "acpp_node_jobs", Help: "Open jobs.",
+		}),
+		members: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "acpp_node_cluster_members", Help: "Alive cluster members as this node sees them.",
+		}),
+	}
+	m.reg.MustRegister(m.bytes, m.boxes, m.transfers, m.instrs, m.pending, m.allocs, m.allocBytes, m.jobs, m.members,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Metrics is the node's metrics registry (what /metrics serves).
+func (n *Node) Metrics() prometheus.Gatherer { return n.met.reg }

@@ -1,0 +1,470 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/acpp/acpp/cluster"
+	"github.com/acpp/acpp/credentials"
+	"github.com/acpp/acpp/device"
+	"github.com/acpp/acpp/proto"
+	"github.com/acpp/acpp/transport"
+)
+
+// Software is what the node announces in handshakes.
+const Software = "acpp-node"
+
+// Node is a running agent. Start it with Start, stop it with Drain and
+// Close (or use Run, which does all three).
+type Node struct {
+	cfg  Config
+	log  *slog.Logger
+	devs *devices
+	tr   *transport.Transport
+	cl   *cluster.Cluster
+	sub  *cluster.Subscription
+	met  *metrics
+	http *http.Server
+	hln  net.Listener
+
+	// ctx is cancelled by Close; every goroutine the node starts derives
+	// from it and is counted in wg.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	wg     sync.WaitGroup
+
+	// clp is cl, for the transport's callbacks, which may run before the
+	// cluster has started.
+	clp atomic.Pointer[cluster.Cluster]
+
+	allocated atomic.Uint64 // bytes held by all jobs (allocations and staging)
+	draining  atomic.Bool
+	ready     atomic.Bool
+
+	mu     sync.Mutex // guards jobs and closed
+	jobs   map[uint64]*job
+	closed bool
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Run starts a node, serves until ctx is done, then drains (finishing or
+// failing running instructions within Config.DrainTimeout), leaves the
+// cluster and closes. It returns nil after a clean drain.
+func Run(ctx context.Context, cfg Config) error {
+	n, err := Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	n.log.Info("draining", "cause", context.Cause(ctx))
+	dctx, cancel := context.WithTimeout(context.Background(), n.cfg.DrainTimeout+5*time.Second)
+	defer cancel()
+	derr := n.Drain(dctx)
+	cerr := n.Close()
+	return errors.Join(derr, cerr)
+}
+
+// Start opens the devices, the QUIC listener, the HTTP endpoint and joins
+// the cluster. ctx bounds the start only.
+func Start(ctx context.Context, cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.Name), jobs: map[uint64]*job{}}
+	n.ctx, n.cancel = context.WithCancelCause(context.Background())
+	ok := false
+	defer func() {
+		if !ok {
+			n.Close()
+		}
+	}()
+	creds, keys, err := loadSecrets(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if n.devs, err = openDevices(ctx, cfg); err != nil {
+		return nil, err
+	}
+	n.met = newMetrics()
+	n.tr, err = transport.Start(transport.Config{
+		Credentials: creds,
+		ListenAddr:  cfg.QUICAddr,
+		Resolve:     n.resolve,
+		Authorize:   n.authorize,
+		Software:    Software,
+		Logger:      cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	n.registerHandlers()
+
+	cc := cfg.Cluster
+	cc.Name = cfg.Name
+	if creds.Identity.Cluster != "" {
+		cc.ClusterName = creds.Identity.Cluster
+	}
+	cc.GossipKeys = keys
+	cc.QUICAddr = advertised(n.tr.Addr(), cfg)
+	cc.ProtocolVersion = proto.Version
+	cc.Devices = n.devs.summary()
+	cc.Join = cfg.Join
+	cc.Logger = cfg.Logger
+	if cfg.GossipAddr != "" {
+		host, port, _ := net.SplitHostPort(cfg.GossipAddr)
+		cc.BindAddr = host
+		if _, err := fmt.Sscan(port, &cc.BindPort); err != nil {
+			return nil, fmt.Errorf("%w: GossipAddr port %q: %v", ErrInvalidConfig, port, err)
+		}
+	}
+	if cfg.AdvertiseAddr != "" {
+		cc.AdvertiseAddr = cfg.AdvertiseAddr
+	}
+	if n.cl, err = cluster.Start(ctx, cc); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	n.clp.Store(n.cl)
+	n.sub = n.cl.Subscribe()
+	n.met.members.Set(float64(len(n.sub.Snapshot().Alive())))
+	n.wg.Add(2)
+	go n.watchMembers()
+	go n.reapLeases()
+	if cfg.HTTPAddr != "" {
+		if err := n.startHTTP(); err != nil {
+			return nil, err
+		}
+	}
+	n.ready.Store(true)
+	n.log.Info("node started", "quic", cc.QUICAddr, "gossip", n.cl.Addr().String(), "devices", len(n.devs.list), "memories", len(n.devs.mems))
+	ok = true
+	return n, nil
+}
+
+func loadSecrets(cfg Config) (*credentials.Credentials, [][]byte, error) {
+	creds, keys := cfg.Credentials, cfg.GossipKeys
+	var err error
+	if creds == nil {
+		if creds, err = credentials.LoadNode(cfg.CredentialsDir, cfg.Name); err != nil {
+			return nil, nil, fmt.Errorf("node: load credentials of node %q from %s: %w (issue them with `acpp-node credentials node %s`)", cfg.Name, cfg.CredentialsDir, err, cfg.Name)
+		}
+	}
+	if len(keys) == 0 {
+		k, err := credentials.LoadGossipKey(filepath.Join(cfg.CredentialsDir, credentials.GossipKeyFile))
+		if err != nil {
+			return nil, nil, fmt.Errorf("node: load gossip key: %w (create it with `acpp-node credentials init`)", err)
+		}
+		keys = [][]byte{k}
+	}
+	if creds.Identity.Name != cfg.Name {
+		return nil, nil, fmt.Errorf("%w: the certificate is that of %s, the node is named %q", ErrInvalidConfig, creds.Identity, cfg.Name)
+	}
+	return creds, keys, nil
+}
+
+// advertised is the QUIC address peers dial: the bound one, with an
+// unspecified host replaced by something routable.
+func advertised(a net.Addr, cfg Config) string {
+	ua, ok := a.(*net.UDPAddr)
+	if !ok {
+		return a.String()
+	}
+	port := fmt.Sprint(ua.Port)
+	if !ua.IP.IsUnspecified() {
+		return net.JoinHostPort(ua.IP.String(), port)
+	}
+	if cfg.AdvertiseAddr != "" {
+		return net.JoinHostPort(cfg.AdvertiseAddr, port)
+	}
+	if h, _, err := net.SplitHostPort(cfg.GossipAddr); err == nil && h != "" && !net.ParseIP(h).IsUnspecified() {
+		return net.JoinHostPort(h, port)
+	}
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, ad := range addrs {
+			if ipn, ok := ad.(*net.IPNet); ok && ipn.IP.To4() != nil && ipn.IP.IsPrivate() {
+				return net.JoinHostPort(ipn.IP.String(), port)
+			}
+		}
+	}
+	return net.JoinHostPort("127.0.0.1", port)
+}
+
+// Name is the node's name.
+func (n *Node) Name() string { return n.cfg.Name }
+
+// QUICAddr is the address clients dial.
+func (n *Node) QUICAddr() string { return n.cl.LocalMeta().QUICAddr }
+
+// GossipAddr is the address other nodes join.
+func (n *Node) GossipAddr() string { return n.cl.Addr().String() }
+
+// HTTPAddr is the bound address of the metrics and health endpoint ("" if
+// none).
+func (n *Node) HTTPAddr() string {
+	if n.hln == nil {
+		return ""
+	}
+	return n.hln.Addr().String()
+}
+
+// Cluster is the node's membership.
+func (n *Node) Cluster() *cluster.Cluster { return n.cl }
+
+// Jobs is the number of open jobs.
+func (n *Node) Jobs() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.jobs)
+}
+
+// Allocated is the number of bytes jobs hold on this node.
+func (n *Node) Allocated() uint64 { return n.allocated.Load() }
+
+func (n *Node) resolve(_ context.Context, name string) (string, error) {
+	cl := n.clp.Load()
+	if cl == nil {
+		return "", fmt.Errorf("node %s: membership not started yet", n.cfg.Name)
+	}
+	m, ok := cl.Member(name)
+	if !ok || !m.Usable() || m.Meta.QUICAddr == "" {
+		return "", fmt.Errorf("node %s is not a live member of the cluster", name)
+	}
+	return m.Meta.QUICAddr, nil
+}
+
+// authorize admits clients holding a certificate of the cluster CA and
+// nodes that are live members (C6). A node that has just joined may not
+// have reached this member's view yet: wait for it a little.
+func (n *Node) authorize(ctx context.Context, peer credentials.Identity) error {
+	if peer.Role == proto.RoleClient {
+		return nil
+	}
+	if peer.Role != proto.RoleNode {
+		return fmt.Errorf("unknown role %q", peer.Role)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		if cl := n.clp.Load(); cl != nil {
+			if m, ok := cl.Member(peer.Name); ok && m.State == cluster.StateAlive {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("node %s is not a member of this cluster (join it with the cluster's gossip key first)", peer.Name)
+		}
+		select {
+		case <-ctx.Done():
+		case <-n.ctx.Done():
+			return ErrClosed
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// peerGone reports whether peer is known to have failed or left, and how.
+func (n *Node) peerGone(name string) (string, bool) {
+	m, ok := n.cl.Member(name)
+	if !ok {
+		return "is not a member of the cluster", true
+	}
+	switch m.State {
+	case cluster.StateFailed:
+		return "failed", true
+	case cluster.StateLeft:
+		return "left", true
+	}
+	return "", false
+}
+
+func (n *Node) watchMembers() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case ev, ok := <-n.sub.Events():
+			if !ok {
+				return
+			}
+			switch ev.Type {
+			case cluster.EventFail:
+				n.peerLost(ev.Member.Name, "failed")
+			case cluster.EventLeave:
+				n.peerLost(ev.Member.Name, "left")
+			case cluster.EventResync:
+				for _, m := range ev.Snapshot.Members {
+					if m.State == cluster.StateFailed {
+						n.peerLost(m.Name, "failed")
+					} else if m.State == cluster.StateLeft {
+						n.peerLost(m.Name, "left")
+					}
+				}
+			}
+			n.met.members.Set(float64(len(n.cl.Members().Alive())))
+		}
+	}
+}
+
+func (n *Node) peerLost(name, how string) {
+	if name == n.cfg.Name {
+		return
+	}
+	n.log.Warn("peer lost: failing instructions that wait on it", "peer", name, "how", how)
+	for _, j := range n.jobList() {
+		j.peerLost(name, how)
+	}
+}
+
+func (n *Node) jobList() []*job {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make([]*job, 0, len(n.jobs))
+	for _, j := range n.jobs {
+		out = append(out, j)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].id < out[b].id })
+	return out
+}
+
+func (n *Node) reapLeases() {
+	defer n.wg.Done()
+	tick := min(n.cfg.JobLease/4, time.Second)
+	t := time.NewTicker(max(tick, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case now := <-t.C:
+			for _, j := range n.jobList() {
+				if lease, silent := j.expired(now); silent {
+					n.log.Warn("job lease expired: freeing what it held", "job", j.id, "client", j.owner.Name, "lease", lease)
+					n.closeJob(j, fmt.Errorf("node %s: lease of job %d expired: its client %s was silent for %v", n.cfg.Name, j.id, j.owner.Name, lease))
+				}
+			}
+		}
+	}
+}
+
+// goFunc runs f on a goroutine owned by the node.
+func (n *Node) goFunc(f func()) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		f()
+	}()
+}
+
+// reserve accounts bytes against the node's limit.
+func (n *Node) reserve(bytes uint64) error {
+	for {
+		cur := n.allocated.Load()
+		if n.cfg.MaxBytes != 0 && cur+bytes > n.cfg.MaxBytes {
+			return fmt.Errorf("%w: %d more bytes would make %d of the node's %d (--max-bytes)", ErrMemoryLimit, bytes, cur+bytes, n.cfg.MaxBytes)
+		}
+		if n.allocated.CompareAndSwap(cur, cur+bytes) {
+			n.met.allocBytes.Set(float64(cur + bytes))
+			return nil
+		}
+	}
+}
+
+func (n *Node) release(bytes uint64) {
+	v := n.allocated.Add(-bytes)
+	n.met.allocBytes.Set(float64(v))
+}
+
+// Drain stops taking jobs and instructions, waits for running
+// instructions until ctx ends or Config.DrainTimeout passes, closes the
+// jobs (failing what is left) and leaves the cluster.
+func (n *Node) Drain(ctx context.Context) error {
+	if n.draining.Swap(true) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.DrainTimeout)
+	defer cancel()
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+wait:
+	for {
+		busy := 0
+		for _, j := range n.jobList() {
+			busy += j.busy()
+		}
+		if busy == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			n.log.Warn("drain deadline passed: failing running instructions", "running", busy)
+			break wait
+		case <-t.C:
+		}
+	}
+	for _, j := range n.jobList() {
+		n.closeJob(j, fmt.Errorf("node %s is shutting down", n.cfg.Name))
+	}
+	lctx, lcancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer lcancel()
+	if err := n.cl.Leave(lctx); err != nil {
+		n.log.Warn("leave not confirmed", "error", err)
+	}
+	return nil
+}
+
+// Close stops everything the node runs, without draining: jobs are closed,
+// the cluster is left abruptly (peers see a failure), devices are closed.
+// Calling it twice is safe.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		n.ready.Store(false)
+		n.mu.Lock()
+		n.closed = true
+		n.mu.Unlock()
+		for _, j := range n.jobList() {
+			n.closeJob(j, ErrClosed)
+		}
+		n.cancel(ErrClosed)
+		var errs []error
+		if n.http != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			errs = append(errs, n.http.Shutdown(sctx))
+			cancel()
+		}
+		if n.sub != nil {
+			n.sub.Close()
+		}
+		if n.tr != nil {
+			errs = append(errs, n.tr.Close())
+		}
+		n.wg.Wait()
+		if n.cl != nil {
+			errs = append(errs, n.cl.Close())
+		}
+		if n.devs != nil {
+			errs = append(errs, n.devs.close())
+		}
+		n.closeErr = errors.Join(errs...)
+	})
+	return n.closeErr
+}
+
+// Inventory is the node's inventory as MsgInventory returns it.
+func (n *Node) Inventory() *proto.Inventory {
+	devs, mems := n.devs.inventory()
+	return &proto.Inventory{
+		Node: n.cfg.Name, Devices: devs, Memories: mems, Jobs: n.Jobs(), Allocated: n.allocated.Load(),
+		MaxBytes: n.cfg.MaxBytes, MaxJobBytes: n.cfg.MaxJobBytes, Kernels: device.Kernels.Names(), Draining: n.draining.Load(),
+	}
+}

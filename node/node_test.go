@@ -1,0 +1,386 @@
+package node_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/acpp/acpp/cluster"
+	"github.com/acpp/acpp/credentials"
+	"github.com/acpp/acpp/device"
+	"github.com/acpp/acpp/node"
+	"github.com/acpp/acpp/node/nodeclient"
+	"github.com/acpp/acpp/proto"
+	"github.com/acpp/acpp/transport"
+)
+
+func TestThreeNodesJoinAndAdvertiseDevices_C1(t *testing.T) {
+	nodes := startNodes(t, 3, nil)
+	c := startClient(t, credDir, "alice", nodes...)
+	for _, n := range nodes {
+		for _, m := range n.Cluster().Members().Alive() {
+			if m.Meta.QUICAddr == "" {
+				t.Errorf("%s sees %s without a QUIC address", n.Name(), m.Name)
+			}
+			if d, ok := m.Meta.Device(cluster.DeviceCPU); !ok || d.Count < 1 || !d.Unified {
+				t.Errorf("%s sees %s with CPU summary %+v, %v; want at least one unified CPU", n.Name(), m.Name, d, ok)
+			}
+		}
+		inv, err := c.Inventory(testCtx(t), n.Name())
+		if err != nil {
+			t.Fatalf("Inventory(%s): %v", n.Name(), err)
+		}
+		if inv.Node != n.Name() || len(inv.Memories) == 0 || !inv.Memories[0].Host || len(inv.Devices) == 0 || inv.Devices[0].ID != "cpu:0" {
+			t.Errorf("Inventory(%s) = %+v; want the node's name, host memory 0 and cpu:0", n.Name(), inv)
+		}
+	}
+}
+
+// randomBoxes cuts k disjoint boxes out of rng: slabs along dimension d,
+// one random box inside each slab.
+func randomBoxes(r *rand.Rand, rng [3]uint64, k int) []proto.Box {
+	d := 0
+	for rng[d] == 1 && d < 2 {
+		d++
+	}
+	k = min(k, int(rng[d]))
+	cuts := []uint64{0}
+	for i := 1; i < k; i++ {
+		cuts = append(cuts, rng[d]*uint64(i)/uint64(k))
+	}
+	cuts = append(cuts, rng[d])
+	var out []proto.Box
+	for i := range k {
+		var b proto.Box
+		for dd := range 3 {
+			lo, hi := uint64(0), rng[dd]
+			if dd == d {
+				lo, hi = cuts[i], cuts[i+1]
+			}
+			if hi <= lo {
+				continue
+			}
+			a := lo + r.Uint64N(hi-lo)
+			c := a + 1 + r.Uint64N(hi-a)
+			b.Lo[dd], b.Hi[dd] = a, c
+		}
+		if n, ok := b.Elems(); ok && n > 0 {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func randomRange(r *rand.Rand, dims int) [3]uint64 {
+	switch dims {
+	case 1:
+		return [3]uint64{1, 1, 1 + r.Uint64N(5000)}
+	case 2:
+		return [3]uint64{1, 1 + r.Uint64N(70), 1 + r.Uint64N(70)}
+	}
+	return [3]uint64{1 + r.Uint64N(16), 1 + r.Uint64N(16), 1 + r.Uint64N(16)}
+}
+
+// expectBoxes returns a buffer image that holds src inside boxes and base
+// elsewhere.
+func expectBoxes(base, src []byte, rng [3]uint64, elem uint32, boxes []proto.Box) []byte {
+	out := bytes.Clone(base)
+	for _, b := range boxes {
+		dr, _ := proto.BoxRuns(out, rng, elem, b)
+		sr, _ := proto.BoxRuns(src, rng, elem, b)
+		for i := range dr {
+			copy(dr[i], sr[i])
+		}
+	}
+	return out
+}
+
+// TestPageBoxesMoveAlongNodes_C3 moves random 1–3D page boxes A→B→C→A
+// with Send/Recv pairs, submitted to the nodes in random order (so pages
+// often arrive before their Recv is ready), and checks every byte.
+func TestPageBoxesMoveAlongNodes_C3(t *testing.T) {
+	nodes := startNodes(t, 3, nil)
+	c := startClient(t, credDir, "alice", nodes...)
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 7))
+	const jobID = 7
+	jobs := make([]*nodeclient.Job, 3)
+	for i, n := range nodes {
+		jobs[i] = openJob(t, c, n.Name(), jobID)
+	}
+	A, B, C := nodes[0].Name(), nodes[1].Name(), nodes[2].Name()
+	for round := range 9 {
+		rng := randomRange(r, 1+round%3)
+		elem := []uint32{1, 4, 8}[r.IntN(3)]
+		buf := uint64(round + 1)
+		size := int(rng[0]*rng[1]*rng[2]) * int(elem)
+		image := make([]byte, size)
+		for i := range image {
+			image[i] = byte(r.Uint32())
+		}
+		boxes := randomBoxes(r, rng, 1+r.IntN(4))
+		whole := []proto.Box{{Hi: rng}}
+		alloc := proto.Instr{ID: 1, Kind: proto.InstrAlloc, Buffer: buf, Range: rng, ElemSize: elem}
+		batches := [3][]proto.Instr{
+			{ // A: upload, send to B, clear the boxes, receive them back from C
+				alloc,
+				{ID: 2, Kind: proto.InstrUpload, Deps: []uint64{1}, Buffer: buf, Boxes: whole},
+				{ID: 3, Kind: proto.InstrSend, Deps: []uint64{2}, Buffer: buf, Boxes: boxes, Peer: B},
+				{ID: 4, Kind: proto.InstrFill, Deps: []uint64{3}, Buffer: buf, Boxes: boxes, Pattern: []byte{0}},
+				{ID: 5, Kind: proto.InstrRecv, Deps: []uint64{4}, Buffer: buf, Boxes: boxes, Peer: C},
+			},
+			{ // B: receive from A, send to C
+				alloc,
+				{ID: 2, Kind: proto.InstrRecv, Deps: []uint64{1}, Buffer: buf, Boxes: boxes, Peer: A},
+				{ID: 3, Kind: proto.InstrSend, Deps: []uint64{2}, Buffer: buf, Boxes: boxes, Peer: C},
+			},
+			{ // C: receive from B, send back to A
+				alloc,
+				{ID: 2, Kind: proto.InstrRecv, Deps: []uint64{1}, Buffer: buf, Boxes: boxes, Peer: B},
+				{ID: 3, Kind: proto.InstrSend, Deps: []uint64{2}, Buffer: buf, Boxes: boxes, Peer: A},
+			},
+		}
+		// Instruction IDs are per job and node: offset them per round.
+		base := uint64(round * 100)
+		for i := range batches {
+			for k := range batches[i] {
+				batches[i][k].ID += base
+				for d := range batches[i][k].Deps {
+					batches[i][k].Deps[d] += base
+				}
+			}
+		}
+		for _, i := range r.Perm(3) {
+			submit(t, jobs[i], batches[i]...)
+		}
+		if err := jobs[0].Upload(testCtx(t), buf, 0, rng, elem, whole, image); err != nil {
+			t.Fatalf("round %d: upload: %v", round, err)
+		}
+		wait(t, jobs[0], base+5)
+		wait(t, jobs[1], base+3)
+		wait(t, jobs[2], base+3)
+		gotA := make([]byte, size)
+		if err := jobs[0].ReadBack(testCtx(t), base+6, []uint64{base + 5}, buf, 0, rng, elem, whole, gotA); err != nil {
+			t.Fatalf("round %d: read back from A: %v", round, err)
+		}
+		if !bytes.Equal(gotA, image) {
+			t.Fatalf("round %d (range %v, elem %d, boxes %v): A's buffer after the round trip differs from what was uploaded", round, rng, elem, boxes)
+		}
+		gotC := make([]byte, size)
+		if err := jobs[2].ReadBack(testCtx(t), base+4, []uint64{base + 3}, buf, 0, rng, elem, whole, gotC); err != nil {
+			t.Fatalf("round %d: read back from C: %v", round, err)
+		}
+		if want := expectBoxes(make([]byte, size), image, rng, elem, boxes); !bytes.Equal(gotC, want) {
+			t.Fatalf("round %d (range %v, elem %d, boxes %v): C's buffer differs: the boxes must hold A's bytes and the rest zeros", round, rng, elem, boxes)
+		}
+	}
+	for _, j := range jobs {
+		if err := j.Close(testCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range nodes {
+		if n.Allocated() != 0 || n.Jobs() != 0 {
+			t.Errorf("%s after close: %d bytes allocated, %d jobs; want 0, 0", n.Name(), n.Allocated(), n.Jobs())
+		}
+	}
+}
+
+// TestWaitersFailWhenPeerStops_C5: a Recv waiting on a node that dies
+// fails with an error naming it, within the failure detection time; its
+// dependents fail too; a Send to the dead node fails at once.
+func TestWaitersFailWhenPeerStops_C5(t *testing.T) {
+	nodes := startNodes(t, 3, nil)
+	c := startClient(t, credDir, "alice", nodes[0])
+	j := openJob(t, c, "n0", 1)
+	rng := [3]uint64{1, 1, 1024}
+	submit(t, j,
+		proto.Instr{ID: 1, Kind: proto.InstrAlloc, Buffer: 1, Range: rng, ElemSize: 4},
+		proto.Instr{ID: 2, Kind: proto.InstrRecv, Deps: []uint64{1}, Buffer: 1, Boxes: []proto.Box{{Hi: rng}}, Peer: "n2"},
+		proto.Instr{ID: 3, Kind: proto.InstrFill, Deps: []uint64{2}, Buffer: 1, Pattern: []byte{1}},
+		proto.Instr{ID: 4, Kind: proto.InstrRecv, Deps: []uint64{1}, Buffer: 1, Boxes: []proto.Box{{Hi: [3]uint64{1, 1, 8}}}, Peer: "n1"},
+	)
+	wait(t, j, 1)
+	limit := cluster.DefaultLocalConfig().FailureDetectionTimeout(3) + 2*time.Second
+	start := time.Now()
+	nodes[2].Close() // abrupt: peers see a failure, not a leave
+	err := j.Wait(testCtx(t), 2, 3)
+	took := time.Since(start)
+	var fe *nodeclient.InstrFailedError
+	if !errors.As(err, &fe) || !errors.Is(err, nodeclient.ErrNodeLost) {
+		t.Fatalf("Wait = %v; want an InstrFailedError matching ErrNodeLost", err)
+	}
+	if got := fe.LostNodes(); !slices.Equal(got, []string{"n2"}) {
+		t.Errorf("LostNodes = %v, want [n2]", got)
+	}
+	codes := map[uint64]proto.ErrorCode{}
+	for _, f := range fe.Failed {
+		codes[f.ID] = f.Code
+	}
+	if codes[2] != proto.CodeNodeLost || codes[3] != proto.CodeDepFailed {
+		t.Errorf("failure codes %v; want 2: node lost, 3: dependency failed", codes)
+	}
+	if took > limit {
+		t.Errorf("waiters failed after %v, want within the detection time %v", took, limit)
+	}
+	t.Logf("waiters failed %v after the node stopped (bound %v)", took, limit)
+
+	// Sends to and Recvs from a node known to be gone fail at once.
+	submit(t, j,
+		proto.Instr{ID: 5, Kind: proto.InstrSend, Deps: []uint64{1}, Buffer: 1, Boxes: []proto.Box{{Hi: rng}}, Peer: "n2"},
+		proto.Instr{ID: 6, Kind: proto.InstrRecv, Deps: []uint64{1}, Buffer: 1, Boxes: []proto.Box{{Hi: rng}}, Peer: "n2"},
+	)
+	if err := j.Wait(testCtx(t), 5, 6); !errors.Is(err, nodeclient.ErrNodeLost) {
+		t.Errorf("Send/Recv with a failed node: Wait = %v, want node lost", err)
+	}
+	// A graceful leave fails waiters too, naming the node.
+	if err := nodes[1].Drain(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	err = j.Wait(testCtx(t), 4)
+	if !errors.As(err, &fe) || !slices.Equal(fe.LostNodes(), []string{"n1"}) {
+		t.Errorf("after n1 left: Wait = %v, want node lost naming n1", err)
+	}
+}
+
+func TestMemoryLimitFailsOnlyThatJob(t *testing.T) {
+	nodes := startNodes(t, 1, func(_ int, cfg *node.Config) {
+		cfg.MaxBytes = 4 << 20
+		cfg.MaxJobBytes = 1 << 20
+	})
+	c := startClient(t, credDir, "alice", nodes...)
+	j := openJob(t, c, "n0", 1)
+	j2 := openJob(t, c, "n0", 2)
+	submit(t, j,
+		proto.Instr{ID: 1, Kind: proto.InstrAlloc, Buffer: 1, Range: [3]uint64{1, 1, 512 << 10}, ElemSize: 1},
+		proto.Instr{ID: 2, Kind: proto.InstrAlloc, Deps: []uint64{1}, Buffer: 2, Range: [3]uint64{1, 1, 600 << 10}, ElemSize: 1},
+		proto.Instr{ID: 3, Kind: proto.InstrAlloc, Deps: []uint64{1}, Buffer: 3, Range: [3]uint64{1, 1, 256 << 10}, ElemSize: 1},
+	)
+	err := j.Wait(testCtx(t), 1, 2, 3)
+	var fe *nodeclient.InstrFailedError
+	if !errors.As(err, &fe) || len(fe.Failed) != 1 || fe.Failed[0].ID != 2 || fe.Failed[0].Code != proto.CodeMemoryLimit {
+		t.Fatalf("Wait = %v; want exactly instruction 2 failed with the memory limit", err)
+	}
+	submit(t, j2, proto.Instr{ID: 1, Kind: proto.InstrAlloc, Buffer: 1, Range: [3]uint64{1, 1, 1 << 20}, ElemSize: 1})
+	wait(t, j2, 1)
+	if got, want := nodes[0].Allocated(), uint64(768<<10+1<<20); got != want {
+		t.Errorf("Allocated = %d, want %d", got, want)
+	}
+	if err := j.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := nodes[0].Allocated(), uint64(1<<20); got != want {
+		t.Errorf("after closing job 1: Allocated = %d, want %d", got, want)
+	}
+}
+
+func TestLeaseExpiryFreesJob(t *testing.T) {
+	nodes := startNodes(t, 1, func(_ int, cfg *node.Config) { cfg.JobLease = 300 * time.Millisecond })
+	creds, _ := credentials.LoadClient(credDir, "alice")
+	c, err := nodeclient.Start(nodeclient.Config{Credentials: creds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Connect(testCtx(t), nodes[0].QUICAddr()); err != nil {
+		t.Fatal(err)
+	}
+	j := openJob(t, c, "n0", 9)
+	submit(t, j, proto.Instr{ID: 1, Kind: proto.InstrAlloc, Buffer: 1, Range: [3]uint64{1, 1, 4096}, ElemSize: 4})
+	wait(t, j, 1)
+	// While the client renews, the job stays.
+	time.Sleep(700 * time.Millisecond)
+	if nodes[0].Jobs() != 1 {
+		t.Fatalf("job closed although its client renewed the lease")
+	}
+	c.Close()
+	eventually(t, 5*time.Second, "the silent client's job is freed", func() bool {
+		return nodes[0].Jobs() == 0 && nodes[0].Allocated() == 0
+	})
+}
+
+func TestSubmitRejectsBadBatches(t *testing.T) {
+	nodes := startNodes(t, 1, nil)
+	c := startClient(t, credDir, "alice", nodes...)
+	j := openJob(t, c, "n0", 3)
+	submit(t, j, proto.Instr{ID: 1, Kind: proto.InstrAlloc, Buffer: 1, Range: [3]uint64{1, 1, 8}, ElemSize: 1})
+	tests := []struct {
+		name string
+		in   proto.Instr
+	}{
+		{"id zero", proto.Instr{Kind: proto.InstrFree}},
+		{"duplicate id", proto.Instr{ID: 1, Kind: proto.InstrFree}},
+		{"unknown dep", proto.Instr{ID: 2, Kind: proto.InstrFree, Deps: []uint64{99}}},
+		{"unknown kind", proto.Instr{ID: 2, Kind: 200}},
+		{"send without peer", proto.Instr{ID: 2, Kind: proto.InstrSend, Boxes: []proto.Box{{Hi: [3]uint64{1, 1, 1}}}}},
+		{"overlapping boxes", proto.Instr{ID: 2, Kind: proto.InstrCopy, Boxes: []proto.Box{{Hi: [3]uint64{1, 1, 4}}, {Lo: [3]uint64{0, 0, 2}, Hi: [3]uint64{1, 1, 5}}}}},
+		{"zero element size", proto.Instr{ID: 2, Kind: proto.InstrAlloc, Range: [3]uint64{1, 1, 1}}},
+		{"launch without kernel", proto.Instr{ID: 2, Kind: proto.InstrLaunch}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := j.Submit(testCtx(t), tt.in)
+			var re *transport.RemoteError
+			if !errors.As(err, &re) || re.Code != proto.CodeBadInstr {
+				t.Errorf("Submit(%+v) = %v, want a CodeBadInstr reply", tt.in, err)
+			}
+		})
+	}
+	// Runtime failures fail the instruction, not the batch.
+	submit(t, j,
+		proto.Instr{ID: 10, Kind: proto.InstrCopy, Deps: []uint64{1}, Buffer: 1, DstMem: 0, Mem: 7, Boxes: []proto.Box{{Hi: [3]uint64{1, 1, 1}}}},
+		proto.Instr{ID: 11, Kind: proto.InstrFill, Deps: []uint64{1}, Buffer: 1, Pattern: []byte{1}, Boxes: []proto.Box{{Hi: [3]uint64{1, 1, 9}}}},
+		proto.Instr{ID: 12, Kind: proto.InstrLaunch, Launch: &proto.Launch{Kernel: "no.such.kernel", Device: "cpu:0"}},
+		proto.Instr{ID: 13, Kind: proto.InstrAlloc, Buffer: 1, Range: [3]uint64{1, 1, 8}, ElemSize: 1, Deps: []uint64{1}},
+	)
+	err := j.Wait(testCtx(t), 10, 11, 12, 13)
+	var fe *nodeclient.InstrFailedError
+	if !errors.As(err, &fe) || len(fe.Failed) != 4 {
+		t.Fatalf("Wait = %v, want 4 failures", err)
+	}
+}
+
+var registerInc = sync.OnceFunc(func() {
+	device.MustRegister(device.Kernel{
+		Name:   "nodetest.inc_u32",
+		Params: []device.Param{{Name: "data", Kind: device.ArgAccessor, Space: device.Global, ElemSize: 4}},
+		Go: func(w *device.Work) {
+			d := w.Data[0]
+			for i := w.Lo[2]; i < w.Hi[2]; i++ {
+				binary.LittleEndian.PutUint32(d[4*i:], binary.LittleEndian.Uint32(d[4*i:])+1)
+			}
+		},
+	})
+})
+
+func TestLaunchKernelOnAllocation(t *testing.T) {
+	registerInc()
+	nodes := startNodes(t, 1, nil)
+	c := startClient(t, credDir, "alice", nodes...)
+	j := openJob(t, c, "n0", 4)
+	const n = 10000
+	rng := [3]uint64{1, 1, n}
+	launch := proto.Instr{ID: 3, Kind: proto.InstrLaunch, Deps: []uint64{2}, Launch: &proto.Launch{
+		Kernel: "nodetest.inc_u32", Device: "cpu:0", Global: rng,
+		Args: []proto.KArg{{Kind: uint8(device.ArgAccessor), Buffer: 1, ElemSize: 4, Range: rng}},
+	}}
+	submit(t, j,
+		proto.Instr{ID: 1, Kind: proto.InstrAlloc, Buffer: 1, Range: rng, ElemSize: 4},
+		proto.Instr{ID: 2, Kind: proto.InstrFill, Deps: []uint64{1}, Buffer: 1, Pattern: []byte{41, 0, 0, 0}},
+		launch,
+	)
+	got := make([]byte, 4*n)
+	if err := j.ReadBack(testCtx(t), 4, []uint64{3}, 1, 0, rng, 4, []proto.Box{{Hi: rng}}, got); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if v := binary.LittleEndian.Uint32(got[4*i:]); v != 42 {
+			t.Fatalf("element %d = %d after fill 41 and inc, want 42", i, v)
+		}
+	}
+}
