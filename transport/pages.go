@@ -200,6 +200,22 @@ func writeRuns(w io.Writer, runs [][]byte, off, n uint64) error {
 	return nil
 }
 
+// progressChunk is how much payload a receiver reads between extensions
+// of its read deadline: a sender that stalls for IdleTimeout in the middle
+// of a transfer fails it instead of holding the stream forever.
+const progressChunk = 4 << 20
+
+// deadlineReader extends the read deadline of a stream before each chunk.
+type deadlineReader struct {
+	s    *quic.Stream
+	idle time.Duration
+}
+
+func (d deadlineReader) Read(p []byte) (int, error) {
+	d.s.SetReadDeadline(time.Now().Add(d.idle))
+	return d.s.Read(p[:min(len(p), progressChunk)])
+}
+
 // readRuns fills bytes [off, off+n) of the concatenation of runs from r.
 func readRuns(r io.Reader, runs [][]byte, off, n uint64) error {
 	for _, run := range runs {
@@ -300,7 +316,7 @@ func (t *Transport) receivePages(c *conn, s *quic.Stream, env proto.Envelope, bo
 			refuse(refusal(err))
 			return
 		}
-		err = readRuns(s, sink.Dst, 0, total)
+		err = readRuns(deadlineReader{s, t.cfg.IdleTimeout}, sink.Dst, 0, total)
 		if err == nil {
 			err = expectEOF(s)
 		}
@@ -321,7 +337,7 @@ func (t *Transport) receivePages(c *conn, s *quic.Stream, env proto.Envelope, bo
 		refuse(refusal(err))
 		return
 	}
-	err = readRuns(s, a.sink.Dst, seg.Offset, seg.Length)
+	err = readRuns(deadlineReader{s, t.cfg.IdleTimeout}, a.sink.Dst, seg.Offset, seg.Length)
 	if err == nil {
 		err = expectEOF(s)
 	}

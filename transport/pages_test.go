@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/acpp/acpp/credentials"
 	"github.com/acpp/acpp/proto"
@@ -227,5 +228,35 @@ func TestPagesCancelledTransferCallsDoneOnce(t *testing.T) {
 	})
 	if n := len(store.dones()); n != 1 {
 		t.Errorf("Done called %d times, want 1", n)
+	}
+}
+
+// TestPagesStalledSenderFails: a sender that stops in the middle of a
+// payload, with its connection alive, fails the transfer after the idle
+// timeout instead of holding the receiver.
+func TestPagesStalledSenderFails(t *testing.T) {
+	var d directory
+	n1 := startNode(t, &d, "n1", nil)
+	n2 := startNode(t, &d, "n2", func(c *Config) { c.IdleTimeout = 500 * time.Millisecond })
+	store := &pageStore{bufs: map[uint64]*testBuffer{1: {rng: [3]uint64{1, 1, 1000}, elem: 1, data: make([]byte, 1000)}}}
+	n2.HandlePages(store.handler)
+	ctx := testCtx(t)
+	c, err := n1.conn(ctx, credentials.Node("n2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.qc.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.CancelWrite(0)
+	seg := proto.PageSegment{Count: 1, Length: 1000, Header: proto.PageHeader{Buffer: 1, ElemSize: 1, Boxes: []proto.Box{{Hi: [3]uint64{1, 1, 1000}}}}}
+	if err := writeFrame(s, proto.Envelope{Type: proto.MsgPages}, &seg, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	s.Write(make([]byte, 10))
+	eventually(t, "the stalled transfer fails", func() bool { return len(store.dones()) == 1 })
+	if err := store.dones()[0]; err == nil {
+		t.Error("Done(nil) for a transfer that stalled after 10 of 1000 bytes")
 	}
 }
