@@ -1,0 +1,7 @@
+// Reduction sums a vector of int64 in two command groups: a ParallelForND
+// where each work-group reduces its part in local memory with a tree of
+// barrier-separated phases and writes one partial sum, then a SingleTask
+// that adds the partial sums. The result is checked against n(n-1)/2.
+//
+//	go run ./examples/reduction [-n 16777216] [-group 256]
+package main
