@@ -302,18 +302,19 @@ func (t *Transport) acceptHello(qc *quic.Conn) (credentials.Identity, int, error
 // closes c) if the transport is closed.
 func (t *Transport) adopt(c *conn) bool {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.closed {
+		t.mu.Unlock()
 		c.qc.CloseWithError(quicCodeShutdown, t.self.String()+" is shutting down")
 		return false
 	}
 	t.all[c] = struct{}{}
-	if t.cfg.OnConnection != nil {
-		t.cfg.OnConnection(ConnEvent{Peer: c.peer, Addr: c.addr, Up: true})
-	}
 	key := c.peer.String()
 	if old := t.conns[key]; old == nil || old.qc.Context().Err() != nil {
 		t.conns[key] = c
+	}
+	t.mu.Unlock()
+	if t.cfg.OnConnection != nil {
+		t.cfg.OnConnection(ConnEvent{Peer: c.peer, Addr: c.addr, Up: true})
 	}
 	return true
 }

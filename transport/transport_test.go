@@ -472,10 +472,17 @@ func TestConfigValidate(t *testing.T) {
 func TestStatsAndConnectionEvents(t *testing.T) {
 	var d directory
 	events := make(chan ConnEvent, 10)
+	var n2ref atomic.Pointer[Transport]
 	n1 := startNode(t, &d, "n1", nil)
 	n2 := startNode(t, &d, "n2", func(c *Config) {
-		c.OnConnection = func(e ConnEvent) { events <- e }
+		c.OnConnection = func(e ConnEvent) {
+			if tr := n2ref.Load(); tr != nil {
+				tr.Connected(e.Peer) // the callback may call into the transport: no lock is held
+			}
+			events <- e
+		}
 	})
+	n2ref.Store(n2)
 	registerEcho(n2)
 	store := &pageStore{bufs: map[uint64]*testBuffer{1: {rng: [3]uint64{1, 1, 100}, elem: 1, data: make([]byte, 100)}}}
 	n2.HandlePages(store.handler)
