@@ -64,11 +64,11 @@ type memory struct {
 // devices is the node's device manager. It is built once by openDevices and
 // read-only afterwards.
 type devices struct {
-	all  []device.Device // every opened device, closed by close
-	list []device.Device // exposed devices, sorted by kind and index
-	byID map[string]device.Device
+	all   []device.Device // every opened device, closed by close
+	list  []device.Device // exposed devices, sorted by kind and index
+	byID  map[string]device.Device
 	memOf map[string]uint32 // device ID → its memory
-	mems []*memory
+	mems  []*memory
 }
 
 func openDevices(ctx context.Context, cfg Config) (*devices, error) {

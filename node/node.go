@@ -417,8 +417,13 @@ wait:
 	}
 	lctx, lcancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer lcancel()
+	alone := len(n.cl.Members().Alive()) <= 1
 	if err := n.cl.Leave(lctx); err != nil {
-		n.log.Warn("leave not confirmed", "error", err)
+		if alone {
+			n.log.Info("left the cluster as its last member")
+		} else {
+			n.log.Warn("leave not confirmed", "error", err)
+		}
 	}
 	return nil
 }

@@ -78,10 +78,10 @@ type Client struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu      sync.Mutex // guards the fields below
-	reads   map[readKey]*readback
-	ticket  uint32
-	closed  bool
+	mu     sync.Mutex // guards the fields below
+	reads  map[readKey]*readback
+	ticket uint32
+	closed bool
 }
 
 type readKey struct {

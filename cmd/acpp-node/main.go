@@ -1,0 +1,154 @@
+// Command acpp-node is the acpp cluster agent: it joins the cluster, serves
+// its machine's CPUs and GPUs to jobs, and moves pages peer to peer. `acpp-node
+// run` runs the agent; `acpp-node credentials` creates the cluster's CA,
+// certificates and gossip key. docs/OPERATIONS.md is the operator's guide.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/acpp/acpp/credentials"
+	_ "github.com/acpp/acpp/cuda" // registers the CUDA backend: GPUs are found when a driver is present
+	"github.com/acpp/acpp/node"
+	"github.com/acpp/acpp/proto"
+)
+
+func main() {
+	if err := newRoot(os.Stdout, os.Getenv).Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "acpp-node:", err)
+		os.Exit(1)
+	}
+}
+
+func newRoot(stdout io.Writer, getenv func(string) string) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "acpp-node",
+		Short:         "acpp cluster agent: runs jobs' instructions on this machine's devices",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.AddCommand(newRun(getenv), newCredentials(stdout))
+	return root
+}
+
+func newRun(getenv func(string) string) *cobra.Command {
+	var flags settings
+	var configFile string
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "run the agent until SIGTERM or SIGINT, then drain and leave the cluster",
+		Long: `Run the agent. Every setting comes from its flag, else its ACPP_* environment
+variable, else the YAML file given with --config (keys are the flag names with
+_ for -), else its default. See docs/OPERATIONS.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if configFile == "" {
+				configFile = getenv("ACPP_CONFIG")
+			}
+			var file []byte
+			if configFile != "" {
+				var err error
+				if file, err = os.ReadFile(configFile); err != nil {
+					return fmt.Errorf("config file: %w", err)
+				}
+			}
+			s, err := resolve(cmd.Flags(), &flags, file, getenv)
+			if err != nil {
+				return err
+			}
+			log, err := newLogger(s.LogLevel, s.LogFormat)
+			if err != nil {
+				return err
+			}
+			slog.SetDefault(log) // backends that log without a logger of their own (cuda) follow the format
+			cfg, err := s.nodeConfig(log)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			if err := node.Run(ctx, cfg); err != nil {
+				return err
+			}
+			log.Info("stopped cleanly")
+			return nil
+		},
+	}
+	addFlags(cmd.Flags(), &flags)
+	cmd.Flags().StringVar(&configFile, "config", "", "YAML config file [ACPP_CONFIG]")
+	return cmd
+}
+
+func newCredentials(stdout io.Writer) *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "credentials",
+		Short: "create the cluster CA, node and client certificates and the gossip key",
+		Long: `Create the cluster's secrets in a directory (default ./acpp-credentials):
+  acpp-node credentials init --cluster lab     CA (ca.crt, ca.key) and gossip.key
+  acpp-node credentials node n1 n2 n3          nodes/<name>.crt and .key
+  acpp-node credentials client alice           clients/<name>.crt and .key
+Copy ca.crt, gossip.key and a node's pair to each node; keep ca.key off the
+nodes. Existing files are never overwritten.`,
+	}
+	cmd.PersistentFlags().StringVar(&dir, "dir", "acpp-credentials", "credentials directory")
+	var cluster string
+	initCmd := &cobra.Command{
+		Use:   "init",
+		Short: "create the cluster CA and the gossip key",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return err
+			}
+			ca, err := credentials.CreateCA(dir, credentials.CAConfig{Cluster: cluster})
+			if err != nil {
+				return err
+			}
+			if _, err := credentials.CreateGossipKey(dir); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "created CA of cluster %q and gossip key in %s (valid until %s)\n", ca.Cluster, dir, ca.Cert.NotAfter.Format("2006-01-02"))
+			return nil
+		},
+	}
+	initCmd.Flags().StringVar(&cluster, "cluster", "acpp", "cluster name: lower-case letters, digits, '-' and '.'")
+	issue := func(kind string, create func(dir, name string, cfg credentials.IssueConfig) (*credentials.Issued, error)) *cobra.Command {
+		return &cobra.Command{
+			Use:   kind + " NAME...",
+			Short: "issue " + kind + " certificates signed by the cluster CA",
+			Args:  cobra.MinimumNArgs(1),
+			RunE: func(_ *cobra.Command, names []string) error {
+				var errs []error
+				for _, name := range names {
+					if _, err := create(dir, name, credentials.IssueConfig{}); err != nil {
+						errs = append(errs, fmt.Errorf("%s %s: %w", kind, name, err))
+						continue
+					}
+					crt, _ := credentials.Paths(dir, roleOf(kind), name)
+					fmt.Fprintf(stdout, "issued %s certificate %s\n", kind, crt)
+				}
+				return errors.Join(errs...)
+			},
+		}
+	}
+	cmd.AddCommand(initCmd, issue("node", credentials.CreateNode), issue("client", credentials.CreateClient))
+	return cmd
+}
+
+func roleOf(kind string) proto.Role {
+	if kind == "node" {
+		return proto.RoleNode
+	}
+	return proto.RoleClient
+}

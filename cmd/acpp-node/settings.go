@@ -1,0 +1,248 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"gopkg.in/yaml.v3"
+
+	"github.com/acpp/acpp/cluster"
+	"github.com/acpp/acpp/node"
+)
+
+// settings are acpp-node run's settings. Each comes, in order of
+// precedence, from its flag, its ACPP_* environment variable, the YAML
+// config file (--config), or its default. docs/OPERATIONS.md lists them.
+type settings struct {
+	Name          string   `yaml:"name"`
+	Credentials   string   `yaml:"credentials"`
+	GossipAddr    string   `yaml:"gossip_addr"`
+	AdvertiseAddr string   `yaml:"advertise_addr"`
+	QUICAddr      string   `yaml:"quic_addr"`
+	Join          []string `yaml:"join"`
+	Devices       string   `yaml:"devices"`
+	CPUWorkers    int      `yaml:"cpu_workers"`
+	HTTPAddr      string   `yaml:"http_addr"`
+	MaxBytes      string   `yaml:"max_bytes"`
+	MaxJobBytes   string   `yaml:"max_job_bytes"`
+	JobLease      string   `yaml:"job_lease"`
+	DrainTimeout  string   `yaml:"drain_timeout"`
+	Timing        string   `yaml:"timing"`
+	LogLevel      string   `yaml:"log_level"`
+	LogFormat     string   `yaml:"log_format"`
+}
+
+// setting describes one flag: name, env var, help, and where it lives.
+type setting struct {
+	flag, env, help string
+	str             *string
+	list            *[]string
+	num             *int
+}
+
+func (s *settings) table() []setting {
+	return []setting{
+		{"name", "ACPP_NAME", "node name, as in its certificate (default: the host name)", &s.Name, nil, nil},
+		{"credentials", "ACPP_CREDENTIALS", "credentials directory: ca.crt, gossip.key, nodes/<name>.crt/.key", &s.Credentials, nil, nil},
+		{"gossip-addr", "ACPP_GOSSIP_ADDR", "gossip (memberlist) bind host:port, UDP and TCP", &s.GossipAddr, nil, nil},
+		{"advertise-addr", "ACPP_ADVERTISE_ADDR", "IP address peers use to reach this node (default: the bind address, or a private IP)", &s.AdvertiseAddr, nil, nil},
+		{"quic-addr", "ACPP_QUIC_ADDR", "QUIC listener host:port (UDP) for pages and instructions", &s.QUICAddr, nil, nil},
+		{"join", "ACPP_JOIN", "gossip host:port of a member to join; repeat the flag (env: comma-separated)", nil, &s.Join, nil},
+		{"devices", "ACPP_DEVICES", "devices to expose: all, or a list of kinds and kind:index (cpu,cuda:0)", &s.Devices, nil, nil},
+		{"cpu-workers", "ACPP_CPU_WORKERS", "worker goroutines of the CPU device (0: GOMAXPROCS)", nil, nil, &s.CPUWorkers},
+		{"http-addr", "ACPP_HTTP_ADDR", "host:port serving /metrics and /healthz (empty: none)", &s.HTTPAddr, nil, nil},
+		{"max-bytes", "ACPP_MAX_BYTES", "memory all jobs together may allocate on this node, e.g. 64GiB (0: no limit)", &s.MaxBytes, nil, nil},
+		{"max-job-bytes", "ACPP_MAX_JOB_BYTES", "memory one job may allocate on this node (0: no limit but --max-bytes)", &s.MaxJobBytes, nil, nil},
+		{"job-lease", "ACPP_JOB_LEASE", "how long a job survives without word from its client", &s.JobLease, nil, nil},
+		{"drain-timeout", "ACPP_DRAIN_TIMEOUT", "on SIGTERM, how long running instructions may finish before they are failed", &s.DrainTimeout, nil, nil},
+		{"timing", "ACPP_TIMING", "failure detection preset: lan (about 5 s) or local (about 1 s, one machine)", &s.Timing, nil, nil},
+		{"log-level", "ACPP_LOG_LEVEL", "debug, info, warn or error", &s.LogLevel, nil, nil},
+		{"log-format", "ACPP_LOG_FORMAT", "text or json", &s.LogFormat, nil, nil},
+	}
+}
+
+func defaultSettings() settings {
+	return settings{
+		Credentials: "/etc/acpp", GossipAddr: "0.0.0.0:7946", QUICAddr: "0.0.0.0:7947", Devices: "all",
+		HTTPAddr: "127.0.0.1:9464", MaxBytes: "0", MaxJobBytes: "0", JobLease: "30s", DrainTimeout: "10s",
+		Timing: "lan", LogLevel: "info", LogFormat: "text",
+	}
+}
+
+// addFlags registers the flags with their defaults.
+func addFlags(fs *pflag.FlagSet, s *settings) {
+	d := defaultSettings()
+	dt := d.table()
+	for i, st := range s.table() {
+		switch {
+		case st.str != nil:
+			fs.StringVar(st.str, st.flag, *dt[i].str, st.help+" ["+st.env+"]")
+		case st.list != nil:
+			fs.StringArrayVar(st.list, st.flag, nil, st.help+" ["+st.env+"]")
+		case st.num != nil:
+			fs.IntVar(st.num, st.flag, *dt[i].num, st.help+" ["+st.env+"]")
+		}
+	}
+}
+
+// resolve fills every setting whose flag was not given from the
+// environment, then the config file, then the default.
+func resolve(fs *pflag.FlagSet, flags *settings, file []byte, getenv func(string) string) (settings, error) {
+	out := defaultSettings()
+	if len(file) > 0 {
+		var f settings
+		dec := yaml.NewDecoder(bytes.NewReader(file))
+		dec.KnownFields(true)
+		if err := dec.Decode(&f); err != nil {
+			return out, fmt.Errorf("config file: %w (keys are the flag names with _ for -, e.g. gossip_addr)", err)
+		}
+		overlay(&out, &f)
+	}
+	ot, ft := out.table(), flags.table()
+	for i, st := range ot {
+		if fs != nil && fs.Changed(st.flag) {
+			switch {
+			case st.str != nil:
+				*st.str = *ft[i].str
+			case st.list != nil:
+				*st.list = *ft[i].list
+			case st.num != nil:
+				*st.num = *ft[i].num
+			}
+			continue
+		}
+		v := getenv(st.env)
+		if v == "" {
+			continue
+		}
+		switch {
+		case st.str != nil:
+			*st.str = v
+		case st.list != nil:
+			*st.list = strings.Split(v, ",")
+		case st.num != nil:
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return out, fmt.Errorf("%s=%q: want a number", st.env, v)
+			}
+			*st.num = n
+		}
+	}
+	return out, nil
+}
+
+// overlay copies the non-zero fields of f into s.
+func overlay(s, f *settings) {
+	st, ft := s.table(), f.table()
+	for i := range st {
+		switch {
+		case st[i].str != nil && *ft[i].str != "":
+			*st[i].str = *ft[i].str
+		case st[i].list != nil && len(*ft[i].list) > 0:
+			*st[i].list = *ft[i].list
+		case st[i].num != nil && *ft[i].num != 0:
+			*st[i].num = *ft[i].num
+		}
+	}
+}
+
+// parseBytes parses a size: a number of bytes with an optional unit (KiB,
+// MiB, GiB, TiB, or KB, MB, GB, TB).
+func parseBytes(s string) (uint64, error) {
+	s = strings.TrimSpace(s)
+	units := []struct {
+		suffix string
+		mult   uint64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
+	mult := uint64(1)
+	for _, u := range units {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("size %q: want bytes with an optional unit, like 512MiB or 64GiB", s)
+	}
+	if n != 0 && n*mult/mult != n {
+		return 0, fmt.Errorf("size %q overflows", s)
+	}
+	return n * mult, nil
+}
+
+// nodeConfig turns settings into the node's Config; it reports every bad
+// setting at once.
+func (s settings) nodeConfig(log *slog.Logger) (node.Config, error) {
+	var errs []error
+	var cfg node.Config
+	switch s.Timing {
+	case "lan", "":
+		cfg = node.DefaultConfig()
+	case "local":
+		cfg = node.DefaultLocalConfig()
+	default:
+		errs = append(errs, fmt.Errorf("timing %q: use lan or local", s.Timing))
+	}
+	cfg.Cluster.Timing = timingOf(s.Timing)
+	cfg.Name = s.Name
+	if cfg.Name == "" {
+		h, err := os.Hostname()
+		if err != nil || h == "" {
+			errs = append(errs, errors.New("name: no --name and no host name; pass --name"))
+		}
+		cfg.Name = h
+	}
+	cfg.CredentialsDir = s.Credentials
+	cfg.GossipAddr, cfg.AdvertiseAddr, cfg.QUICAddr = s.GossipAddr, s.AdvertiseAddr, s.QUICAddr
+	cfg.Join = s.Join
+	cfg.Devices, cfg.CPUWorkers, cfg.HTTPAddr = s.Devices, s.CPUWorkers, s.HTTPAddr
+	var err error
+	if cfg.MaxBytes, err = parseBytes(s.MaxBytes); err != nil {
+		errs = append(errs, fmt.Errorf("max-bytes: %w", err))
+	}
+	if cfg.MaxJobBytes, err = parseBytes(s.MaxJobBytes); err != nil {
+		errs = append(errs, fmt.Errorf("max-job-bytes: %w", err))
+	}
+	if cfg.JobLease, err = time.ParseDuration(s.JobLease); err != nil || cfg.JobLease <= 0 {
+		errs = append(errs, fmt.Errorf("job-lease %q: want a positive duration like 30s", s.JobLease))
+	}
+	if cfg.DrainTimeout, err = time.ParseDuration(s.DrainTimeout); err != nil || cfg.DrainTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("drain-timeout %q: want a positive duration like 10s", s.DrainTimeout))
+	}
+	cfg.Logger = log
+	if err := cfg.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return cfg, errors.Join(errs...)
+}
+
+func timingOf(preset string) cluster.Timing {
+	if preset == "local" {
+		return cluster.DefaultLocalConfig().Timing
+	}
+	return cluster.DefaultLANConfig().Timing
+}
+
+// newLogger builds the process logger.
+func newLogger(level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log-level %q: use debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text", "":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("log-format %q: use text or json", format)
+}
