@@ -144,7 +144,9 @@ func (w *logWriter) Write(p []byte) (int, error) {
 	}
 	line = strings.TrimPrefix(line, "memberlist: ")
 	level := slog.LevelDebug
-	if gossipRefused(line) {
+	// `unacceptable label ""` is also what an empty connection (a peer
+	// that gave up before writing) looks like: not a warning.
+	if gossipRefused(line) && !strings.Contains(line, `label "":`) {
 		level = slog.LevelWarn
 	}
 	ctx := context.Background()
