@@ -23,47 +23,57 @@ package coherence
 // Regions are immutable and shared between segments; an update maps each old
 // region to its successor once per access (memo), so a uniform range stays one
 // segment.
+//
+// Groups are referenced by their *cgInfo, whose done flag Complete sets, so
+// liveness checks cost a load, not a map lookup.
 type region struct {
-	writers []CGID
+	writers []*cgInfo
 	reduce  bool
 	op      ReduceOp
 	target  AllocID
-	before  []CGID
-	readers []CGID
+	before  []*cgInfo
+	readers []*cgInfo
 	fills   []fill
 }
 
 type fill struct {
 	gen uint32
-	cg  CGID
+	cg  *cgInfo
+}
+
+func appendIDs(deps []CGID, gs []*cgInfo) []CGID {
+	for _, g := range gs {
+		deps = append(deps, g.id)
+	}
+	return deps
 }
 
 func (r *region) empty() bool {
 	return r == nil || len(r.writers) == 0 && len(r.before) == 0 && len(r.readers) == 0 && len(r.fills) == 0
 }
 
-// liveIDs returns ids without completed groups (a new slice only if needed).
-func (c *Core) liveIDs(ids []CGID) []CGID {
-	for i, id := range ids {
-		if !c.isLive(id) {
-			out := append([]CGID(nil), ids[:i]...)
-			for _, id := range ids[i+1:] {
-				if c.isLive(id) {
-					out = append(out, id)
+// liveIDs returns gs without completed groups (a new slice only if needed).
+func (c *Core) liveIDs(gs []*cgInfo) []*cgInfo {
+	for i, g := range gs {
+		if g.done {
+			out := append([]*cgInfo(nil), gs[:i]...)
+			for _, g := range gs[i+1:] {
+				if !g.done {
+					out = append(out, g)
 				}
 			}
 			return out
 		}
 	}
-	return ids
+	return gs
 }
 
 func (c *Core) liveFills(fs []fill) []fill {
 	for i, f := range fs {
-		if !c.isLive(f.cg) {
+		if f.cg.done {
 			out := append([]fill(nil), fs[:i]...)
 			for _, f := range fs[i+1:] {
-				if c.isLive(f.cg) {
+				if !f.cg.done {
 					out = append(out, f)
 				}
 			}
@@ -91,7 +101,7 @@ func (c *Core) pruned(r *region) *region {
 
 // accessCtx is one access being applied to the conflict map.
 type accessCtx struct {
-	self    CGID
+	self    *cgInfo
 	mode    Mode
 	op      ReduceOp
 	target  AllocID
@@ -112,26 +122,26 @@ func (c *Core) applyAccess(r *region, x *accessCtx, deps []CGID) (*region, []CGI
 		}
 		for _, f := range r.fills {
 			if f.gen == x.gen {
-				deps = append(deps, f.cg)
+				deps = append(deps, f.cg.id)
 			}
 		}
 	}
 	switch x.mode {
 	case Read:
-		deps = append(deps, r.writers...)
+		deps = appendIDs(deps, r.writers)
 		addFills()
 		n := *r
 		if len(r.readers) == 0 || r.readers[len(r.readers)-1] != x.self {
-			n.readers = append(append(make([]CGID, 0, len(r.readers)+1), r.readers...), x.self)
+			n.readers = append(append(make([]*cgInfo, 0, len(r.readers)+1), r.readers...), x.self)
 		}
 		return &n, deps
 	case Reduce:
 		if len(r.readers) == 0 && r.reduce && r.op == x.op && r.target == x.target {
-			deps = append(deps, r.before...)
+			deps = appendIDs(deps, r.before)
 			addFills()
 			n := *r
 			if r.writers[len(r.writers)-1] != x.self {
-				n.writers = append(append(make([]CGID, 0, len(r.writers)+1), r.writers...), x.self)
+				n.writers = append(append(make([]*cgInfo, 0, len(r.writers)+1), r.writers...), x.self)
 			}
 			return &n, deps
 		}
@@ -139,30 +149,41 @@ func (c *Core) applyAccess(r *region, x *accessCtx, deps []CGID) (*region, []CGI
 		if len(prev) == 0 {
 			prev = r.writers
 		}
-		deps = append(deps, prev...)
-		return &region{writers: []CGID{x.self}, reduce: true, op: x.op, target: x.target, before: prev}, deps
+		deps = appendIDs(deps, prev)
+		return &region{writers: []*cgInfo{x.self}, reduce: true, op: x.op, target: x.target, before: prev}, deps
 	default: // Write, ReadWrite, release
 		if len(r.readers) > 0 {
-			deps = append(deps, r.readers...)
+			deps = appendIDs(deps, r.readers)
 		} else {
-			deps = append(deps, r.writers...)
+			deps = appendIDs(deps, r.writers)
 		}
-		return &region{writers: []CGID{x.self}}, deps
+		return &region{writers: []*cgInfo{x.self}}, deps
 	}
 }
 
 // conflictPass applies access x over the page box of buffer b and returns
 // the dependencies found, appended to deps.
 func (c *Core) conflictPass(b *buffer, box Box, x *accessCtx, deps []CGID) []CGID {
-	clear(c.memo)
+	c.memo.reset()
 	boxSpans(b.pages, box, func(lo, hi int) {
 		b.conf.update(lo, hi, func(r *region) *region {
-			if n, ok := c.memo[r]; ok {
+			if n, ok := c.memo.get(r); ok {
+				return n
+			}
+			// Regions that prune to the same value (typically nil: every
+			// group in them completed) share one successor, so stale
+			// fragmentation coalesces.
+			p := c.pruned(r)
+			if n, ok := c.memo.get(p); ok {
+				c.memo.put(r, n)
 				return n
 			}
 			var n *region
-			n, deps = c.applyAccess(r, x, deps)
-			c.memo[r] = n
+			n, deps = c.applyAccess(p, x, deps)
+			c.memo.put(r, n)
+			if p != r {
+				c.memo.put(p, n)
+			}
 			return n
 		})
 	})
@@ -171,19 +192,27 @@ func (c *Core) conflictPass(b *buffer, box Box, x *accessCtx, deps []CGID) []CGI
 
 // fillPass records that group self's copies made [lo, hi) valid on the
 // allocation of generation gen.
-func (c *Core) fillPass(b *buffer, spans []span, self CGID, gen uint32) {
-	clear(c.memo)
+func (c *Core) fillPass(b *buffer, spans []span, self *cgInfo, gen uint32) {
+	c.memo.reset()
 	for _, s := range spans {
 		b.conf.update(s.lo, s.hi, func(r *region) *region {
-			if n, ok := c.memo[r]; ok {
+			if n, ok := c.memo.get(r); ok {
+				return n
+			}
+			p := c.pruned(r)
+			if n, ok := c.memo.get(p); ok {
+				c.memo.put(r, n)
 				return n
 			}
 			var n region
-			if r != nil {
-				n = *r
+			if p != nil {
+				n = *p
 			}
 			n.fills = append(append(make([]fill, 0, len(n.fills)+1), n.fills...), fill{gen: gen, cg: self})
-			c.memo[r] = &n
+			c.memo.put(r, &n)
+			if p != r {
+				c.memo.put(p, &n)
+			}
 			return &n
 		})
 	}
@@ -197,10 +226,100 @@ func (c *Core) fillDeps(b *buffer, lo, hi int, gen uint32, deps []CGID) []CGID {
 			return
 		}
 		for _, f := range r.fills {
-			if f.gen == gen && c.isLive(f.cg) {
-				deps = append(deps, f.cg)
+			if f.gen == gen && !f.cg.done {
+				deps = append(deps, f.cg.id)
 			}
 		}
 	})
 	return deps
+}
+
+// regionMemo maps old regions to their successors during one update pass.
+// Most passes see a handful of distinct regions: a short slice, with a map
+// (made per pass, so its size never leaks into later passes) beyond that.
+type regionMemo struct {
+	pairs [][2]*region
+	big   map[*region]*region
+}
+
+const memoLinear = 16
+
+func (m *regionMemo) reset() {
+	clear(m.pairs)
+	m.pairs = m.pairs[:0]
+	m.big = nil
+}
+
+func (m *regionMemo) get(r *region) (*region, bool) {
+	if m.big != nil {
+		n, ok := m.big[r]
+		return n, ok
+	}
+	for _, p := range m.pairs {
+		if p[0] == r {
+			return p[1], true
+		}
+	}
+	return nil, false
+}
+
+func (m *regionMemo) put(r, n *region) {
+	if m.big == nil && len(m.pairs) < memoLinear {
+		m.pairs = append(m.pairs, [2]*region{r, n})
+		return
+	}
+	if m.big == nil {
+		m.big = make(map[*region]*region, 2*memoLinear)
+		for _, p := range m.pairs {
+			m.big[p[0]] = p[1]
+		}
+	}
+	m.big[r] = n
+}
+
+// conflictDeps is the D1 part of Submit's dependencies for cg, computed
+// without recording anything: for each access, the groups its regions say it
+// must wait for (deduplicated, sorted, without fills or allocations). It is
+// the detection step the conflict benchmark measures.
+func (c *Core) conflictDeps(cg CommandGroup) []CGID {
+	var deps []CGID
+	for _, a := range cg.Accesses {
+		b := c.bufs[a.Buffer]
+		if b == nil {
+			continue
+		}
+		boxSpans(b.pages, a.Pages, func(lo, hi int) {
+			b.conf.visit(lo, hi, func(_, _ int, r *region) {
+				if r == nil {
+					return
+				}
+				live := func(gs []*cgInfo) {
+					for _, g := range gs {
+						if !g.done {
+							deps = append(deps, g.id)
+						}
+					}
+				}
+				anyLive := func(gs []*cgInfo) bool {
+					for _, g := range gs {
+						if !g.done {
+							return true
+						}
+					}
+					return false
+				}
+				switch {
+				case a.Mode == Read:
+					live(r.writers)
+				case a.Mode == Reduce && r.reduce && r.op == a.Op && r.target == a.Target && !anyLive(r.readers):
+					live(r.before)
+				case anyLive(r.readers):
+					live(r.readers)
+				default:
+					live(r.writers)
+				}
+			})
+		})
+	}
+	return finishDeps(deps, cg.ID)
 }

@@ -17,13 +17,16 @@ type Core struct {
 	last    CGID
 	started bool
 	live    map[CGID]*cgInfo // submitted, not completed
-	memo    map[*region]*region
+	memo    regionMemo
 
 	completions int // since the last history sweep
+	sweepAt     int // conflict segments after the last sweep
 }
 
 // cgInfo is what the core remembers of an incomplete group.
 type cgInfo struct {
+	id   CGID
+	done bool // set by Complete; regions still pointing here drop it
 	// uses lists the allocations (by buffer and generation) the group's
 	// kernel or copies touch; a later group that depends on it needs no
 	// separate edge to the group that allocated them.
@@ -69,7 +72,7 @@ func New(cfg Config) *Core {
 	if cost == nil {
 		cost = DefaultCost{}
 	}
-	return &Core{cost: cost, bufs: map[BufferID]*buffer{}, live: map[CGID]*cgInfo{}, memo: map[*region]*region{}}
+	return &Core{cost: cost, bufs: map[BufferID]*buffer{}, live: map[CGID]*cgInfo{}}
 }
 
 func (c *Core) isLive(id CGID) bool {
@@ -242,7 +245,7 @@ func (c *Core) Submit(cg CommandGroup) (Step, error) {
 		return Step{ID: cg.ID, Lost: lost}, lostError(cg.ID, lost)
 	}
 	c.last, c.started = cg.ID, true
-	info := &cgInfo{}
+	info := &cgInfo{id: cg.ID}
 	c.live[cg.ID] = info
 
 	step := Step{ID: cg.ID}
@@ -260,7 +263,7 @@ func (c *Core) Submit(cg CommandGroup) (Step, error) {
 	for _, a := range cg.Accesses {
 		b := c.bufs[a.Buffer]
 		s, _ := b.slotOf(a.Target)
-		x := accessCtx{self: cg.ID, mode: a.Mode, op: a.Op, target: a.Target, gen: b.slots[s].gen, discard: a.Discard}
+		x := accessCtx{self: info, mode: a.Mode, op: a.Op, target: a.Target, gen: b.slots[s].gen, discard: a.Discard}
 		deps = c.conflictPass(b, a.Pages, &x, deps)
 	}
 	// Transfers, in access order, planned against the page states as they
@@ -305,7 +308,7 @@ func (c *Core) Submit(cg CommandGroup) (Step, error) {
 	for _, cp := range copies {
 		b := cp.key.buf
 		if fillRecorded(cg, b.id, b.slots[cp.key.dst].alloc) {
-			c.fillPass(b, cp.spans, cg.ID, b.slots[cp.key.dst].gen)
+			c.fillPass(b, cp.spans, info, b.slots[cp.key.dst].gen)
 		}
 		step.Copies = append(step.Copies, makeCopy(b, cp))
 	}
@@ -510,7 +513,7 @@ func (c *Core) pickSource(b *buffer, cands uint64, r *region, prev int) int {
 			s := bits.TrailingZeros64(m)
 			filling := false
 			for _, f := range r.fills {
-				if f.gen == b.slots[s].gen && c.isLive(f.cg) {
+				if f.gen == b.slots[s].gen && !f.cg.done {
 					filling = true
 					break
 				}
@@ -719,23 +722,23 @@ func lostError(id CGID, lost []LostPages) error {
 // leaves the tracking state; later groups no longer depend on it. Completing
 // an unknown or already completed group does nothing.
 func (c *Core) Complete(id CGID) {
-	if _, ok := c.live[id]; !ok {
+	info, ok := c.live[id]
+	if !ok {
 		return
 	}
+	info.done = true
 	delete(c.live, id)
 	c.completions++
 	c.maybeSweep()
 }
 
 // maybeSweep drops completed groups from every region once the completions
-// since the last sweep outnumber the stored segments, so the amortised cost
-// per completion is O(1) and references to completed groups stay bounded.
+// since the last sweep reach the size of the conflict maps at that sweep
+// (at least 1024), so the amortised cost per completion is O(1) and
+// references to completed groups stay bounded. (Regions touched in between
+// are pruned on the spot.)
 func (c *Core) maybeSweep() {
-	segs := 0
-	for _, b := range c.bufs {
-		segs += b.conf.segments()
-	}
-	if c.completions < max(segs, 64) {
+	if c.completions < max(c.sweepAt, 1024) {
 		return
 	}
 	c.sweep()
@@ -743,18 +746,26 @@ func (c *Core) maybeSweep() {
 
 func (c *Core) sweep() {
 	c.completions = 0
-	clear(c.memo)
-	for _, b := range c.bufs {
+	segs := 0
+	ids := make([]BufferID, 0, len(c.bufs))
+	for id := range c.bufs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		b := c.bufs[id]
+		memo := map[*region]*region{}
 		b.conf.rewriteAll(func(r *region) *region {
-			if n, ok := c.memo[r]; ok {
+			if n, ok := memo[r]; ok {
 				return n
 			}
 			n := c.pruned(r)
-			c.memo[r] = n
+			memo[r] = n
 			return n
 		})
+		segs += b.conf.segments()
 	}
-	clear(c.memo)
+	c.sweepAt = segs
 }
 
 // Release plans the explicit release of one allocation of a buffer (B1): a
@@ -798,9 +809,10 @@ func (c *Core) Release(id CGID, buf BufferID, alloc AllocID) (Step, error) {
 		}
 	}
 	c.last, c.started = id, true
-	c.live[id] = &cgInfo{}
+	info := &cgInfo{id: id}
+	c.live[id] = info
 	step := Step{ID: id}
-	x := accessCtx{self: id, mode: release, target: alloc, gen: b.slots[s].gen}
+	x := accessCtx{self: info, mode: release, target: alloc, gen: b.slots[s].gen}
 	deps := c.conflictPass(b, b.geo.All(), &x, nil)
 	if len(only) > 0 {
 		h, ok := b.slotOf(host)
@@ -865,4 +877,44 @@ func (c *Core) LoseNode(n NodeID) []LostPages {
 		}
 	}
 	return out
+}
+
+// Stats describes the core's memory use and history, for metrics and tests.
+type Stats struct {
+	Buffers     int // registered buffers
+	Pages       int // pages over all buffers
+	Allocations int // existing allocations over all buffers
+	// StateBytes is the heap held by page states (P2): run lists and dense
+	// chunk bitmaps, with their headers.
+	StateBytes int
+	// DenseChunks is the number of 4096-page chunks held as bitmaps.
+	DenseChunks int
+	// Regions is the number of conflict-tracking segments (history size).
+	Regions int
+	// Live is the number of submitted, not completed command groups.
+	Live int
+	// PageAllocs is the sum over buffers of pages × allocations.
+	PageAllocs int
+}
+
+// StateBitsPerPage is StateBytes×8 per page per allocation (0 if empty).
+func (s Stats) StateBitsPerPage() float64 {
+	if s.PageAllocs == 0 {
+		return 0
+	}
+	return float64(s.StateBytes*8) / float64(s.PageAllocs)
+}
+
+// Stats returns the current Stats.
+func (c *Core) Stats() Stats {
+	s := Stats{Buffers: len(c.bufs), Live: len(c.live)}
+	for _, b := range c.bufs {
+		s.Pages += b.n
+		s.Allocations += bits.OnesCount64(b.used)
+		s.PageAllocs += b.n * bits.OnesCount64(b.used)
+		s.StateBytes += b.states.memBytes()
+		s.DenseChunks += b.states.denseChunks()
+		s.Regions += b.conf.segments()
+	}
+	return s
 }

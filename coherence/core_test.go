@@ -468,3 +468,28 @@ func TestErrors(t *testing.T) {
 		t.Errorf("zero geometry: err = %v, want ErrBadGeometry", err)
 	}
 }
+
+// TestConflictDepsMatchesSubmit_D1: the read-only detection query returns
+// exactly the conflict part of Submit's dependencies.
+func TestConflictDepsMatchesSubmit_D1(t *testing.T) {
+	c, _ := newCore1D(t, 32, true)
+	groups := [][]Access{
+		{acc(Read, host0, span1(0, 8))},
+		{acc(Write, host0, span1(4, 12))},
+		{acc(Read, host0, span1(0, 32))},
+		{acc(Reduce, host0, span1(0, 4))},
+		{acc(Reduce, host0, span1(0, 4))},
+		{acc(ReadWrite, host0, span1(2, 20)), acc(Read, host0, span1(30, 32))},
+	}
+	for i, as := range groups {
+		cg := CommandGroup{ID: CGID(i + 1), Accesses: as}
+		want := c.conflictDeps(cg)
+		st := mustSubmit(t, c, cg.ID, as...)
+		if !slices.Equal(st.Deps, want) {
+			t.Errorf("group %d: conflictDeps = %v, Submit deps = %v", i+1, want, st.Deps)
+		}
+		if i == 2 {
+			c.Complete(1)
+		}
+	}
+}

@@ -1,6 +1,9 @@
 package coherence
 
-import "math/bits"
+import (
+	"math/bits"
+	"slices"
+)
 
 // Page states (P2).
 //
@@ -166,57 +169,55 @@ func (p *pageStates) update(lo, hi int, op stateOp) {
 }
 
 func (p *pageStates) updateRuns(c *psChunk, size, a, b int, op stateOp) {
+	// Splice: rebuild only the runs overlapping [a, b), coalesce with the
+	// neighbours, move the rest of the chunk at most once.
+	i, j := runIndex(c.starts, a), runIndex(c.starts, b-1)
+	end := func(k int) int {
+		if k+1 < len(c.starts) {
+			return int(c.starts[k+1])
+		}
+		return size
+	}
 	ns, nm := p.sStarts[:0], p.sMasks[:0]
 	push := func(s int, m uint64) {
 		if len(nm) > 0 && nm[len(nm)-1] == m {
 			return
 		}
-		if len(ns) > 0 && int(ns[len(ns)-1]) == s {
-			// zero-length run (cannot happen with valid input) — replace
-			nm[len(nm)-1] = m
-			return
-		}
 		ns = append(ns, uint16(s))
 		nm = append(nm, m)
 	}
-	first := runIndex(c.starts, a)
-	for i := 0; i < first; i++ {
-		ns = append(ns, c.starts[i])
-		nm = append(nm, c.masks[i])
+	if int(c.starts[i]) < a {
+		push(int(c.starts[i]), c.masks[i])
 	}
-	for i := first; i < len(c.starts); i++ {
-		s := int(c.starts[i])
-		e := size
-		if i+1 < len(c.starts) {
-			e = int(c.starts[i+1])
-		}
-		m := c.masks[i]
-		if e <= a || s >= b {
-			push(s, m)
-			continue
-		}
-		if s < a {
-			push(s, m)
-		}
-		push(max(s, a), op.apply(m))
-		if e > b {
-			push(b, m)
+	for k := i; k <= j; k++ {
+		push(max(int(c.starts[k]), a), op.apply(c.masks[k]))
+	}
+	if end(j) > b {
+		push(b, c.masks[j])
+	}
+	lo, hi := i, j+1
+	if lo > 0 && len(nm) > 0 && c.masks[lo-1] == nm[0] {
+		ns, nm = ns[1:], nm[1:]
+	}
+	if hi < len(c.starts) {
+		if len(nm) > 0 && c.masks[hi] == nm[len(nm)-1] || len(nm) == 0 && lo > 0 && c.masks[hi] == c.masks[lo-1] {
+			hi++
 		}
 	}
-	p.sStarts, p.sMasks = ns, nm
-	if denseCheaper(len(ns), nm) {
-		c.dense = toDense(ns, nm, size)
+	grew := len(ns) > hi-lo
+	c.starts = slices.Replace(c.starts, lo, hi, ns...)
+	c.masks = slices.Replace(c.masks, lo, hi, nm...)
+	p.sStarts, p.sMasks = ns[:0], nm[:0]
+	if grew && denseCheaper(len(c.starts), c.masks) {
+		c.dense = toDense(c.starts, c.masks, size)
 		c.starts, c.masks = nil, nil
-		return
 	}
-	c.starts = append(c.starts[:0], ns...)
-	c.masks = append(c.masks[:0], nm...)
 }
 
 // denseCheaper: a run costs 10 bytes; a dense slot bitmap chunkWords*8.
 func denseCheaper(runs int, masks []uint64) bool {
-	if runs*10 <= chunkWords*8 {
-		return false
+	if runs*10 <= 2*chunkWords*8 {
+		return false // cheaper than even one slot's bitmap plus the lost one
 	}
 	var all uint64
 	for _, m := range masks {
