@@ -125,7 +125,7 @@ func (d *Device) Enqueue(_ int, op device.Op, done func(error)) error {
 			return fmt.Errorf("%w: the CPU copies only between host-visible memory (%s → %s); let the other device run the copy", device.ErrUnsupported, op.Src.Mem.Device, op.Dst.Mem.Device)
 		}
 		src, dst := op.Src.Mem.Host, op.Dst.Mem.Host
-		j = &job{n: 1, name: "copy", run: func(int) error { device.CopyHost(dst, src, op); return nil }}
+		j = &job{n: 1, name: "copy", run: func(int, *device.Work) error { device.CopyHost(dst, src, op); return nil }}
 	case device.FillOp:
 		if err := op.Validate(); err != nil {
 			return err
@@ -134,7 +134,7 @@ func (d *Device) Enqueue(_ int, op device.Op, done func(error)) error {
 			return fmt.Errorf("%w: fill of memory the CPU cannot reach (%s)", device.ErrUnsupported, op.Dst.Device)
 		}
 		dst := op.Dst.Host
-		j = &job{n: 1, name: "fill", run: func(int) error { device.FillHost(dst, op); return nil }}
+		j = &job{n: 1, name: "fill", run: func(int, *device.Work) error { device.FillHost(dst, op); return nil }}
 	case device.LaunchOp:
 		var err error
 		if j, err = d.launchJob(op); err != nil {
@@ -159,7 +159,10 @@ func (d *Device) launchJob(op device.LaunchOp) (*job, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	data := make([][]byte, len(op.Args))
+	var data [][]byte
+	if len(op.Args) > 0 {
+		data = make([][]byte, len(op.Args))
+	}
 	hasLocal := false
 	for i, a := range op.Args {
 		if a.Kind == device.ArgLocal {
@@ -180,7 +183,7 @@ func (d *Device) launchJob(op device.LaunchOp) (*job, error) {
 	j := &job{name: op.Name}
 	if items == 0 {
 		j.n = 1
-		j.run = func(int) error { return nil }
+		j.run = func(int, *device.Work) error { return nil }
 		return j, nil
 	}
 	if !r.Grouped() {
@@ -193,11 +196,11 @@ func (d *Device) launchJob(op device.LaunchOp) (*job, error) {
 		n = max(n, 1)
 		j.n = n
 		ext := r.Global[sd]
-		j.run = func(c int) error {
-			w := device.Work{Range: r, Args: op.Args, Data: data, Hi: r.Global}
+		j.run = func(c int, w *device.Work) error {
+			w.Range, w.Args, w.Data, w.Hi = r, op.Args, data, r.Global
 			w.Lo[sd] = int(int64(ext) * int64(c) / n)
 			w.Hi[sd] = int(int64(ext) * int64(c+1) / n)
-			fn(&w)
+			fn(w)
 			return nil
 		}
 		return j, nil
@@ -209,8 +212,8 @@ func (d *Device) launchJob(op device.LaunchOp) (*job, error) {
 	ng := groups[0] * groups[1] * groups[2]
 	n := min(int64(ng), int64(d.workers*chunksPerWorker))
 	j.n = n
-	j.run = func(c int) error {
-		w := device.Work{Range: r, Args: op.Args, Data: data}
+	j.run = func(c int, w *device.Work) error {
+		w.Range, w.Args, w.Data = r, op.Args, data
 		if hasLocal {
 			// One local allocation per work-group: this chunk's groups run
 			// one after the other, each with the memory to itself (A3).
@@ -228,7 +231,7 @@ func (d *Device) launchJob(op device.LaunchOp) (*job, error) {
 				w.Lo[dd] = w.Group[dd] * r.Local[dd]
 				w.Hi[dd] = w.Lo[dd] + r.Local[dd]
 			}
-			fn(&w)
+			fn(w)
 		}
 		return nil
 	}

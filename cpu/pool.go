@@ -15,7 +15,7 @@ type job struct {
 	n     int64
 	next  atomic.Int64 // next chunk to claim
 	left  atomic.Int64 // chunks not yet finished
-	run   func(chunk int) error
+	run   func(chunk int, w *device.Work) error // w is the worker's, reset before each call
 	done  func(error)
 	name  string
 	errMu sync.Mutex
@@ -126,13 +126,15 @@ func (p *pool) pending() bool {
 
 func (p *pool) worker() {
 	defer p.wg.Done()
+	w := new(device.Work) // reused: a chunk's Work lives only during its call
 	for {
 		j, c := p.claim()
 		if j == nil {
 			return
 		}
 		if !j.fail.Load() {
-			if err := runChunk(j, int(c)); err != nil {
+			*w = device.Work{}
+			if err := runChunk(j, int(c), w); err != nil {
 				j.setErr(err)
 			}
 		}
@@ -146,13 +148,13 @@ func (p *pool) worker() {
 	}
 }
 
-func runChunk(j *job, c int) (err error) {
+func runChunk(j *job, c int, w *device.Work) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: %s: %v", device.ErrKernelPanic, j.name, r)
 		}
 	}()
-	return j.run(c)
+	return j.run(c, w)
 }
 
 // close waits for queued jobs, then stops the workers.
