@@ -13,8 +13,8 @@ import (
 // worker that finishes the last chunk calls done.
 type job struct {
 	n     int64
-	next  atomic.Int64 // next chunk to claim
-	left  atomic.Int64 // chunks not yet finished
+	next  atomic.Int64                          // next chunk to claim
+	left  atomic.Int64                          // chunks not yet finished
 	run   func(chunk int, w *device.Work) error // w is the worker's, reset before each call
 	done  func(error)
 	name  string
