@@ -17,6 +17,7 @@ import (
 type batch struct {
 	ev    driver.Event
 	items []completion
+	at    time.Time // when the owner submitted it
 }
 
 // completer reports finished work for one device (see Config.Completion).
@@ -103,7 +104,7 @@ func (c *completer) submit(s driver.Stream, items []completion) {
 		c.finish(batch{items: items}, err)
 		return
 	}
-	c.in <- batch{ev: ev, items: items}
+	c.in <- batch{ev: ev, items: items, at: time.Now()}
 }
 
 // finish reports a batch and recycles its event.
@@ -147,24 +148,37 @@ func (c *completer) run() {
 	}
 }
 
-// lockWithContext pins the completer to its own thread with the device's
+// lockWithContext locks the completer to its thread with the device's
 // context current (cuEventQuery and cuEventSynchronize do not need it, but
-// the driver may, and the thread is ours alone).
+// it costs little and keeps the driver's assumptions).
 func (c *completer) lockWithContext() {
-	runtime.LockOSThread() // never unlocked: the thread's timer slack is changed
+	runtime.LockOSThread()
 	_ = c.d.lib.CtxSetCurrent(c.d.ctx)
 }
 
-// runPoll queries the oldest events of every stream; when nothing finished
-// it sleeps, doubling the sleep from PollMin to PollMax, on a thread whose
-// timer slack is 1 µs so short sleeps are short. It never spins.
+// pollSleep is how long to sleep before the next round of queries: an
+// eighth of how long the oldest batch has been waiting, within [min, max].
+// Latency overshoot stays near an eighth of the wait (a 250 µs kernel is
+// seen within about 30 µs), and a long kernel costs a few dozen wake-ups.
+func pollSleep(waited, min, max time.Duration) time.Duration {
+	s := waited / 8
+	if s < min {
+		s = min
+	}
+	if s > max {
+		s = max
+	}
+	return s
+}
+
+// runPoll queries the events of pending batches; while some are not done
+// it sleeps (pollSleep) on its thread with a 1 µs timer slack, so short
+// sleeps are short. With nothing pending it blocks on its channel as an
+// ordinary goroutine. It never spins.
 func (c *completer) runPoll() {
-	c.lockWithContext()
-	setTimerSlack(1000)
 	var pending []batch
 	in := c.in
 	min, max := c.d.cfg.PollMin, c.d.cfg.PollMax
-	sleep := min
 	for {
 		if len(pending) == 0 {
 			if in == nil {
@@ -175,53 +189,51 @@ func (c *completer) runPoll() {
 				return
 			}
 			pending = append(pending, b)
-			sleep = min
 		}
-	more:
-		for in != nil {
-			select {
-			case b, ok := <-in:
-				if !ok {
-					in = nil
+		c.lockWithContext()
+		setTimerSlack(1000)
+		for len(pending) > 0 {
+		more:
+			for in != nil {
+				select {
+				case b, ok := <-in:
+					if !ok {
+						in = nil
+						break more
+					}
+					pending = append(pending, b)
+				default:
 					break more
 				}
-				pending = append(pending, b)
-			default:
-				break more
+			}
+			keep := pending[:0]
+			for _, b := range pending {
+				err := c.d.lib.EventQuery(b.ev)
+				if errors.Is(err, driver.ErrNotReady) {
+					keep = append(keep, b)
+					continue
+				}
+				c.finish(b, err)
+			}
+			clear(pending[len(keep):])
+			pending = keep
+			if len(pending) > 0 {
+				nanosleep(pollSleep(time.Since(pending[0].at), min, max))
 			}
 		}
-		progressed := false
-		keep := pending[:0]
-		for _, b := range pending {
-			err := c.d.lib.EventQuery(b.ev)
-			if errors.Is(err, driver.ErrNotReady) {
-				keep = append(keep, b)
-				continue
-			}
-			c.finish(b, err)
-			progressed = true
-		}
-		clear(pending[len(keep):])
-		pending = keep
-		switch {
-		case len(pending) == 0:
-		case progressed:
-			sleep = min
-		default:
-			nanosleep(sleep)
-			if sleep *= 2; sleep > max {
-				sleep = max
-			}
-		}
+		setTimerSlack(0) // back to the thread's default
+		runtime.UnlockOSThread()
 	}
 }
 
 // runBlocking waits for each batch in order in cuEventSynchronize on
 // blocking-sync events: the driver parks the thread until the GPU signals.
 func (c *completer) runBlocking() {
-	c.lockWithContext()
 	for b := range c.in {
-		c.finish(b, c.d.lib.EventSynchronize(b.ev))
+		c.lockWithContext()
+		err := c.d.lib.EventSynchronize(b.ev)
+		runtime.UnlockOSThread()
+		c.finish(b, err)
 	}
 }
 

@@ -14,8 +14,9 @@ type Completion uint8
 // Completion strategies. The zero value is CompletionPoll.
 const (
 	// CompletionPoll: the completer queries one CUDA event per stream and
-	// batch, sleeping between rounds with exponential back-off from PollMin
-	// to PollMax (on its own thread, with 1 µs timer slack).
+	// batch; between rounds it sleeps an eighth of how long the oldest batch
+	// has waited, within [PollMin, PollMax] (nanosleep with 1 µs timer
+	// slack). It never spins.
 	CompletionPoll Completion = iota
 	// CompletionBlockingSync: the completer waits in cuEventSynchronize on
 	// blocking-sync events (the driver puts the thread to sleep), oldest
@@ -66,8 +67,8 @@ type Config struct {
 	// Completion picks the completion strategy; the zero value is
 	// CompletionPoll.
 	Completion Completion
-	// PollMin and PollMax bound the polling back-off; 0 means 2 µs and
-	// 200 µs. Only CompletionPoll uses them.
+	// PollMin and PollMax bound the sleep between polling rounds; 0 means
+	// 2 µs and 200 µs. Only CompletionPoll uses them.
 	PollMin, PollMax time.Duration
 	// ManagedReserve is device memory that MemShared allocations leave
 	// free; 0 means 256 MiB.

@@ -9,6 +9,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/acpp/acpp/cuda/kernels"
 	"github.com/acpp/acpp/device"
@@ -290,5 +291,21 @@ func TestEnqueueRefusesBadOps(t *testing.T) {
 	err := d.Enqueue(0, device.FillOp{Dst: dev, Bytes: 4, Pattern: []byte{1}}, done)
 	if !errors.Is(err, device.ErrClosed) {
 		t.Errorf("Enqueue after close = %v, want ErrClosed", err)
+	}
+}
+
+// TestPollSleepProportional: the poller sleeps an eighth of the wait so far,
+// within its bounds, so latency overshoot stays proportional to the wait.
+func TestPollSleepProportional(t *testing.T) {
+	tests := []struct{ waited, want time.Duration }{
+		{0, 2 * time.Microsecond},
+		{8 * time.Microsecond, 2 * time.Microsecond},
+		{240 * time.Microsecond, 30 * time.Microsecond},
+		{time.Second, 200 * time.Microsecond},
+	}
+	for _, tc := range tests {
+		if got := pollSleep(tc.waited, 2*time.Microsecond, 200*time.Microsecond); got != tc.want {
+			t.Errorf("pollSleep(%v) = %v, want %v", tc.waited, got, tc.want)
+		}
 	}
 }

@@ -15,15 +15,18 @@
 // # Concurrency
 //
 // A CUDA context is current per OS thread. Each Device has one owner
-// goroutine, locked to its thread for its whole life, that is the only
-// caller of the driver for that device's work: Enqueue, Alloc, Free and Do
-// hand it tasks through an unbounded queue (Enqueue never blocks; the owner
-// takes everything queued at each wake-up, which batches pipelined
-// submissions). The owner spreads ops over Config.Streams streams by the
+// goroutine that is the only caller of the driver for that device's work:
+// Enqueue, Alloc, Free and Do hand it tasks through an unbounded queue
+// (Enqueue never blocks; the owner takes everything queued at each wake-up,
+// which batches pipelined submissions). While it talks to the driver the
+// owner is locked to its OS thread with the device's context current
+// (cuCtxSetCurrent each time it locks); while it waits for work it is an
+// ordinary goroutine, which makes waking it several times cheaper than
+// waking a goroutine locked to a sleeping thread. The owner spreads ops over Config.Streams streams by the
 // queue hint (D4). Completion is reported by a second goroutine per device,
 // the completer, by one of three strategies (Config.Completion): polling
-// CUDA events with exponential back-off (default; measured best, see
-// docs/CUDA.md), a blocking-sync event wait, or a driver host-function
+// CUDA events, sleeping an eighth of the time waited so far between rounds
+// (default; measured best, see docs/CUDA.md), a blocking-sync event wait, or a driver host-function
 // callback. Either way one CUDA event (or callback) covers every op the
 // owner issued on one stream in one batch, and done is called from the
 // completer goroutine, never from the caller's. Close stops both goroutines
