@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -197,10 +198,16 @@ type pagePair struct {
 	src [][]byte
 }
 
-func startPagePair(b *testing.B, size, streams int) *pagePair {
+func startPagePair(b *testing.B, size, streams int, mods ...func(*Config)) *pagePair {
 	var d directory
-	n1 := startNode(b, &d, "n1", func(c *Config) { c.PageStreams = streams; c.MinSegmentBytes = 1 << 20; c.Logger = nil })
-	n2 := startNode(b, &d, "n2", func(c *Config) { c.Logger = nil })
+	mod := func(c *Config) {
+		c.Logger = nil
+		for _, m := range mods {
+			m(c)
+		}
+	}
+	n1 := startNode(b, &d, "n1", func(c *Config) { c.PageStreams = streams; c.MinSegmentBytes = 1 << 20; mod(c) })
+	n2 := startNode(b, &d, "n2", mod)
 	dst := make([]byte, size)
 	n2.HandlePages(func(context.Context, credentials.Identity, *proto.PageHeader) (PageSink, error) {
 		return PageSink{Dst: [][]byte{dst}}, nil
@@ -252,18 +259,56 @@ func BenchmarkPageTransfer(b *testing.B) {
 		}
 		reportRate(b, size)
 	})
-	for _, streams := range []int{1, 2, 4} {
-		b.Run(fmt.Sprintf("transport/streams=%d", streams), func(b *testing.B) {
-			p := startPagePair(b, size, streams)
-			b.SetBytes(int64(size))
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := p.send(); err != nil {
-					b.Fatal(err)
-				}
+	b.Run("raw-quic/conns=2", func(b *testing.B) {
+		// Two connections, half the bytes each: does a second connection
+		// (a second quic-go run loop) move bytes faster?
+		srv := startRawServer(b, n2, size)
+		qcs := []*quic.Conn{dialRaw(b, n1, srv.ln.Addr().String()), dialRaw(b, n1, srv.ln.Addr().String())}
+		src := make([]byte, size)
+		b.SetBytes(int64(size))
+		b.ReportAllocs()
+		for b.Loop() {
+			var wg sync.WaitGroup
+			errs := make([]error, 2)
+			for i, qc := range qcs {
+				wg.Go(func() { errs[i] = rawTransfer(qc, src[i*size/2:(i+1)*size/2]) })
 			}
-			reportRate(b, size)
-		})
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportRate(b, size)
+	})
+	windows := []struct {
+		name         string
+		stream, conn uint64
+	}{
+		{"", 0, 0},                             // the defaults: 32 MiB / 128 MiB
+		{"/window=quic-go", 6 << 20, 15 << 20}, // quic-go's own defaults
+		{"/window=large", 128 << 20, 512 << 20},
+	}
+	for _, streams := range []int{1, 2, 4} {
+		for _, w := range windows {
+			if w.name != "" && streams != 1 {
+				continue
+			}
+			b.Run(fmt.Sprintf("transport/streams=%d%s", streams, w.name), func(b *testing.B) {
+				p := startPagePair(b, size, streams, func(c *Config) {
+					if w.stream != 0 {
+						c.StreamWindow, c.ConnWindow = w.stream, w.conn
+					}
+				})
+				b.SetBytes(int64(size))
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := p.send(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				reportRate(b, size)
+			})
+		}
 	}
 }
 
