@@ -1,5 +1,7 @@
 package coherence
 
+import "slices"
+
 // Conflict tracking (D1–D4, C4).
 //
 // Per buffer, an interval map over the linear page index holds, for every
@@ -27,6 +29,7 @@ package coherence
 // Groups are referenced by their *cgInfo, whose done flag Complete sets, so
 // liveness checks cost a load, not a map lookup.
 type region struct {
+	one     [1]*cgInfo // storage for a lone writer
 	writers []*cgInfo
 	reduce  bool
 	op      ReduceOp
@@ -46,6 +49,23 @@ func appendIDs(deps []CGID, gs []*cgInfo) []CGID {
 		deps = append(deps, g.id)
 	}
 	return deps
+}
+
+// allDone reports whether every group r names has completed.
+func (r *region) allDone() bool {
+	for _, l := range [][]*cgInfo{r.writers, r.before, r.readers} {
+		for _, g := range l {
+			if !g.done {
+				return false
+			}
+		}
+	}
+	for _, f := range r.fills {
+		if !f.cg.done {
+			return false
+		}
+	}
+	return true
 }
 
 func (r *region) empty() bool {
@@ -110,17 +130,30 @@ type accessCtx struct {
 }
 
 // applyAccess computes the dependencies of access x on region r (appended to
-// deps) and returns the region after x.
+// deps) and returns the region after x. Completed groups are dropped on the
+// way; the successor costs one allocation for the struct and at most one for
+// all its group lists.
 func (c *Core) applyAccess(r *region, x *accessCtx, deps []CGID) (*region, []CGID) {
-	r = c.pruned(r)
-	if r == nil {
-		r = &region{}
+	var old region
+	if r != nil {
+		old = *r
 	}
-	addFills := func() {
+	// Live views of the old lists, in scratch space.
+	sc := c.scratch[:0]
+	sc = appendLive(sc, old.writers)
+	nw := len(sc)
+	sc = appendLive(sc, old.before)
+	nb := len(sc)
+	sc = appendLive(sc, old.readers)
+	c.scratch = sc
+	w, bf, rd := sc[:nw:nw], sc[nw:nb:nb], sc[nb:]
+	fl := c.liveFills(old.fills)
+
+	fillDeps := func() {
 		if x.discard {
 			return
 		}
-		for _, f := range r.fills {
+		for _, f := range fl {
 			if f.gen == x.gen {
 				deps = append(deps, f.cg.id)
 			}
@@ -128,37 +161,72 @@ func (c *Core) applyAccess(r *region, x *accessCtx, deps []CGID) (*region, []CGI
 	}
 	switch x.mode {
 	case Read:
-		deps = appendIDs(deps, r.writers)
-		addFills()
-		n := *r
-		if len(r.readers) == 0 || r.readers[len(r.readers)-1] != x.self {
-			n.readers = append(append(make([]*cgInfo, 0, len(r.readers)+1), r.readers...), x.self)
+		deps = appendIDs(deps, w)
+		fillDeps()
+		if len(rd) == 0 || rd[len(rd)-1] != x.self {
+			rd = append(rd, x.self)
 		}
-		return &n, deps
+		return newRegion(w, bf, rd, fl, old.reduce, old.op, old.target), deps
 	case Reduce:
-		if len(r.readers) == 0 && r.reduce && r.op == x.op && r.target == x.target {
-			deps = appendIDs(deps, r.before)
-			addFills()
-			n := *r
-			if r.writers[len(r.writers)-1] != x.self {
-				n.writers = append(append(make([]*cgInfo, 0, len(r.writers)+1), r.writers...), x.self)
+		if len(rd) == 0 && old.reduce && len(w) > 0 && old.op == x.op && old.target == x.target {
+			deps = appendIDs(deps, bf)
+			fillDeps()
+			if w[len(w)-1] != x.self {
+				w = append(w[:len(w):len(w)], x.self)
 			}
-			return &n, deps
+			return newRegion(w, bf, nil, fl, true, x.op, x.target), deps
 		}
-		prev := r.readers
+		prev := rd
 		if len(prev) == 0 {
-			prev = r.writers
+			prev = w
 		}
 		deps = appendIDs(deps, prev)
-		return &region{writers: []*cgInfo{x.self}, reduce: true, op: x.op, target: x.target, before: prev}, deps
+		return newRegion([]*cgInfo{x.self}, prev, nil, nil, true, x.op, x.target), deps
 	default: // Write, ReadWrite, release
-		if len(r.readers) > 0 {
-			deps = appendIDs(deps, r.readers)
+		if len(rd) > 0 {
+			deps = appendIDs(deps, rd)
 		} else {
-			deps = appendIDs(deps, r.writers)
+			deps = appendIDs(deps, w)
 		}
-		return &region{writers: []*cgInfo{x.self}}, deps
+		n := &region{}
+		n.one[0] = x.self
+		n.writers = n.one[:]
+		return n, deps
 	}
+}
+
+func appendLive(dst, gs []*cgInfo) []*cgInfo {
+	for _, g := range gs {
+		if !g.done {
+			dst = append(dst, g)
+		}
+	}
+	return dst
+}
+
+// newRegion copies the lists into one fresh backing array.
+func newRegion(w, bf, rd []*cgInfo, fl []fill, reduce bool, op ReduceOp, target AllocID) *region {
+	n := &region{reduce: reduce, op: op, target: target}
+	total := len(w) + len(bf) + len(rd)
+	if total == 1 && len(w) == 1 {
+		n.one[0] = w[0]
+		n.writers = n.one[:]
+	} else if total > 0 {
+		all := make([]*cgInfo, 0, total)
+		all = append(all, w...)
+		all = append(all, bf...)
+		all = append(all, rd...)
+		n.writers = all[:len(w):len(w)]
+		n.before = all[len(w) : len(w)+len(bf) : len(w)+len(bf)]
+		n.readers = all[len(w)+len(bf) : total : total]
+	}
+	if len(fl) > 0 {
+		n.fills = slices.Clone(fl)
+	}
+	if !reduce && n.empty() {
+		return nil
+	}
+	return n
 }
 
 // conflictPass applies access x over the page box of buffer b and returns
@@ -173,17 +241,18 @@ func (c *Core) conflictPass(b *buffer, box Box, x *accessCtx, deps []CGID) []CGI
 			// Regions that prune to the same value (typically nil: every
 			// group in them completed) share one successor, so stale
 			// fragmentation coalesces.
-			p := c.pruned(r)
-			if n, ok := c.memo.get(p); ok {
-				c.memo.put(r, n)
-				return n
-			}
 			var n *region
-			n, deps = c.applyAccess(p, x, deps)
-			c.memo.put(r, n)
-			if p != r {
-				c.memo.put(p, n)
+			if r != nil && r.allDone() {
+				if n, ok := c.memo.get(nil); ok {
+					c.memo.put(r, n)
+					return n
+				}
+				n, deps = c.applyAccess(nil, x, deps)
+				c.memo.put(nil, n)
+			} else {
+				n, deps = c.applyAccess(r, x, deps)
 			}
+			c.memo.put(r, n)
 			return n
 		})
 	})

@@ -18,6 +18,7 @@ type Core struct {
 	started bool
 	live    map[CGID]*cgInfo // submitted, not completed
 	memo    regionMemo
+	scratch []*cgInfo // applyAccess's live lists
 
 	completions int // since the last history sweep
 	sweepAt     int // conflict segments after the last sweep

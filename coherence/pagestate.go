@@ -417,8 +417,18 @@ func (d *denseChunk) visit(a, b int, fn func(a, b int, m uint64)) {
 		if uniform {
 			emit(p, m)
 		} else {
-			for q := p; q < p+n; q++ {
-				emit(q, d.maskAt(q))
+			// Transpose the slots' words into per-page masks.
+			var pm [64]uint64
+			k := 0
+			for s := d.slots; s != 0; s &= s - 1 {
+				bit := uint64(1) << bits.TrailingZeros64(s)
+				for x := d.words[k*chunkWords+wi] & sel; x != 0; x &= x - 1 {
+					pm[bits.TrailingZeros64(x)] |= bit
+				}
+				k++
+			}
+			for q := off; q < off+n; q++ {
+				emit(p+q-off, pm[q])
 			}
 		}
 		p += n
