@@ -56,6 +56,7 @@ type Cluster struct {
 		members  map[string]Member
 		departed []string // names of departed members, oldest first
 		subs     map[*Subscription]struct{}
+		resyncs  uint64 // over all subscriptions, for Stats
 	}
 
 	logSub  *Subscription
@@ -638,4 +639,43 @@ func (c *Cluster) keyOp(key []byte) error {
 		return fmt.Errorf("%w: %v", ErrKey, err)
 	}
 	return nil
+}
+
+// Stats are counters for monitoring (acpp-node exports them as metrics).
+type Stats struct {
+	// Alive, Left and Failed count the members in the snapshot by state,
+	// this member included.
+	Alive, Left, Failed int
+	// Events is the number of membership events so far (the last Seq).
+	Events uint64
+	// Resyncs counts subscription overflows (EventResync deliveries) over
+	// all subscriptions so far: a reader that does not keep up.
+	Resyncs uint64
+	// HealthScore is memberlist's view of this member's own health: 0 is
+	// healthy; higher means it is missing its probe deadlines (overloaded
+	// or on a lossy network) and has slowed its probing.
+	HealthScore int
+}
+
+// Stats returns the current counters.
+func (c *Cluster) Stats() Stats {
+	var s Stats
+	c.mu.Lock()
+	for _, m := range c.mu.members {
+		switch m.State {
+		case StateAlive:
+			s.Alive++
+		case StateLeft:
+			s.Left++
+		case StateFailed:
+			s.Failed++
+		}
+	}
+	s.Events = c.mu.seq
+	s.Resyncs = c.mu.resyncs
+	c.mu.Unlock()
+	if c.ml != nil { // nil only in this package's table tests
+		s.HealthScore = c.ml.GetHealthScore()
+	}
+	return s
 }

@@ -116,6 +116,9 @@ wait:
 	if n := len(cs[0].Members().Alive()); n != 2 {
 		t.Errorf("alive members = %d, want 2", n)
 	}
+	if st := cs[0].Stats(); st.Alive != 2 || st.Failed != 1 || st.Left != 0 || st.Events < 4 {
+		t.Errorf("Stats() = %+v, want 2 alive, 1 failed, at least 4 events", st)
+	}
 }
 
 // TestGracefulLeaveSeenAsLeave_C1: Leave then Close is seen as a leave, not

@@ -96,7 +96,9 @@ func (c *Cluster) observe(t EventType, n *memberlist.Node) {
 	for s := range c.mu.subs {
 		ev := ev
 		ev.Member = m.clone()
-		s.enqueueLocked(ev, c.snapshotLocked)
+		if s.enqueueLocked(ev, c.snapshotLocked) {
+			c.mu.resyncs++
+		}
 	}
 }
 

@@ -205,10 +205,12 @@ func (s *Subscription) Close() {
 }
 
 // enqueueLocked queues ev for delivery; snap makes the resync snapshot when
-// the queue is full. The caller holds the cluster's mu. It never blocks.
-func (s *Subscription) enqueueLocked(ev Event, snap func() Snapshot) {
+// the queue is full. The caller holds the cluster's mu. It never blocks. It
+// reports whether the queue overflowed.
+func (s *Subscription) enqueueLocked(ev Event, snap func() Snapshot) (overflow bool) {
 	s.mu.Lock()
 	if len(s.queue) >= s.limit {
+		overflow = true
 		sn := snap()
 		// snap already includes ev: it replaces the queue.
 		clear(s.queue)
@@ -222,6 +224,7 @@ func (s *Subscription) enqueueLocked(ev Event, snap func() Snapshot) {
 	case s.wake <- struct{}{}:
 	default:
 	}
+	return overflow
 }
 
 // run delivers queued events until Close.

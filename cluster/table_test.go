@@ -147,6 +147,9 @@ func TestSlowSubscriberGetsResync_C5(t *testing.T) {
 	}
 	final := c.Members()
 	evs := collect(t, s, func(e []Event) bool { return len(e) > 0 && e[len(e)-1].Seq == final.Seq })
+	if st := c.Stats(); st.Resyncs != s.Resyncs() || st.Events != 50 {
+		t.Errorf("Stats() = %+v, want %d resyncs and 50 events", st, s.Resyncs())
+	}
 	if s.Resyncs() == 0 || !slices.ContainsFunc(evs, func(e Event) bool { return e.Type == EventResync }) {
 		t.Fatalf("no resync after 50 events into a queue of 4 (got %d events)", len(evs))
 	}
