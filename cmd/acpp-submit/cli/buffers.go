@@ -1,0 +1,307 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"unsafe"
+
+	"github.com/acpp/acpp"
+	"github.com/acpp/acpp/device"
+	"github.com/acpp/acpp/jobfile"
+	"github.com/acpp/acpp/jobfile/npy"
+)
+
+// buf is a job buffer of any element type: the runner works through it so
+// that one code path serves every type.
+type buf interface {
+	spec() *jobfile.Buffer
+	// arg declares the accessor a for a kernel parameter of the given kind.
+	arg(h *acpp.Handler, kind device.ArgKind, a *jobfile.Accessor) acpp.KernelArg
+	// fill declares a fill of a region with the encoded value v.
+	fill(h *acpp.Handler, off, rng []int, v []byte)
+	// copyTo declares a copy of the region (off, rng) into dst at dstOff.
+	copyTo(h *acpp.Handler, off, rng []int, dst buf, dstOff []int)
+	// bytes reads the buffer's contents (waiting for its writers).
+	bytes(ctx context.Context) ([]byte, error)
+	close() error
+}
+
+type number interface {
+	~float32 | ~float64 | ~int8 | ~int16 | ~int32 | ~int64 | ~uint8 | ~uint16 | ~uint32 | ~uint64
+}
+
+type tbuf[T number] struct {
+	s *jobfile.Buffer
+	b *acpp.Buffer[T]
+}
+
+// newBuf makes the buffer of spec s; data, when not nil, is its initial
+// contents (len(data) == s.Bytes()), used in place.
+func newBuf(q *acpp.Queue, s *jobfile.Buffer, data []byte) (buf, error) {
+	switch s.Type {
+	case "float32":
+		return makeBuf[float32](q, s, data)
+	case "float64":
+		return makeBuf[float64](q, s, data)
+	case "int8":
+		return makeBuf[int8](q, s, data)
+	case "int16":
+		return makeBuf[int16](q, s, data)
+	case "int32":
+		return makeBuf[int32](q, s, data)
+	case "int64":
+		return makeBuf[int64](q, s, data)
+	case "uint8":
+		return makeBuf[uint8](q, s, data)
+	case "uint16":
+		return makeBuf[uint16](q, s, data)
+	case "uint32":
+		return makeBuf[uint32](q, s, data)
+	case "uint64":
+		return makeBuf[uint64](q, s, data)
+	}
+	return nil, fmt.Errorf("element type %q is not supported", s.Type)
+}
+
+// allocData returns zeroed memory for s's contents, aligned for its element
+// type.
+func allocData(s *jobfile.Buffer) []byte {
+	n := s.Bytes()
+	if n == 0 {
+		return nil
+	}
+	w := make([]uint64, (n+7)/8)
+	return unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), n)
+}
+
+func makeBuf[T number](q *acpp.Queue, s *jobfile.Buffer, data []byte) (buf, error) {
+	var opts []acpp.BufferOption
+	if s.PageSize != nil {
+		opts = append(opts, acpp.PageSize(s.PageSize...))
+	}
+	r := toRange(s.Range)
+	var b *acpp.Buffer[T]
+	var err error
+	if data != nil {
+		var z T
+		elems := unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(data))), len(data)/int(unsafe.Sizeof(z)))
+		b, err = acpp.NewBufferFrom(q, elems, r, opts...)
+	} else {
+		b, err = acpp.NewBuffer[T](q, r, opts...)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &tbuf[T]{s: s, b: b}, nil
+}
+
+func toRange(e []int) acpp.Range {
+	switch len(e) {
+	case 1:
+		return acpp.R1(e[0])
+	case 2:
+		return acpp.R2(e[0], e[1])
+	}
+	return acpp.R3(e[0], e[1], e[2])
+}
+
+func toID(e []int, dims int) acpp.ID {
+	var id acpp.ID
+	copy(id[:], e)
+	_ = dims
+	return id
+}
+
+func (t *tbuf[T]) spec() *jobfile.Buffer { return t.s }
+
+// region resolves an offset and range (nil = defaults) and says whether
+// they cover the whole buffer.
+func (t *tbuf[T]) region(off, rng []int) (acpp.ID, acpp.Range, bool) {
+	dims := len(t.s.Range)
+	o := make([]int, dims)
+	copy(o, off)
+	r := make([]int, dims)
+	whole := true
+	for i := range dims {
+		if rng != nil {
+			r[i] = rng[i]
+		} else {
+			r[i] = t.s.Range[i] - o[i]
+		}
+		if o[i] != 0 || r[i] != t.s.Range[i] {
+			whole = false
+		}
+	}
+	return toID(o, dims), toRange(r), whole
+}
+
+func (t *tbuf[T]) arg(h *acpp.Handler, kind device.ArgKind, a *jobfile.Accessor) acpp.KernelArg {
+	var opts []acpp.AccessOption
+	if a.NoInit {
+		opts = append(opts, acpp.NoInit)
+	}
+	off, rng, whole := t.region(a.Offset, a.Range)
+	switch kind {
+	case device.ArgPointer:
+		if !whole {
+			opts = append(opts, acpp.Within(off, rng))
+		}
+		switch a.Mode {
+		case jobfile.Read:
+			return acpp.ReadRaw(h, t.b, opts...)
+		case jobfile.Write:
+			return acpp.WriteRaw(h, t.b, opts...)
+		}
+		return acpp.ReadWriteRaw(h, t.b, opts...)
+	case device.ArgAccessor:
+		switch a.Mode {
+		case jobfile.Read:
+			return acpp.Read(h, t.b, opts...)
+		case jobfile.Write:
+			return acpp.Write(h, t.b, opts...)
+		}
+		return acpp.ReadWrite(h, t.b, opts...)
+	}
+	switch a.Mode {
+	case jobfile.Read:
+		return acpp.ReadRange(h, t.b, rng, off, opts...)
+	case jobfile.Write:
+		return acpp.WriteRange(h, t.b, rng, off, opts...)
+	}
+	return acpp.ReadWriteRange(h, t.b, rng, off, opts...)
+}
+
+func (t *tbuf[T]) fill(h *acpp.Handler, off, rng []int, v []byte) {
+	o, r, whole := t.region(off, rng)
+	var opts []acpp.AccessOption
+	if whole {
+		// Only a fill of the whole buffer may discard: a partial one
+		// must keep the rest of the pages it touches.
+		opts = append(opts, acpp.NoInit)
+	}
+	acc := acpp.WriteRange(h, t.b, r, o, opts...)
+	acpp.Fill(h, acc, *(*T)(unsafe.Pointer(unsafe.SliceData(v))))
+}
+
+func (t *tbuf[T]) copyTo(h *acpp.Handler, off, rng []int, dst buf, dstOff []int) {
+	d := dst.(*tbuf[T]) // the job was validated: same type
+	so, sr, _ := t.region(off, rng)
+	full := make([]int, sr.Dims())
+	for i := range full {
+		full[i] = sr.Size(i)
+	}
+	do, dr, whole := d.region(dstOff, full)
+	var opts []acpp.AccessOption
+	if whole {
+		opts = append(opts, acpp.NoInit)
+	}
+	acpp.Copy(h, acpp.ReadRange(h, t.b, sr, so), acpp.WriteRange(h, d.b, dr, do, opts...))
+}
+
+func (t *tbuf[T]) bytes(ctx context.Context) ([]byte, error) {
+	v, err := t.b.Read(ctx)
+	if err != nil || len(v) == 0 {
+		return nil, err
+	}
+	var z T
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), len(v)*int(unsafe.Sizeof(z))), nil
+}
+
+func (t *tbuf[T]) close() error { return t.b.Close() }
+
+// scalarArg passes encoded scalar bytes as a kernel argument of their size.
+func scalarArg(b []byte) acpp.KernelArg {
+	switch len(b) {
+	case 1:
+		return acpp.Scalar([1]byte(b))
+	case 2:
+		return acpp.Scalar([2]byte(b))
+	case 4:
+		return acpp.Scalar([4]byte(b))
+	}
+	return acpp.Scalar([8]byte(b))
+}
+
+// readInit reads a buffer's initial data file into memory for s.
+func readInit(path string, s *jobfile.Buffer, format jobfile.Format) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w; the path is relative to the job file's directory", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	r := bufio.NewReaderSize(f, 1<<16)
+	if format == jobfile.FormatNPY {
+		h, err := npy.ReadHeader(r)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if h.GoType() != s.Type || !sameShape(h.Shape, s.Range) {
+			dt, _ := npy.Dtype(s.Type)
+			return nil, fmt.Errorf("%s holds %s %v, buffer %q is %s %v; save arr.astype('%s').reshape(%s) or change the buffer",
+				path, h.GoType(), h.Shape, s.Name, s.Type, s.Range, dt, shapeTuple(s.Range))
+		}
+	} else if int64(s.Bytes()) != st.Size() {
+		return nil, fmt.Errorf("%s has %d bytes, buffer %q (%s %v) needs %d (raw: little-endian elements, row-major, nothing else)",
+			path, st.Size(), s.Name, s.Type, s.Range, s.Bytes())
+	}
+	data := allocData(s)
+	if _, err := io.ReadFull(r, data); err != nil {
+		return nil, fmt.Errorf("%s: reading %d data bytes: %w", path, len(data), err)
+	}
+	if n, _ := r.Read(make([]byte, 1)); n != 0 {
+		return nil, fmt.Errorf("%s has data past the %d bytes its header announces", path, len(data))
+	}
+	return data, nil
+}
+
+func sameShape(shape, rng []int) bool {
+	if len(shape) != len(rng) {
+		return false
+	}
+	for i := range shape {
+		if shape[i] != rng[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func shapeTuple(r []int) string {
+	s := ""
+	for i, e := range r {
+		if i > 0 {
+			s += ", "
+		}
+		s += fmt.Sprint(e)
+	}
+	return s
+}
+
+// writeOutput writes data of buffer s to path in format.
+func writeOutput(path string, s *jobfile.Buffer, format jobfile.Format, data []byte) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 1<<16)
+	if format == jobfile.FormatNPY {
+		dt, _ := npy.Dtype(s.Type)
+		err = npy.Write(w, dt, s.Range, data)
+	} else {
+		_, err = w.Write(data)
+	}
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

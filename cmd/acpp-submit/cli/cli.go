@@ -1,0 +1,322 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/acpp/acpp/device"
+	"github.com/acpp/acpp/jobfile"
+	"github.com/acpp/acpp/kernels"
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+)
+
+// Env is what Main takes from the process: output streams, environment,
+// and whether stderr is a terminal (for the progress bar).
+type Env struct {
+	Stdout, Stderr io.Writer
+	Getenv         func(string) string // nil: no environment
+	Terminal       bool
+}
+
+// IsTerminal reports whether f is a terminal.
+func IsTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
+
+// Main runs acpp-submit with args (without the program name) and returns
+// the exit code: 0 on success, 1 on failure, 2 on a usage error.
+func Main(ctx context.Context, args []string, env Env) int {
+	if env.Getenv == nil {
+		env.Getenv = func(string) string { return "" }
+	}
+	root := newRoot(ctx, env)
+	root.SetArgs(args)
+	root.SetOut(env.Stdout)
+	root.SetErr(env.Stderr)
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintln(env.Stderr, "acpp-submit:", err)
+	var ue usageError
+	if errors.As(err, &ue) {
+		return 2
+	}
+	return 1
+}
+
+type usageError struct{ error }
+
+func (u usageError) Unwrap() error { return u.error }
+
+// clusterFlags are the flags of the commands that talk to a cluster. They
+// are reserved: the coordinator and the node client are not built yet.
+type clusterFlags struct {
+	addr           string
+	ca, cert, key  string
+	credentialsDir string
+	selectNodes    string
+	selectKinds    string
+}
+
+func (c *clusterFlags) add(cmd *cobra.Command, env Env) {
+	f := cmd.Flags()
+	f.StringVar(&c.addr, "cluster", env.Getenv("ACPP_CLUSTER"), "address (host:port) of any member of the cluster to run on (env ACPP_CLUSTER); without it the job runs on the embedded runtime of this machine")
+	f.StringVar(&c.credentialsDir, "credentials", env.Getenv("ACPP_CREDENTIALS"), "directory with the client credentials made by acpp-node credentials (ca.pem, client.pem, client-key.pem; env ACPP_CREDENTIALS); with --cluster")
+	f.StringVar(&c.ca, "ca", "", "cluster CA certificate (PEM); overrides the one in --credentials")
+	f.StringVar(&c.cert, "cert", "", "client certificate (PEM); overrides the one in --credentials")
+	f.StringVar(&c.key, "key", "", "client private key (PEM); overrides the one in --credentials")
+	f.StringVar(&c.selectNodes, "nodes", "", "with --cluster: comma-separated node names to use (default: all)")
+	f.StringVar(&c.selectKinds, "kinds", "", "with --cluster: device kinds to use, e.g. cuda (default: all)")
+}
+
+func (c *clusterFlags) notYet(what string) error {
+	return fmt.Errorf("%w: %s needs the cluster coordinator and node client, which are not built yet; use the embedded runtime: acpp-submit run JOB (without --cluster)", ErrNotYetSupported, what)
+}
+
+func newRoot(ctx context.Context, env Env) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "acpp-submit",
+		Short: "Run acpp job files on this machine or on a cluster",
+		Long: `acpp-submit runs job files: buffers, kernels over them, outputs (docs/JOBS.md).
+By default a job runs on the embedded runtime: the CPU and the GPUs of this machine.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetContext(ctx)
+	root.AddCommand(newRunCmd(env), newCheckCmd(env), newKernelsCmd(env), newClusterCmd("nodes", "List the members of a cluster with their devices", env),
+		newClusterCmd("status", "List the jobs running on a cluster", env))
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageError{fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
+	})
+	return root
+}
+
+func exactlyOneJob(cmd *cobra.Command, args []string) error {
+	if len(args) != 1 {
+		return usageError{fmt.Errorf("%s takes one job file, got %d arguments (e.g. %s examples/jobs/jacobi.yaml)", cmd.CommandPath(), len(args), cmd.CommandPath())}
+	}
+	return nil
+}
+
+func newRunCmd(env Env) *cobra.Command {
+	var (
+		cf                 clusterFlags
+		outDir, trace, dag string
+		devices            []string
+		workers, window    int
+		progress           string
+		quiet, verbose     bool
+	)
+	cmd := &cobra.Command{
+		Use:   "run JOB",
+		Short: "Run a job file (embedded runtime by default)",
+		Example: `  acpp-submit run examples/jobs/jacobi.yaml
+  acpp-submit run --out-dir out --trace trace.json --dag dag.dot examples/jobs/jacobi.yaml
+  acpp-submit run --device cpu examples/jobs/saxpy.yaml`,
+		Args: exactlyOneJob,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cf.addr != "" {
+				return cf.notYet("running on a cluster (--cluster " + cf.addr + ")")
+			}
+			level := slog.LevelWarn
+			if verbose {
+				level = slog.LevelDebug
+			}
+			cfg := Config{JobFile: args[0], OutDir: outDir, Devices: devices, Workers: workers, Window: window,
+				Logger: slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))}
+			show := progress == "always" || (progress == "auto" && env.Terminal && !quiet)
+			switch progress {
+			case "auto", "always", "never":
+			default:
+				return usageError{fmt.Errorf("--progress %q: use auto, always or never", progress)}
+			}
+			var bar *progressbar.ProgressBar
+			lastLine := time.Now()
+			start := time.Now()
+			cfg.Progress = func(done, total int) {
+				switch {
+				case quiet:
+				case show:
+					if bar == nil {
+						bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(env.Stderr), progressbar.OptionSetDescription(filepath.Base(args[0])),
+							progressbar.OptionShowCount(), progressbar.OptionSetItsString("groups"), progressbar.OptionShowIts(),
+							progressbar.OptionThrottle(50*time.Millisecond), progressbar.OptionClearOnFinish(), progressbar.OptionSetWidth(30))
+					}
+					bar.Set(done)
+				case progress == "auto" && (time.Since(lastLine) >= 2*time.Second || done == total):
+					// Not a terminal: a plain line every 2 s and at the end.
+					lastLine = time.Now()
+					fmt.Fprintf(env.Stderr, "progress: %d/%d command groups done (%s)\n", done, total, time.Since(start).Round(time.Millisecond))
+				}
+			}
+			res, err := Run(cmd.Context(), cfg)
+			if bar != nil {
+				bar.Finish()
+			}
+			var werr error
+			if res != nil {
+				if !quiet {
+					fmt.Fprint(env.Stdout, res.Summary())
+				}
+				if trace != "" {
+					werr = errors.Join(werr, writeFile(trace, res.WriteTrace, "--trace"))
+				}
+				if dag != "" {
+					werr = errors.Join(werr, writeFile(dag, res.WriteDAG, "--dag"))
+				}
+				if werr == nil && !quiet {
+					for _, p := range []string{trace, dag} {
+						if p != "" {
+							fmt.Fprintf(env.Stdout, "  wrote %s\n", p)
+						}
+					}
+				}
+			}
+			return errors.Join(err, werr)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&outDir, "out-dir", "o", ".", "directory for the job's outputs (created if missing); output paths in the job are relative to it")
+	f.StringVar(&trace, "trace", "", "write a Chrome trace of the run to this file (open it in ui.perfetto.dev): a track per device, a slice per command group, dependency arrows, bytes per link")
+	f.StringVar(&dag, "dag", "", "write the command-group DAG as Graphviz DOT to this file (render: dot -Tsvg FILE > dag.svg)")
+	f.StringSliceVar(&devices, "device", nil, "devices to use: cpu, cuda (every device of a kind), cpu:0, cuda:1; repeat or comma-separate (default: every local device, GPUs first; the first is where steps without device: run)")
+	f.IntVar(&workers, "workers", 0, "worker goroutines of the CPU device (default 0 = GOMAXPROCS)")
+	f.IntVar(&window, "window", 0, "command groups submitted ahead of the oldest unfinished one (default 0 = 1024); bounds memory, not order")
+	f.StringVar(&progress, "progress", "auto", "progress display: auto (a bar on a terminal, a line every 2 s otherwise), always (bar), never")
+	f.BoolVarP(&quiet, "quiet", "q", false, "print nothing but errors")
+	f.BoolVarP(&verbose, "verbose", "v", false, "log runtime debug events to stderr")
+	cf.add(cmd, env)
+	return cmd
+}
+
+func writeFile(path string, write func(io.Writer) error, flag string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", flag, err)
+	}
+	err = write(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("%s: write %s: %w", flag, path, err)
+	}
+	return nil
+}
+
+func newCheckCmd(env Env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "check JOB",
+		Short: "Validate a job file and describe it, without running it",
+		Args:  exactlyOneJob,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			job, err := Load(args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprint(env.Stdout, Describe(job))
+			return nil
+		},
+	}
+}
+
+// Describe is a short description of a job: its buffers, step count and
+// outputs.
+func Describe(job *jobfile.Job) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "job %s (%s): valid\n", job.Name, job.File)
+	total := 0
+	for _, buf := range job.Buffers {
+		init := "uninitialised"
+		switch {
+		case buf.Init == nil:
+		case buf.Init.Value != nil:
+			init = "value " + buf.Init.Value.Text
+		case buf.Init.File != "":
+			init = "file " + buf.Init.File + " (" + string(buf.Init.Format) + ")"
+		case buf.Init.Kernel != nil:
+			init = "kernel " + buf.Init.Kernel.Kernel
+		}
+		total += buf.Bytes()
+		fmt.Fprintf(&b, "  buffer %-12s %-8s %-14s %10s  %s\n", buf.Name, buf.Type, fmt.Sprint(buf.Range), bytesStr(int64(buf.Bytes())), init)
+	}
+	fmt.Fprintf(&b, "  %d command groups from %d steps; %s of buffers\n", groupCount(job), len(job.Steps), bytesStr(int64(total)))
+	for _, o := range job.Outputs {
+		fmt.Fprintf(&b, "  output %s → %s (%s)\n", o.Buffer, o.File, o.Format)
+	}
+	return b.String()
+}
+
+func newKernelsCmd(env Env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "kernels",
+		Short: "List the kernels jobs can name, with their parameters",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := kernels.Register(); err != nil {
+				return err
+			}
+			for _, n := range device.Kernels.Names() {
+				k, _ := device.Kernels.Lookup(n)
+				var forms []string
+				if k.Go != nil {
+					forms = append(forms, "cpu")
+				}
+				if k.PTX != nil {
+					forms = append(forms, "cuda")
+				}
+				fmt.Fprintf(env.Stdout, "%-60s [%s]\n", kernelSignature(k), strings.Join(forms, ", "))
+			}
+			return nil
+		},
+	}
+}
+
+func kernelSignature(k *device.Kernel) string {
+	parts := make([]string, len(k.Params))
+	for i, p := range k.Params {
+		t, ok := kernels.ParamType(k.Name, p.Name)
+		if !ok && p.ElemSize != 0 {
+			t = strconv.Itoa(p.ElemSize) + "-byte"
+		}
+		switch p.Kind {
+		case device.ArgPointer:
+			parts[i] = p.Name + " *" + t
+		case device.ArgAccessor:
+			parts[i] = p.Name + " accessor[" + t + "]"
+		case device.ArgRangedAccessor:
+			parts[i] = p.Name + " ranged[" + t + "]"
+		case device.ArgLocal:
+			parts[i] = p.Name + " local"
+		default:
+			parts[i] = p.Name + " " + t
+		}
+	}
+	return k.Name + "(" + strings.Join(parts, ", ") + ")"
+}
+
+func newClusterCmd(name, short string, env Env) *cobra.Command {
+	var cf clusterFlags
+	cmd := &cobra.Command{
+		Use:   name,
+		Short: short + " (needs --cluster; not yet supported)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cf.addr == "" {
+				return usageError{fmt.Errorf("%s needs --cluster ADDR (or ACPP_CLUSTER): the address of any cluster member", name)}
+			}
+			return cf.notYet("acpp-submit " + name)
+		},
+	}
+	cf.add(cmd, env)
+	return cmd
+}

@@ -1,0 +1,388 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/acpp/acpp/device"
+	"github.com/acpp/acpp/jobfile"
+	"github.com/acpp/acpp/jobfile/npy"
+	"go.uber.org/goleak"
+)
+
+var rewrite = flag.Bool("rewrite", false, "rewrite the golden files in testdata/")
+
+func TestMain(m *testing.M) {
+	slog.SetDefault(slog.New(slog.DiscardHandler)) // the CUDA backend logs its absence there
+	goleak.VerifyTestMain(m)
+}
+
+// writeJob writes text as a job file in a new temp dir and returns its path.
+func writeJob(t *testing.T, name, text string) string {
+	t.Helper()
+	dir := t.TempDir()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// example returns an example job's text with replacements applied (to
+// shrink it for tests under -race).
+func example(t *testing.T, name string, repl ...string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("../../../examples/jobs", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.NewReplacer(repl...).Replace(string(data))
+}
+
+func readNPY(t *testing.T, path string) *npy.Array {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := npy.Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func f32(b []byte) []float32 {
+	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
+}
+
+// plainJacobi is the job's computation in plain Go: a zero plate with a hot
+// top row, iters Jacobi steps with the border copied.
+func plainJacobi(n, iters int) []float32 {
+	a, b := make([]float32, n*n), make([]float32, n*n)
+	for x := range n {
+		a[x] = 1
+	}
+	for range iters {
+		for y := range n {
+			for x := range n {
+				i := y*n + x
+				if y == 0 || x == 0 || y == n-1 || x == n-1 {
+					b[i] = a[i]
+					continue
+				}
+				s := a[i-n] + a[i+n]
+				s = s + a[i-1]
+				s = s + a[i+1]
+				b[i] = 0.25 * s
+			}
+		}
+		a, b = b, a
+	}
+	return a
+}
+
+// TestRunJacobiMatchesPlainGo_D3: the Jacobi example (shrunk to 96×96) run
+// through Run on the embedded runtime equals a plain Go Jacobi bit for
+// bit — the 100 ping-pong iterations ran in submission order — and, on
+// CPU devices, nothing was copied (linked host allocation, L2).
+func TestRunJacobiMatchesPlainGo_D3(t *testing.T) {
+	job := writeJob(t, "jacobi.yaml", example(t, "jacobi.yaml", "1024", "96", "128", "16"))
+	out := t.TempDir()
+	var calls, last int
+	res, err := Run(context.Background(), Config{JobFile: job, OutDir: out, Devices: []string{"cpu"}, Window: 8,
+		Progress: func(done, total int) { calls++; last = done; _ = total }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := readNPY(t, filepath.Join(out, "jacobi.npy"))
+	if a.Dtype != "<f4" || len(a.Shape) != 2 || a.Shape[0] != 96 || a.Shape[1] != 96 {
+		t.Fatalf("jacobi.npy is %s %v, want <f4 [96 96]", a.Dtype, a.Shape)
+	}
+	got, want := f32(a.Data), plainJacobi(96, 100)
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("cell %d = %v, want %v (plain Go)", i, got[i], want[i])
+		}
+	}
+	if len(res.Groups) != 102 || calls != 102 || last != 102 {
+		t.Errorf("%d groups, %d progress calls ending at %d; want 102 (init, fill, 100 kernels)", len(res.Groups), calls, last)
+	}
+	if res.Stats.BytesCopied != 0 {
+		t.Errorf("BytesCopied = %d, want 0 on CPU devices (linked, L2)", res.Stats.BytesCopied)
+	}
+	for i, g := range res.Groups[3:] {
+		prev := res.Groups[i+2]
+		if g.Timing.Started.Before(prev.Timing.Ended) {
+			t.Fatalf("group %d started before %d ended: conflicting groups must run in order (D3)", g.ID, prev.ID)
+		}
+	}
+	if s := res.Summary(); !strings.Contains(s, "jacobi2d ×100") || !strings.Contains(s, "102 command groups") {
+		t.Errorf("Summary() = %q, want the jacobi2d count and the group count", s)
+	}
+}
+
+// TestRunExamples: the saxpy and reduction examples give their documented
+// results.
+func TestRunExamples(t *testing.T) {
+	out := t.TempDir()
+	if _, err := Run(context.Background(), Config{JobFile: writeJob(t, "saxpy.yaml", example(t, "saxpy.yaml", "4194304", "65536")), OutDir: out}); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range f32(readNPY(t, filepath.Join(out, "saxpy.npy")).Data) {
+		if v != 2.5 {
+			t.Fatalf("saxpy y[%d] = %v, want 2.5", i, v)
+		}
+	}
+	if _, err := Run(context.Background(), Config{JobFile: writeJob(t, "reduction.yaml", example(t, "reduction.yaml")), OutDir: out}); err != nil {
+		t.Fatal(err)
+	}
+	if s := f32(readNPY(t, filepath.Join(out, "sum.npy")).Data); len(s) != 1 || s[0] != 1048576 {
+		t.Errorf("sum = %v, want [1048576]", s)
+	}
+	raw, err := os.ReadFile(filepath.Join(out, "partial2.raw"))
+	if err != nil || len(raw) != 64*4 {
+		t.Fatalf("partial2.raw: %d bytes, %v; want 256", len(raw), err)
+	}
+	for i, v := range f32(raw) {
+		if v != 16384 {
+			t.Fatalf("partial2[%d] = %v, want 16384 (256 groups of 256×0.25 each)", i, v)
+		}
+	}
+}
+
+const smallJob = `
+name: small
+buffers:
+  a: {type: float32, range: [64], init: {value: 1}}
+  b: {type: float32, range: [64]}
+  c: {type: float32, range: [64], init: {kernel: fill_f32, scalars: {v: 3}}}
+steps:
+  - copy: {from: {buffer: a}, to: {buffer: b}}
+  - kernel: saxpy
+    scalars: {a: 2}
+    accessors: [{buffer: a, mode: read}, {buffer: c, mode: read_write}]
+  - kernel: saxpy
+    scalars: {a: 1}
+    accessors: [{buffer: b, mode: read}, {buffer: c, mode: read_write}]
+outputs:
+  - {buffer: c, file: c.raw}
+`
+
+// TestTraceAndDAG_D1: the trace has a track per device, a slice per group
+// and an arrow per dependency; the DAG (golden) has the edges the conflict
+// rules imply: the copy and the first saxpy both wait for a's init, each
+// saxpy waits for the writer of c before it.
+func TestTraceAndDAG_D1(t *testing.T) {
+	res, err := Run(context.Background(), Config{JobFile: writeJob(t, "small.yaml", smallJob), OutDir: t.TempDir(), Devices: []string{"cpu:0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := res.Outputs[0]
+	data, _ := os.ReadFile(c.Path)
+	for i, v := range f32(data) {
+		if v != 6 {
+			t.Fatalf("c[%d] = %v, want 3 + 2·1 + 1·1 = 6", i, v)
+		}
+	}
+	var tb bytes.Buffer
+	if err := res.WriteTrace(&tb); err != nil {
+		t.Fatal(err)
+	}
+	var tr struct {
+		TraceEvents []struct {
+			Name string         `json:"name"`
+			Ph   string         `json:"ph"`
+			Tid  int            `json:"tid"`
+			Dur  float64        `json:"dur"`
+			Args map[string]any `json:"args"`
+		} `json:"traceEvents"`
+	}
+	if err := json.Unmarshal(tb.Bytes(), &tr); err != nil {
+		t.Fatalf("trace is not JSON: %v", err)
+	}
+	count := map[string]int{}
+	deps := 0
+	for _, g := range res.Groups {
+		deps += len(g.Deps)
+	}
+	for _, e := range tr.TraceEvents {
+		count[e.Ph]++
+		if e.Ph == "M" && e.Name == "thread_name" && e.Args["name"] != "device cpu:0" {
+			t.Errorf("track %v, want device cpu:0 only", e.Args["name"])
+		}
+		if e.Ph == "X" && (e.Tid != 1 || e.Dur < 0) {
+			t.Errorf("slice %s on tid %d dur %v", e.Name, e.Tid, e.Dur)
+		}
+	}
+	if count["X"] != len(res.Groups) || count["s"] != deps || count["f"] != deps || count["C"] < 2 {
+		t.Errorf("trace events by phase %v; want %d slices, %d arrows, link counters", count, len(res.Groups), deps)
+	}
+	var db bytes.Buffer
+	if err := res.WriteDAG(&db); err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "small.dot")
+	if *rewrite {
+		os.MkdirAll("testdata", 0o755)
+		os.WriteFile(golden, db.Bytes(), 0o644)
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if db.String() != string(want) {
+		t.Errorf("DAG differs from %s (run with -rewrite and review):\n%s", golden, db.String())
+	}
+}
+
+// TestRunErrorsNameTheLine: problems found while running say where in the
+// job file they come from and what to do.
+func TestRunErrorsNameTheLine(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "short.raw"), make([]byte, 10), 0o644)
+	var nb bytes.Buffer
+	npy.Write(&nb, "<f8", []int{4}, make([]byte, 32))
+	os.WriteFile(filepath.Join(dir, "f64.npy"), nb.Bytes(), 0o644)
+	os.WriteFile(filepath.Join(dir, "ok.npy"), func() []byte {
+		var b bytes.Buffer
+		npy.Write(&b, "<f4", []int{4}, make([]byte, 16))
+		return b.Bytes()
+	}(), 0o644)
+	for _, tc := range []struct {
+		name, job string
+		want      []string
+	}{
+		{"missing file", "buffers:\n  a: {type: float32, range: [4], init: {file: nope.npy}}\nsteps: []\n",
+			[]string{"j.yaml:2: buffers.a.init.file:", "no such file", "relative to the job file"}},
+		{"raw size", "buffers:\n  a: {type: float32, range: [4], init: {file: short.raw}}\nsteps: []\n",
+			[]string{"j.yaml:2:", "has 10 bytes", "needs 16"}},
+		{"npy type", "buffers:\n  a: {type: float32, range: [4], init: {file: f64.npy}}\nsteps: []\n",
+			[]string{"j.yaml:2:", "holds float64 [4]", "astype('<f4')"}},
+		{"kernel panic", "buffers:\n  a: {type: float32, range: [64], init: {file: ok.npy}}\n  p: {type: float32, range: [1]}\nsteps:\n" +
+			"  - kernel: reduce_sum_f32\n    range: [64]\n    work_group: [64]\n    scalars: {n: 64}\n    local: {scratch: 4}\n" +
+			"    accessors: [{buffer: a, mode: read}, {buffer: p, mode: write}]\n",
+			[]string{"j.yaml:5: steps[0]:", "failed", "scratch holds 1 floats"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job := filepath.Join(dir, "j.yaml")
+			text := strings.ReplaceAll(tc.job, "[64], init: {file: ok.npy}", "[4], init: {file: ok.npy}")
+			if tc.name == "kernel panic" {
+				text = strings.ReplaceAll(strings.ReplaceAll(text, "[64]", "[4]"), "n: 64", "n: 4")
+			}
+			os.WriteFile(job, []byte(text), 0o644)
+			_, err := Run(context.Background(), Config{JobFile: job, OutDir: t.TempDir()})
+			if err == nil {
+				t.Fatal("Run succeeded")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Run error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestJobShipsPTX_A2: a job-declared PTX kernel is checked against its
+// module's entry (a wrong declaration names the line); on a machine
+// without a GPU a correct one fails with a clear no-implementation error.
+func TestJobShipsPTX_A2(t *testing.T) {
+	dir := t.TempDir()
+	mod, err := os.ReadFile("../../../cuda/kernels/ptx/saxpy.ptx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "my.ptx"), mod, 0o644)
+	job := func(third string) string {
+		return `kernels:
+  mysaxpy:
+    ptx: my.ptx
+    entry: saxpy
+    params:
+      - {name: a, kind: scalar, type: float32}
+      - {name: x, kind: pointer, type: float32, const: true}
+      - ` + third + `
+buffers:
+  x: {type: float32, range: [8], init: {value: 1}}
+  y: {type: float32, range: [8], init: {value: 1}}
+steps:
+  - kernel: mysaxpy
+    scalars: {a: 2}
+    accessors: [{buffer: x, mode: read}, {buffer: y, mode: read_write}]
+`
+	}
+	p := filepath.Join(dir, "ptx.yaml")
+	os.WriteFile(p, []byte(job("{name: y, kind: accessor, type: float32}")), 0o644)
+	_, err = Run(context.Background(), Config{JobFile: p, OutDir: dir, Devices: []string{"cpu"}})
+	if err == nil || !strings.Contains(err.Error(), "ptx.yaml:2: kernels.mysaxpy.params:") {
+		t.Fatalf("Run with a wrong parameter kind = %v, want a layout error at line 2", err)
+	}
+	os.WriteFile(p, []byte(job("{name: y, kind: pointer, type: float32}")), 0o644)
+	_, err = Run(context.Background(), Config{JobFile: p, OutDir: dir, Devices: []string{"cpu"}})
+	if !errors.Is(err, device.ErrNoImplementation) || !strings.Contains(err.Error(), "ptx.yaml:13: steps[0]") {
+		t.Fatalf("Run of a PTX-only kernel on the CPU = %v, want ErrNoImplementation at line 13", err)
+	}
+}
+
+// TestMainCommands: exit codes and messages of the command line.
+func TestMainCommands(t *testing.T) {
+	bad := writeJob(t, "bad.yaml", "buffers: {a: {type: float32, range: [4]}}\nsteps:\n  - kernel: saxpi\n")
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		code     int
+		out, err string
+	}{
+		{"no job", []string{"run"}, 2, "", "takes one job file"},
+		{"bad flag", []string{"run", "--bogus", "x"}, 2, "", "unknown flag"},
+		{"invalid job", []string{"run", bad}, 1, "", `bad.yaml:3: steps[0].kernel: unknown kernel "saxpi" (did you mean "saxpy"?)`},
+		{"check invalid", []string{"check", bad}, 1, "", "unknown kernel"},
+		{"check", []string{"check", "../../../examples/jobs/jacobi.yaml"}, 0, "102 command groups from 2 steps", ""},
+		{"cluster run", []string{"run", "--cluster", "127.0.0.1:7946", bad}, 1, "", "not yet supported"},
+		{"nodes without cluster", []string{"nodes"}, 2, "", "needs --cluster"},
+		{"status", []string{"status", "--cluster", "127.0.0.1:7946"}, 1, "", "not yet supported"},
+		{"kernels", []string{"kernels"}, 0, "saxpy(a float32, x *float32, y *float32)", ""},
+		{"bad progress", []string{"run", "--progress", "sometimes", bad}, 2, "", "use auto, always or never"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := Main(context.Background(), tc.args, Env{Stdout: &out, Stderr: &errb})
+			if code != tc.code || !strings.Contains(out.String(), tc.out) || !strings.Contains(errb.String(), tc.err) {
+				t.Errorf("Main(%q) = %d\nstdout %q\nstderr %q\nwant %d, stdout with %q, stderr with %q", tc.args, code, out.String(), errb.String(), tc.code, tc.out, tc.err)
+			}
+		})
+	}
+}
+
+// TestRunCommandWritesReports: run with --trace and --dag writes both and
+// prints the summary.
+func TestRunCommandWritesReports(t *testing.T) {
+	dir := t.TempDir()
+	job := writeJob(t, "small.yaml", smallJob)
+	var out, errb bytes.Buffer
+	args := []string{"run", "-o", dir, "--trace", filepath.Join(dir, "t.json"), "--dag", filepath.Join(dir, "d.dot"), job}
+	if code := Main(context.Background(), args, Env{Stdout: &out, Stderr: &errb}); code != 0 {
+		t.Fatalf("Main(%q) = %d: %s", args, code, errb.String())
+	}
+	for _, f := range []string{"t.json", "d.dot", "c.raw"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("%s not written: %v", f, err)
+		}
+	}
+	if !strings.Contains(out.String(), "job small: 5 command groups") || !strings.Contains(errb.String(), "progress: 5/5") {
+		t.Errorf("stdout %q stderr %q; want the summary and a plain progress line", out.String(), errb.String())
+	}
+}
+
+var _ = jobfile.ErrInvalid

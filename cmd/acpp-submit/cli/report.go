@@ -1,0 +1,296 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/acpp/acpp/device"
+	"github.com/acpp/acpp/jobfile"
+)
+
+// Summary is the human-readable report of a run: time, command groups and
+// busy time per device and kernel, data moved per link, outputs.
+func (res *Result) Summary() string {
+	var b strings.Builder
+	devs := make([]string, len(res.Devices))
+	for i, d := range res.Devices {
+		devs[i] = d.ID.String()
+	}
+	fmt.Fprintf(&b, "job %s: %d command groups in %s on %s\n", res.Job.Name, len(res.Groups), round(res.Wall), strings.Join(devs, ", "))
+
+	type agg struct {
+		n    int
+		busy time.Duration
+	}
+	perDev := map[device.ID]*agg{}
+	perKernel := map[device.ID]map[string]*agg{}
+	failed := 0
+	for _, g := range res.Groups {
+		if g.Err != nil {
+			failed++
+		}
+		a := perDev[g.Device]
+		if a == nil {
+			a = &agg{}
+			perDev[g.Device] = a
+			perKernel[g.Device] = map[string]*agg{}
+		}
+		d := g.Timing.Duration()
+		a.n++
+		a.busy += d
+		key := g.Label
+		k := perKernel[g.Device][key]
+		if k == nil {
+			k = &agg{}
+			perKernel[g.Device][key] = k
+		}
+		k.n++
+		k.busy += d
+	}
+	ids := make([]device.ID, 0, len(perDev))
+	for id := range perDev {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i].String() < ids[j].String() })
+	fmt.Fprintf(&b, "  %-10s %7s %10s   %s\n", "device", "groups", "busy", "by step (groups, busy)")
+	for _, id := range ids {
+		a := perDev[id]
+		names := make([]string, 0, len(perKernel[id]))
+		for n := range perKernel[id] {
+			names = append(names, n)
+		}
+		sort.Slice(names, func(i, j int) bool {
+			ki, kj := perKernel[id][names[i]], perKernel[id][names[j]]
+			if ki.busy != kj.busy {
+				return ki.busy > kj.busy
+			}
+			return names[i] < names[j]
+		})
+		var parts []string
+		for i, n := range names {
+			if i == 4 {
+				parts = append(parts, fmt.Sprintf("… %d more", len(names)-4))
+				break
+			}
+			k := perKernel[id][n]
+			parts = append(parts, fmt.Sprintf("%s ×%d %s", n, k.n, round(k.busy)))
+		}
+		fmt.Fprintf(&b, "  %-10s %7d %10s   %s\n", id, a.n, round(a.busy), strings.Join(parts, ", "))
+	}
+	s := res.Stats
+	fmt.Fprintf(&b, "  data moved: host→device %s, device→host %s, %s in all; %d transfers of %d planned page boxes; %d device allocations\n",
+		bytesStr(s.BytesHostToDevice), bytesStr(s.BytesDeviceToHost), bytesStr(s.BytesCopied), s.Copies, s.CopiesPlanned, s.Allocations)
+	if s.BytesCopied == 0 && allHostUnified(res.Devices) {
+		b.WriteString("  (CPU devices use the host allocation itself: linked, no copies — L2)\n")
+	}
+	for _, o := range res.Outputs {
+		fmt.Fprintf(&b, "  wrote %s (%s %v, %s, %s)\n", o.Path, o.Type, o.Range, o.Format, bytesStr(int64(o.Bytes)))
+	}
+	if failed > 0 {
+		fmt.Fprintf(&b, "  %d command groups failed\n", failed)
+	}
+	if n := splitSteps(res); n > 0 {
+		fmt.Fprintf(&b, "  note: %d steps ask for split; the embedded runtime runs them whole (splitting across devices comes with the cluster coordinator)\n", n)
+	}
+	return b.String()
+}
+
+// splitSteps counts the steps of the job file (not their repetitions) that
+// ask for a split.
+func splitSteps(res *Result) int {
+	if res.Job == nil {
+		return 0
+	}
+	var count func(steps []*jobfile.Step) int
+	count = func(steps []*jobfile.Step) int {
+		n := 0
+		for _, s := range steps {
+			if s.Split != nil {
+				n++
+			}
+			n += count(s.Steps)
+		}
+		return n
+	}
+	return count(res.Job.Steps)
+}
+
+func allHostUnified(ds []device.Info) bool {
+	for _, d := range ds {
+		if !d.Caps.HostUnified {
+			return false
+		}
+	}
+	return true
+}
+
+func round(d time.Duration) time.Duration {
+	switch {
+	case d > time.Second:
+		return d.Round(time.Millisecond)
+	case d > time.Millisecond:
+		return d.Round(10 * time.Microsecond)
+	}
+	return d.Round(time.Microsecond)
+}
+
+func bytesStr(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// ---- Chrome trace (Perfetto) ----
+
+// traceEvent is one event of the Chrome trace event format
+// (https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU).
+type traceEvent struct {
+	Name string         `json:"name"`
+	Cat  string         `json:"cat,omitempty"`
+	Ph   string         `json:"ph"`
+	Ts   float64        `json:"ts"` // µs
+	Dur  *float64       `json:"dur,omitempty"`
+	Pid  int            `json:"pid"`
+	Tid  int            `json:"tid"`
+	ID   string         `json:"id,omitempty"`
+	Bp   string         `json:"bp,omitempty"`
+	Args map[string]any `json:"args,omitempty"`
+}
+
+// WriteTrace writes the run as a Chrome trace: a track per device with a
+// slice per command group (its step, line, accesses and dependencies),
+// arrows for the dependencies, and per-link counter tracks of the bytes
+// moved so far (host→device, device→host), sampled as groups finish.
+func (res *Result) WriteTrace(w io.Writer) error {
+	const pid = 1
+	evs := []traceEvent{{Name: "process_name", Ph: "M", Pid: pid, Args: map[string]any{"name": "acpp embedded · job " + res.Job.Name}}}
+	tids := map[device.ID]int{}
+	for i, d := range res.Devices {
+		tids[d.ID] = i + 1
+		evs = append(evs, traceEvent{Name: "thread_name", Ph: "M", Pid: pid, Tid: i + 1, Args: map[string]any{"name": "device " + d.ID.String()}},
+			traceEvent{Name: "thread_sort_index", Ph: "M", Pid: pid, Tid: i + 1, Args: map[string]any{"sort_index": i}})
+	}
+	t0 := res.Start
+	for _, g := range res.Groups {
+		if !g.Timing.Submitted.IsZero() && g.Timing.Submitted.Before(t0) {
+			t0 = g.Timing.Submitted
+		}
+	}
+	us := func(t time.Time) float64 { return float64(t.Sub(t0).Nanoseconds()) / 1e3 }
+	byID := map[uint64]*Group{}
+	for _, g := range res.Groups {
+		byID[g.ID] = g
+		tid, ok := tids[g.Device]
+		if !ok {
+			tid = len(tids) + 1
+			tids[g.Device] = tid
+			evs = append(evs, traceEvent{Name: "thread_name", Ph: "M", Pid: pid, Tid: tid, Args: map[string]any{"name": "device " + g.Device.String()}})
+		}
+		if g.Timing.Started.IsZero() || g.Timing.Ended.IsZero() {
+			continue
+		}
+		dur := float64(g.Timing.Ended.Sub(g.Timing.Started).Nanoseconds()) / 1e3
+		args := map[string]any{"group": g.ID, "step": g.Path, "line": g.Line, "accesses": strings.Join(g.Accesses, " "),
+			"waited_us": float64(g.Timing.Started.Sub(g.Timing.Submitted).Nanoseconds()) / 1e3}
+		if len(g.Deps) > 0 {
+			args["deps"] = g.Deps
+		}
+		if len(g.RuntimeDeps) > 0 {
+			args["waited_for"] = g.RuntimeDeps
+		}
+		if g.Err != nil {
+			args["error"] = g.Err.Error()
+		}
+		evs = append(evs, traceEvent{Name: g.Label, Cat: g.Kind, Ph: "X", Ts: us(g.Timing.Started), Dur: &dur, Pid: pid, Tid: tid, Args: args})
+	}
+	// Dependency arrows: from the end of each dependency to the start of
+	// the group that waited for it.
+	for _, g := range res.Groups {
+		if g.Timing.Started.IsZero() {
+			continue
+		}
+		for _, d := range g.Deps {
+			dg := byID[d]
+			if dg == nil || dg.Timing.Ended.IsZero() {
+				continue
+			}
+			id := fmt.Sprintf("%d-%d", d, g.ID)
+			evs = append(evs, traceEvent{Name: "dependency", Cat: "dep", Ph: "s", Ts: us(dg.Timing.Ended) - 0.001, Pid: pid, Tid: tids[dg.Device], ID: id},
+				traceEvent{Name: "dependency", Cat: "dep", Ph: "f", Bp: "e", Ts: us(g.Timing.Started), Pid: pid, Tid: tids[g.Device], ID: id})
+		}
+	}
+	// Link tracks: cumulative bytes per direction.
+	var h2d, d2h int64 = -1, -1
+	evs = append(evs, traceEvent{Name: "link host→device (bytes)", Ph: "C", Ts: 0, Pid: pid, Args: map[string]any{"bytes": 0}},
+		traceEvent{Name: "link device→host (bytes)", Ph: "C", Ts: 0, Pid: pid, Args: map[string]any{"bytes": 0}})
+	for _, g := range res.Groups {
+		if g.Timing.Ended.IsZero() {
+			continue
+		}
+		s := g.StatsAfter
+		if s.BytesHostToDevice != h2d {
+			h2d = s.BytesHostToDevice
+			evs = append(evs, traceEvent{Name: "link host→device (bytes)", Ph: "C", Ts: us(g.Timing.Ended), Pid: pid, Args: map[string]any{"bytes": h2d}})
+		}
+		if s.BytesDeviceToHost != d2h {
+			d2h = s.BytesDeviceToHost
+			evs = append(evs, traceEvent{Name: "link device→host (bytes)", Ph: "C", Ts: us(g.Timing.Ended), Pid: pid, Args: map[string]any{"bytes": d2h}})
+		}
+	}
+	enc := json.NewEncoder(w)
+	return enc.Encode(map[string]any{
+		"traceEvents":     evs,
+		"displayTimeUnit": "ms",
+		"otherData": map[string]any{
+			"job": res.Job.Name, "file": res.Job.File, "wall_ms": float64(res.Wall.Microseconds()) / 1e3,
+			"bytes_copied": res.Stats.BytesCopied, "copies": res.Stats.Copies,
+		},
+	})
+}
+
+// ---- DAG ----
+
+// WriteDAG writes the command groups and their dependencies as a Graphviz
+// digraph, in submission order (deterministic for a job).
+func (res *Result) WriteDAG(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "digraph %s {\n", dotQuote("acpp job "+res.Job.Name))
+	b.WriteString("  rankdir=TB;\n  node [shape=box, style=rounded, fontname=\"Helvetica\", fontsize=10];\n  edge [color=\"#555555\"];\n")
+	for _, g := range res.Groups {
+		label := fmt.Sprintf("#%d %s\n%s · %s\n%s", g.ID, g.Label, g.Kind, g.Device, strings.Join(g.Accesses, " "))
+		attrs := ""
+		switch g.Kind {
+		case "init":
+			attrs = `, color="#2a7ab0"`
+		case "fill", "copy":
+			attrs = `, color="#888888"`
+		}
+		if g.Err != nil {
+			attrs += `, color=red, penwidth=2`
+		}
+		fmt.Fprintf(&b, "  g%d [label=%s%s];\n", g.ID, dotQuote(label), attrs)
+	}
+	for _, g := range res.Groups {
+		for _, d := range g.Deps {
+			fmt.Fprintf(&b, "  g%d -> g%d;\n", d, g.ID)
+		}
+	}
+	b.WriteString("}\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func dotQuote(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+	return `"` + r.Replace(s) + `"`
+}

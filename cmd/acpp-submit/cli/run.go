@@ -1,0 +1,497 @@
+package cli
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/acpp/acpp"
+	ptxlib "github.com/acpp/acpp/cuda/kernels"
+	"github.com/acpp/acpp/device"
+	"github.com/acpp/acpp/jobfile"
+	"github.com/acpp/acpp/kernels"
+
+	_ "github.com/acpp/acpp/cuda" // GPUs, where a driver is found
+)
+
+// ErrNotYetSupported: the feature needs a part of acpp that is not built
+// yet (the cluster coordinator); the message says what to use instead.
+var ErrNotYetSupported = errors.New("not yet supported")
+
+// Config is one run of a job.
+type Config struct {
+	// JobFile is the job file's path. Input files named in it are relative
+	// to its directory.
+	JobFile string
+	// OutDir is where outputs are written (created if missing); "" means
+	// the current directory.
+	OutDir string
+	// Devices selects devices: "cpu", "cuda" (every device of a kind),
+	// "cpu:0", "cuda:1". Empty means every local device, GPUs first (the
+	// first is the default device of steps without a device:).
+	Devices []string
+	// Workers is the number of worker goroutines of the CPU device; 0 means
+	// GOMAXPROCS.
+	Workers int
+	// Window bounds the command groups in flight ahead of the oldest
+	// unfinished one; 0 means 1024.
+	Window int
+	// Cluster, when set, is the address of a cluster member to run on;
+	// ErrNotYetSupported for now.
+	Cluster string
+	// Progress receives progress: called after each command group finishes
+	// with the number done and the total; nil means none.
+	Progress func(done, total int)
+	// Logger receives debug events; nil means discard.
+	Logger *slog.Logger
+}
+
+// Group is what Run records of one command group it submitted.
+type Group struct {
+	ID     uint64
+	Label  string // step name, kernel, or "init grid"
+	Kind   string // kernel, fill, copy, init
+	Path   string // the job field it came from: steps[1].repeat.steps[0]
+	Line   int
+	Device device.ID
+	// Accesses lists the buffers it touches: "grid:read".
+	Accesses []string
+	// Deps are the earlier groups this one must follow by the conflict
+	// rules (D1–D3) on its accessors' regions: the job's logical DAG,
+	// independent of timing.
+	Deps []uint64
+	// RuntimeDeps are the groups the runtime made it wait for: those of
+	// Deps (at page granularity) that had not finished when it was
+	// submitted.
+	RuntimeDeps []uint64
+	Timing      acpp.Timing
+	// StatsAfter is the queue's counters when Run saw the group finish
+	// (for the link tracks of the trace).
+	StatsAfter acpp.Stats
+	Err        error
+
+	regions []access
+}
+
+// OutputFile is one output written.
+type OutputFile struct {
+	Buffer string
+	Path   string
+	Format jobfile.Format
+	Bytes  int
+	Type   string
+	Range  []int
+}
+
+// Result is what a run did.
+type Result struct {
+	Job     *jobfile.Job
+	Devices []device.Info
+	Start   time.Time
+	Wall    time.Duration
+	Groups  []*Group
+	Stats   acpp.Stats
+	Outputs []OutputFile
+}
+
+// Run executes the job in cfg.JobFile on the embedded runtime and writes
+// its outputs. The Result is returned also on failure, with the groups that
+// ran (for a trace of what happened).
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if cfg.Cluster != "" {
+		return nil, fmt.Errorf("%w: running on a cluster (--cluster %s) needs the job coordinator, which is not built yet; run without --cluster to use the embedded runtime on this machine", ErrNotYetSupported, cfg.Cluster)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	job, err := Load(cfg.JobFile)
+	if err != nil {
+		return nil, err
+	}
+	r := &runner{cfg: cfg, job: job, log: log, dir: filepath.Dir(cfg.JobFile), bufs: map[string]buf{}, kernelNames: map[string]string{}}
+	if r.cfg.Window <= 0 {
+		r.cfg.Window = 1024
+	}
+	res := &Result{Job: job}
+	r.res = res
+	if err := r.registerJobKernels(); err != nil {
+		return nil, err
+	}
+	var qopts []acpp.Option
+	for _, d := range cfg.Devices {
+		o, err := deviceOption(d)
+		if err != nil {
+			return nil, err
+		}
+		qopts = append(qopts, o)
+	}
+	if cfg.Workers > 0 {
+		qopts = append(qopts, acpp.WithWorkers(cfg.Workers))
+	}
+	qopts = append(qopts, acpp.WithLogger(log))
+	q, err := acpp.NewQueue(ctx, qopts...)
+	if err != nil {
+		return nil, fmt.Errorf("open the local devices: %w", err)
+	}
+	r.q = q
+	res.Devices = q.Devices()
+	res.Start = time.Now()
+	err = r.run(ctx)
+	// Close waits for what is still in flight (failed or cancelled groups
+	// end quickly) and frees the buffers.
+	for _, b := range r.order {
+		if cerr := b.close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}
+	if cerr := q.Close(); cerr != nil && err == nil {
+		err = cerr
+	}
+	res.Wall = time.Since(res.Start)
+	res.Stats = q.Stats()
+	r.settle()
+	return res, err
+}
+
+// Load reads and validates a job file against the kernel registry with the
+// built-in kernels registered.
+func Load(path string) (*jobfile.Job, error) {
+	if err := kernels.Register(); err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read the job file: %w", err)
+	}
+	return jobfile.Parse(path, data, jobfile.Options{Kernels: device.Kernels, ParamType: kernels.ParamType})
+}
+
+func deviceOption(s string) (acpp.Option, error) {
+	switch s {
+	case "cpu":
+		return acpp.WithKind(acpp.CPU), nil
+	case "cuda":
+		return acpp.WithKind(acpp.CUDA), nil
+	}
+	id, err := jobfile.ParseDevice(s)
+	if err != nil {
+		return nil, fmt.Errorf("--device: %w", err)
+	}
+	return acpp.WithDevice(id.Kind, id.Index), nil
+}
+
+type runner struct {
+	cfg  Config
+	job  *jobfile.Job
+	log  *slog.Logger
+	dir  string
+	q    *acpp.Queue
+	res  *Result
+	bufs map[string]buf // by current name (swap exchanges entries)
+	// order is every buffer once, in declaration order (for Close).
+	order []buf
+	// kernelNames maps job-declared kernel names to their registry names.
+	kernelNames map[string]string
+	pending     []*pendingGroup
+	done, total int
+	dag         dag
+}
+
+type pendingGroup struct {
+	g  *Group
+	ev *acpp.Event
+}
+
+func (r *runner) path(p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(r.dir, p)
+}
+
+// registerJobKernels registers the kernels the job ships as PTX under a
+// name unique to the module's content, after checking the module's entry
+// against the declared parameters.
+func (r *runner) registerJobKernels() error {
+	var errs jobfile.Errors
+	for _, k := range r.job.Kernels {
+		mod, err := os.ReadFile(r.path(k.PTX))
+		if err != nil {
+			errs = append(errs, r.job.At(k.Line, "kernels."+k.Name+".ptx", fmt.Errorf("%w; the path is relative to the job file's directory", err)))
+			continue
+		}
+		entries, err := ptxlib.Entries(mod)
+		if err != nil {
+			errs = append(errs, r.job.At(k.Line, "kernels."+k.Name+".ptx", err))
+			continue
+		}
+		params := k.DeviceParams()
+		var names []string
+		found := false
+		for _, e := range entries {
+			names = append(names, e.Name)
+			if e.Name == k.Entry {
+				found = true
+				if err := ptxlib.CheckLayout(k.Name, e, params); err != nil {
+					errs = append(errs, r.job.At(k.Line, "kernels."+k.Name+".params", err))
+				}
+			}
+		}
+		if !found {
+			errs = append(errs, r.job.At(k.Line, "kernels."+k.Name+".entry", fmt.Errorf("entry %q is not in %s (entries: %s)", k.Entry, k.PTX, strings.Join(names, ", "))))
+			continue
+		}
+		sum := sha256.Sum256(append(append(mod, k.Entry...), fmt.Sprint(params)...))
+		name := k.Name + "@" + hex.EncodeToString(sum[:6])
+		err = device.Register(device.Kernel{Name: name, Params: params, PTX: &device.PTX{Module: mod, Entry: k.Entry}})
+		if err != nil && !errors.Is(err, device.ErrDuplicateKernel) {
+			errs = append(errs, r.job.At(k.Line, "kernels."+k.Name, err))
+		}
+		r.kernelNames[k.Name] = name
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
+}
+
+// groupCount is the number of command groups a job submits: its steps'
+// plus one per value or kernel initialisation.
+func groupCount(job *jobfile.Job) int {
+	n := job.CountSteps()
+	for _, b := range job.Buffers {
+		if b.Init != nil && (b.Init.Value != nil || b.Init.Kernel != nil) {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *runner) run(ctx context.Context) error {
+	r.total = groupCount(r.job)
+	if err := r.makeBuffers(ctx); err != nil {
+		return err
+	}
+	err := r.job.Walk(func(s *jobfile.Step) error { return r.step(ctx, s) })
+	if err == nil {
+		err = r.drain(ctx, 0)
+	}
+	if err != nil {
+		return err
+	}
+	return r.outputs(ctx)
+}
+
+func (r *runner) makeBuffers(ctx context.Context) error {
+	for _, s := range r.job.Buffers {
+		var data []byte
+		if s.Init != nil && s.Init.File != "" {
+			d, err := readInit(r.path(s.Init.File), s, s.Init.Format)
+			if err != nil {
+				return r.job.At(s.Init.Line, "buffers."+s.Name+".init.file", err)
+			}
+			data = d
+		}
+		b, err := newBuf(r.q, s, data)
+		if err != nil {
+			return r.job.At(s.Line, "buffers."+s.Name, err)
+		}
+		r.bufs[s.Name] = b
+		r.order = append(r.order, b)
+		switch {
+		case s.Init == nil:
+		case s.Init.Value != nil:
+			v, _ := s.Init.Value.Encode(s.Type)
+			g := &Group{Label: "init " + s.Name, Kind: "init", Path: "buffers." + s.Name + ".init", Line: s.Init.Line,
+				Accesses: []string{s.Name + ":write"}}
+			g.regions = []access{regionOf(b, jobfile.Write, nil, nil)}
+			if err := r.submit(ctx, g, "", func(h *acpp.Handler) { b.fill(h, nil, nil, v) }); err != nil {
+				return err
+			}
+		case s.Init.Kernel != nil:
+			if err := r.step(ctx, s.Init.Kernel); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// step submits one step (never a repeat: Walk unrolls them).
+func (r *runner) step(ctx context.Context, s *jobfile.Step) error {
+	g := &Group{Label: s.Label(), Kind: string(s.Kind), Path: s.Path, Line: s.Line}
+	switch s.Kind {
+	case jobfile.SwapStep:
+		a, b := s.Swap[0], s.Swap[1]
+		r.bufs[a], r.bufs[b] = r.bufs[b], r.bufs[a]
+		return nil
+	case jobfile.FillStep:
+		f := s.Fill
+		b := r.bufs[f.Buffer]
+		v, _ := f.Value.Encode(b.spec().Type)
+		g.Accesses = []string{f.Buffer + ":write"}
+		g.regions = []access{regionOf(b, jobfile.Write, f.Offset, f.Range)}
+		return r.submit(ctx, g, s.Device, func(h *acpp.Handler) { b.fill(h, f.Offset, f.Range, v) })
+	case jobfile.CopyStep:
+		c := s.Copy
+		src, dst := r.bufs[c.From.Buffer], r.bufs[c.To.Buffer]
+		g.Accesses = []string{c.From.Buffer + ":read", c.To.Buffer + ":write"}
+		from := regionOf(src, jobfile.Read, c.From.Offset, c.From.Range)
+		g.regions = []access{from, regionOf(dst, jobfile.Write, c.To.Offset, from.rangeOf())}
+		return r.submit(ctx, g, s.Device, func(h *acpp.Handler) { src.copyTo(h, c.From.Offset, c.From.Range, dst, c.To.Offset) })
+	case jobfile.KernelStep:
+		if s.Kind == jobfile.KernelStep && strings.HasPrefix(s.Path, "buffers.") {
+			g.Kind, g.Label = "init", "init "+s.Accessors[0].Buffer+" ("+s.Kernel+")"
+		}
+		name := s.Kernel
+		if n, ok := r.kernelNames[name]; ok {
+			name = n
+		}
+		k, err := device.Kernels.Lookup(name)
+		if err != nil {
+			return r.job.At(s.Line, s.Path+".kernel", err)
+		}
+		for _, a := range s.Accessors {
+			g.Accesses = append(g.Accesses, a.Buffer+":"+string(a.Mode))
+			g.regions = append(g.regions, regionOf(r.bufs[a.Buffer], a.Mode, a.Offset, a.Range))
+		}
+		return r.submit(ctx, g, s.Device, func(h *acpp.Handler) { r.launch(h, s, name, k) })
+	}
+	return r.job.At(s.Line, s.Path, fmt.Errorf("step kind %q cannot run here", s.Kind))
+}
+
+// launch declares a kernel step's arguments in the kernel's parameter
+// order and launches it.
+func (r *runner) launch(h *acpp.Handler, s *jobfile.Step, name string, k *device.Kernel) {
+	args := make([]acpp.KernelArg, len(k.Params))
+	for i, p := range k.Params {
+		switch p.Kind {
+		case device.ArgScalar:
+			for _, sc := range s.Scalars {
+				if sc.Param == p.Name {
+					v, _ := sc.Value.Encode(sc.Type)
+					args[i] = scalarArg(v)
+				}
+			}
+		case device.ArgLocal:
+			for _, l := range s.Local {
+				if l.Param == p.Name {
+					args[i] = acpp.LocalAccessor[byte](h, l.Bytes)
+				}
+			}
+		default:
+			for _, a := range s.Accessors {
+				if a.Param == p.Name {
+					args[i] = r.bufs[a.Buffer].arg(h, p.Kind, a)
+				}
+			}
+		}
+	}
+	rng := toRange(s.Range)
+	if s.WorkGroup != nil {
+		h.LaunchND(name, rng, toRange(s.WorkGroup), args...)
+		return
+	}
+	h.Launch(name, rng, args...)
+}
+
+// submit submits one command group and keeps the window of groups in
+// flight.
+func (r *runner) submit(ctx context.Context, g *Group, dev string, cgf func(h *acpp.Handler)) error {
+	opts := []acpp.SubmitOption{acpp.Named(g.Label)}
+	if dev != "" {
+		id, err := jobfile.ParseDevice(dev)
+		if err != nil {
+			return r.job.At(g.Line, g.Path+".device", err)
+		}
+		opts = append(opts, acpp.On(id))
+	}
+	ev, err := r.q.Submit(func(h *acpp.Handler) error {
+		g.Device = h.Device().ID
+		cgf(h)
+		return nil
+	}, opts...)
+	if err != nil {
+		return r.job.At(g.Line, g.Path, err)
+	}
+	g.ID = ev.ID()
+	g.RuntimeDeps = ev.Deps()
+	g.Deps = r.dag.add(g.ID, g.regions)
+	r.res.Groups = append(r.res.Groups, g)
+	r.pending = append(r.pending, &pendingGroup{g: g, ev: ev})
+	return r.drain(ctx, r.cfg.Window)
+}
+
+// drain waits, in submission order, until at most keep groups are pending.
+func (r *runner) drain(ctx context.Context, keep int) error {
+	for len(r.pending) > keep {
+		p := r.pending[0]
+		r.pending = r.pending[1:]
+		err := p.ev.Wait(ctx)
+		p.g.Timing = p.ev.Timing()
+		p.g.StatsAfter = r.q.Stats()
+		r.done++
+		if r.cfg.Progress != nil {
+			r.cfg.Progress(r.done, r.total)
+		}
+		if err != nil {
+			p.g.Err = err
+			if ctx.Err() != nil {
+				return fmt.Errorf("job %s stopped: %w", r.job.Name, context.Cause(ctx))
+			}
+			return r.job.At(p.g.Line, p.g.Path, fmt.Errorf("%s (command group #%d on %s) failed: %w", p.g.Label, p.g.ID, p.g.Device, err))
+		}
+	}
+	return nil
+}
+
+// settle fills in the timing of groups that were still pending when the
+// run stopped.
+func (r *runner) settle() {
+	for _, p := range r.pending {
+		p.g.Timing = p.ev.Timing()
+		p.g.Err = p.ev.Err()
+		p.g.StatsAfter = r.res.Stats
+	}
+	r.pending = nil
+}
+
+func (r *runner) outputs(ctx context.Context) error {
+	if len(r.job.Outputs) == 0 {
+		return nil
+	}
+	dir := r.cfg.OutDir
+	if dir == "" {
+		dir = "."
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create the output directory: %w", err)
+	}
+	for _, o := range r.job.Outputs {
+		b := r.bufs[o.Buffer]
+		data, err := b.bytes(ctx)
+		if err != nil {
+			return r.job.At(o.Line, o.Path, fmt.Errorf("read buffer %q back: %w", o.Buffer, err))
+		}
+		p := o.File
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return r.job.At(o.Line, o.Path+".file", err)
+		}
+		if err := writeOutput(p, b.spec(), o.Format, data); err != nil {
+			return r.job.At(o.Line, o.Path+".file", fmt.Errorf("write %s: %w", p, err))
+		}
+		r.res.Outputs = append(r.res.Outputs, OutputFile{Buffer: o.Buffer, Path: p, Format: o.Format, Bytes: len(data), Type: b.spec().Type, Range: b.spec().Range})
+	}
+	return nil
+}
