@@ -344,3 +344,50 @@ func BenchmarkCompletion(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPeer: 1 GiB from one GPU's memory to another's. raw:
+// cuMemcpyPeerAsync + cuStreamSynchronize on the owner thread; peer: a
+// CopyOp through the backend with peer access; staged: the backend with
+// NoPeer (through pinned host memory).
+func BenchmarkPeer(b *testing.B) {
+	const n = 1 << 30
+	for _, c := range []struct {
+		name string
+		cfg  Config
+	}{{"peer", Config{}}, {"staged", Config{NoPeer: true}}} {
+		b.Run(c.name, func(b *testing.B) {
+			devs := openGPUs(b, c.cfg)
+			if len(devs) < 2 {
+				b.Skipf("needs two GPUs, this machine has %d", len(devs))
+			}
+			src := mustAlloc(b, devs[0], device.MemDevice, n)
+			dst := mustAlloc(b, devs[1], device.MemDevice, n)
+			if c.name == "peer" {
+				b.Run("raw", func(b *testing.B) {
+					d := devs[1]
+					_ = d.Do(func(t *Thread) error {
+						for b.Loop() {
+							if err := t.Lib.MemcpyPeerAsync(driver.DevicePtr(dst.Addr), d.ctx, driver.DevicePtr(src.Addr), devs[0].ctx, n, t.Streams[0]); err != nil {
+								b.Fatal(err)
+							}
+							if err := t.Lib.StreamSynchronize(t.Streams[0]); err != nil {
+								b.Fatal(err)
+							}
+						}
+						return nil
+					})
+					gbps(b, n)
+				})
+			}
+			b.Run("backend", func(b *testing.B) {
+				op := device.CopyOp{Src: linear(src), Dst: linear(dst), Size: [3]int{1, 1, n}, ElemSize: 1}
+				for b.Loop() {
+					if err := do(b, devs[0], 0, op); err != nil {
+						b.Fatal(err)
+					}
+				}
+				gbps(b, n)
+			})
+		})
+	}
+}

@@ -335,7 +335,35 @@ func TestBuiltinKernelsMatchGo(t *testing.T) {
 // byte for byte where device.CopyHost says, and leave every other byte alone.
 func TestCopyBoxesBytewise_T4(t *testing.T) {
 	devs := openGPUs(t, Config{virtualDevices: 1})
-	d, other := devs[0], devs[len(devs)-1]
+	checkBoxes(t, devs[0], devs[len(devs)-1])
+}
+
+// TestCopyBetweenGPUs_T4: on a machine with two GPUs, boxes between them
+// go peer to peer where the driver allows it and through pinned host
+// memory otherwise, byte for byte right either way.
+func TestCopyBetweenGPUs_T4(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		cfg  Config
+	}{{"peer", Config{}}, {"staged", Config{NoPeer: true}}} {
+		t.Run(c.name, func(t *testing.T) {
+			devs := openGPUs(t, c.cfg)
+			if len(devs) < 2 {
+				t.Skipf("needs two GPUs, this machine has %d", len(devs))
+			}
+			a, b := devs[0], devs[1]
+			t.Logf("peer access %s→%s: %v, %s→%s: %v", a.info.ID, b.info.ID, a.peers[1], b.info.ID, a.info.ID, b.peers[0])
+			if c.cfg.NoPeer && (a.peers[1] || b.peers[0]) {
+				t.Fatalf("NoPeer: peer access still on")
+			}
+			checkBoxes(t, a, b)
+		})
+	}
+}
+
+// checkBoxes copies random boxes between every pair of memory kinds,
+// including d's and other's device memory.
+func checkBoxes(t *testing.T, d, other *Device) {
 	r := rand.New(rand.NewPCG(7, 7))
 	cpuMem := func(n int) *device.Mem {
 		return &device.Mem{Device: device.ID{Kind: device.KindCPU}, Kind: device.MemDevice, Bytes: n, Host: make([]byte, n)}
