@@ -225,9 +225,11 @@ func waitMembers(t testing.TB, procs []*proc, n int, timeout time.Duration) time
 // stop sends SIGTERM and fails t unless the process exits 0 in time.
 func (p *proc) stop(t testing.TB, timeout time.Duration) {
 	t.Helper()
+	start := time.Now()
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
+		t.Logf("%s exited %v after SIGTERM", p.name, time.Since(start).Round(time.Millisecond))
 		if p.exitErr != nil {
 			t.Errorf("%s: unclean exit after SIGTERM: %v", p.name, p.exitErr)
 		}

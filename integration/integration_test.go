@@ -2,7 +2,9 @@ package integration
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -115,6 +117,27 @@ func TestThreeProcessesMovePagesAndDetectKill_C1_C3_C5(t *testing.T) {
 	}
 	if !bytes.Equal(gotB, want) {
 		t.Fatal("B's buffer must hold A's bytes in the boxes and zeros elsewhere")
+	}
+
+	// A built-in kernel (device/builtin) runs on B's CPU over buffer 2.
+	krng := [3]uint64{1, 16, 32}
+	v := make([]byte, 4)
+	binary.LittleEndian.PutUint32(v, math.Float32bits(2.5))
+	launch := proto.Instr{ID: 11, Kind: proto.InstrLaunch, Deps: []uint64{10}, Launch: &proto.Launch{
+		Kernel: "fill_f32", Device: "cpu:0", Global: krng,
+		Args: []proto.KArg{{Kind: 2 /* accessor */, Buffer: 2, ElemSize: 4, Range: krng}, {Kind: 5 /* scalar */, Scalar: v}},
+	}}
+	if _, err := jobs[1].Submit(ctx(t), proto.Instr{ID: 10, Kind: proto.InstrAlloc, Buffer: 2, Range: krng, ElemSize: 4}, launch); err != nil {
+		t.Fatal(err)
+	}
+	kgot := make([]byte, 16*32*4)
+	if err := jobs[1].ReadBack(ctx(t), 12, []uint64{11}, 2, 0, krng, 4, []proto.Box{{Hi: krng}}, kgot); err != nil {
+		t.Fatalf("fill_f32 on %s: %v", B, err)
+	}
+	for i := 0; i < len(kgot); i += 4 {
+		if f := math.Float32frombits(binary.LittleEndian.Uint32(kgot[i:])); f != 2.5 {
+			t.Fatalf("element %d = %v after fill_f32(2.5)", i/4, f)
+		}
 	}
 
 	// C5: a Recv on A waiting for pages from C fails naming C after C is

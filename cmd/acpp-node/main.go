@@ -17,7 +17,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/acpp/acpp/credentials"
-	_ "github.com/acpp/acpp/cuda" // registers the CUDA backend: GPUs are found when a driver is present
+	_ "github.com/acpp/acpp/cuda"           // registers the CUDA backend: GPUs are found when a driver is present
+	_ "github.com/acpp/acpp/device/builtin" // the built-in kernel library (Go and PTX)
 	"github.com/acpp/acpp/node"
 	"github.com/acpp/acpp/proto"
 )

@@ -1,0 +1,77 @@
+package node_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/acpp/acpp/credentials"
+	"github.com/acpp/acpp/proto"
+	"github.com/acpp/acpp/transport"
+)
+
+const benchBytes = 256 << 20
+
+// BenchmarkPageTransfer256MiB moves 256 MiB from one node's allocation to
+// another's: through the node path (a Send/Recv instruction pair, pages
+// written straight into the destination allocation) and, as the baseline
+// in the same run, through two bare transports (transport.SendPages into
+// a preallocated buffer). docs/NODE.md has the figures.
+func BenchmarkPageTransfer256MiB(b *testing.B) {
+	rng := [3]uint64{1, 1, benchBytes}
+	whole := []proto.Box{{Hi: rng}}
+	b.Run("transport", func(b *testing.B) {
+		ca, _ := credentials.LoadNode(credDir, "n2")
+		cb, _ := credentials.LoadNode(credDir, "n3")
+		dst := make([]byte, benchBytes)
+		src := make([]byte, benchBytes)
+		tb, err := transport.Start(transport.Config{Credentials: cb, ListenAddr: "127.0.0.1:0"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer tb.Close()
+		tb.HandlePages(func(context.Context, credentials.Identity, *proto.PageHeader) (transport.PageSink, error) {
+			return transport.PageSink{Dst: [][]byte{dst}}, nil
+		})
+		addr := tb.Addr().String()
+		ta, err := transport.Start(transport.Config{Credentials: ca, ListenAddr: "127.0.0.1:0",
+			Resolve: func(context.Context, string) (string, error) { return addr, nil }})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer ta.Close()
+		h := &proto.PageHeader{Job: 1, Buffer: 1, ElemSize: 1, Boxes: whole}
+		b.SetBytes(benchBytes)
+		b.ReportAllocs()
+		for b.Loop() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			if err := ta.SendPages(ctx, credentials.Node("n3"), h, [][]byte{src}); err != nil {
+				b.Fatal(err)
+			}
+			cancel()
+		}
+	})
+	b.Run("node", func(b *testing.B) {
+		nodes := startNodes(b, 2, nil)
+		c := startClient(b, credDir, "alice", nodes...)
+		ja, jb := openJob(b, c, "n0", 1), openJob(b, c, "n1", 1)
+		alloc := proto.Instr{ID: 1, Kind: proto.InstrAlloc, Buffer: 1, Range: rng, ElemSize: 1}
+		submit(b, ja, alloc)
+		submit(b, jb, alloc)
+		wait(b, ja, 1)
+		wait(b, jb, 1)
+		id := uint64(1)
+		b.SetBytes(benchBytes)
+		b.ReportAllocs()
+		for b.Loop() {
+			id++
+			submit(b, jb, proto.Instr{ID: id, Kind: proto.InstrRecv, Deps: []uint64{1}, Buffer: 1, Boxes: whole, Peer: "n0"})
+			submit(b, ja, proto.Instr{ID: id, Kind: proto.InstrSend, Deps: []uint64{1}, Buffer: 1, Boxes: whole, Peer: "n1"})
+			wait(b, jb, id)
+			wait(b, ja, id)
+		}
+		b.StopTimer()
+		ja.Close(context.Background())
+		jb.Close(context.Background())
+	})
+}
