@@ -224,7 +224,7 @@ func (d *decoder) job(root *yaml.Node) *Job {
 	j := &Job{File: d.file, Version: 1}
 	base := path.Base(strings.ReplaceAll(d.file, "\\", "/"))
 	j.Name = strings.TrimSuffix(base, path.Ext(base))
-	fs, ok := d.fields(root, "", "version", "name", "description", "buffers", "kernels", "steps", "outputs")
+	fs, ok := d.fields(root, "", fieldsJob...)
 	if !ok {
 		return j
 	}
@@ -271,7 +271,7 @@ func (d *decoder) buffers(n *yaml.Node) []*Buffer {
 			continue
 		}
 		b := &Buffer{Name: f.key, Line: f.kn.Line}
-		bf, ok := d.fields(f.node, p, "type", "range", "page_size", "init")
+		bf, ok := d.fields(f.node, p, fieldsBuffer...)
 		if !ok {
 			continue
 		}
@@ -324,7 +324,7 @@ func typeNames() []string {
 }
 
 func (d *decoder) init(n *yaml.Node, p string) *Init {
-	fs, ok := d.fields(n, p, "value", "file", "format", "kernel", "param", "range", "work_group", "scalars", "local")
+	fs, ok := d.fields(n, p, fieldsInit...)
 	if !ok {
 		return nil
 	}
@@ -392,7 +392,7 @@ func (d *decoder) kernels(n *yaml.Node) []*KernelDecl {
 			continue
 		}
 		k := &KernelDecl{Name: f.key, Entry: f.key, Line: f.kn.Line}
-		kf, ok := d.fields(f.node, p, "ptx", "entry", "params")
+		kf, ok := d.fields(f.node, p, fieldsKernel...)
 		if !ok {
 			continue
 		}
@@ -423,7 +423,7 @@ func (d *decoder) kernels(n *yaml.Node) []*KernelDecl {
 
 func (d *decoder) paramDecl(n *yaml.Node, p string) ParamDecl {
 	pd := ParamDecl{Line: d.resolve(n).Line}
-	fs, ok := d.fields(n, p, "name", "kind", "type", "const")
+	fs, ok := d.fields(n, p, fieldsParam...)
 	if !ok {
 		return pd
 	}
@@ -469,6 +469,24 @@ func (d *decoder) paramDecl(n *yaml.Node, p string) ParamDecl {
 
 var stepKinds = []string{"kernel", "fill", "copy", "swap", "repeat"}
 
+// The fields of each object of the format (docs/job.schema.json has the
+// same; TestSchemaMatchesDecoder keeps them in step).
+var (
+	fieldsJob      = []string{"version", "name", "description", "buffers", "kernels", "steps", "outputs"}
+	fieldsBuffer   = []string{"type", "range", "page_size", "init"}
+	fieldsInit     = []string{"value", "file", "format", "kernel", "param", "range", "work_group", "scalars", "local"}
+	fieldsKernel   = []string{"ptx", "entry", "params"}
+	fieldsParam    = []string{"name", "kind", "type", "const"}
+	fieldsStep     = []string{"kernel", "fill", "copy", "swap", "repeat", "name", "device", "range", "work_group", "accessors", "scalars", "local", "split"}
+	fieldsAccessor = []string{"param", "buffer", "mode", "range", "offset", "no_init", "map"}
+	fieldsSplit    = []string{"dim", "devices"}
+	fieldsRegion   = []string{"buffer", "range", "offset"}
+	fieldsFill     = []string{"buffer", "range", "offset", "value"}
+	fieldsCopy     = []string{"from", "to"}
+	fieldsRepeat   = []string{"count", "steps"}
+	fieldsOutput   = []string{"buffer", "file", "format"}
+)
+
 func (d *decoder) steps(n *yaml.Node, p string) []*Step {
 	items, ok := d.list(n, p)
 	if !ok {
@@ -488,8 +506,7 @@ func (d *decoder) steps(n *yaml.Node, p string) []*Step {
 }
 
 func (d *decoder) step(n *yaml.Node, p string) *Step {
-	fs, ok := d.fields(n, p, "kernel", "fill", "copy", "swap", "repeat", "name", "device",
-		"range", "work_group", "accessors", "scalars", "local", "split")
+	fs, ok := d.fields(n, p, fieldsStep...)
 	if !ok {
 		return nil
 	}
@@ -579,7 +596,7 @@ func (d *decoder) kernelField(s *Step, f field, p string) {
 }
 
 func (d *decoder) accessor(n *yaml.Node, p string) *Accessor {
-	fs, ok := d.fields(n, p, "param", "buffer", "mode", "range", "offset", "no_init", "map")
+	fs, ok := d.fields(n, p, fieldsAccessor...)
 	if !ok {
 		return nil
 	}
@@ -653,7 +670,7 @@ func (d *decoder) split(n *yaml.Node, p string) *Split {
 		}
 		return sp
 	}
-	fs, ok := d.fields(r, p, "dim", "devices")
+	fs, ok := d.fields(r, p, fieldsSplit...)
 	if !ok {
 		return nil
 	}
@@ -675,7 +692,7 @@ func (d *decoder) split(n *yaml.Node, p string) *Split {
 }
 
 func (d *decoder) region(n *yaml.Node, p string, extra ...string) (Region, []field, bool) {
-	fs, ok := d.fields(n, p, append([]string{"buffer", "range", "offset"}, extra...)...)
+	fs, ok := d.fields(n, p, append(append([]string(nil), fieldsRegion...), extra...)...)
 	r := Region{Line: d.resolve(n).Line, Path: p}
 	if !ok {
 		return r, nil, false
@@ -701,7 +718,7 @@ func (d *decoder) region(n *yaml.Node, p string, extra ...string) (Region, []fie
 }
 
 func (d *decoder) fill(n *yaml.Node, p string) *Fill {
-	r, rest, ok := d.region(n, p, "value")
+	r, rest, ok := d.region(n, p, "value") // fieldsFill
 	if !ok {
 		return nil
 	}
@@ -718,7 +735,7 @@ func (d *decoder) fill(n *yaml.Node, p string) *Fill {
 }
 
 func (d *decoder) copyStep(n *yaml.Node, p string) *Copy {
-	fs, ok := d.fields(n, p, "from", "to")
+	fs, ok := d.fields(n, p, fieldsCopy...)
 	if !ok {
 		return nil
 	}
@@ -760,7 +777,7 @@ func (d *decoder) swap(n *yaml.Node, p string) [2]string {
 }
 
 func (d *decoder) repeat(n *yaml.Node, p string) (int, []*Step) {
-	fs, ok := d.fields(n, p, "count", "steps")
+	fs, ok := d.fields(n, p, fieldsRepeat...)
 	if !ok {
 		return 0, nil
 	}
@@ -792,7 +809,7 @@ func (d *decoder) outputs(n *yaml.Node) []*Output {
 	var out []*Output
 	for i, it := range items {
 		p := fmt.Sprintf("outputs[%d]", i)
-		fs, ok := d.fields(it, p, "buffer", "file", "format")
+		fs, ok := d.fields(it, p, fieldsOutput...)
 		if !ok {
 			continue
 		}
