@@ -362,7 +362,7 @@ func TestCompleteDropsHistory_D3(t *testing.T) {
 	}
 }
 
-func TestLazyFixedSizeAllocation_B1_B5(t *testing.T) {
+func TestLazyFixedSizeAllocation_B1_B2_B5(t *testing.T) {
 	c, geo := newCore1D(t, 64, true)
 	if got := c.Allocations(1); !slices.Equal(got, []AllocID{host0}) {
 		t.Fatalf("Allocations after AddBuffer(HostData) = %v", got)
@@ -491,5 +491,40 @@ func TestConflictDepsMatchesSubmit_D1(t *testing.T) {
 		if i == 2 {
 			c.Complete(1)
 		}
+	}
+}
+
+// TestUniformBufferStateIsSmall_P2: a big buffer in one state costs a few
+// bytes per 4096-page chunk, not a bit per page.
+func TestUniformBufferStateIsSmall_P2(t *testing.T) {
+	c, _ := newCore1D(t, 1<<24, true)
+	mustSubmit(t, c, 1, acc(Read, gpu1, span1(0, 1<<24)))
+	st := c.Stats()
+	if bits := st.StateBitsPerPage(); bits > 0.1 {
+		t.Fatalf("uniform 2^24-page buffer on 2 allocations: %.3f state bits/page/alloc (%d B), want < 0.1", bits, st.StateBytes)
+	}
+	if st.Allocations != 2 || st.DenseChunks != 0 {
+		t.Fatalf("Stats = %+v", st)
+	}
+}
+
+// TestHistoryBounded_D3: a long run of groups over the same pages, each
+// completed, leaves a bounded history (regions and live groups).
+func TestHistoryBounded_D3(t *testing.T) {
+	c, _ := newCore1D(t, 4096, true)
+	for i := 1; i <= 20000; i++ {
+		lo := (i * 37) % 4000
+		m := Read
+		if i%3 == 0 {
+			m = Write
+		}
+		mustSubmit(t, c, CGID(i), acc(m, gpu1, span1(lo, lo+50)))
+		if i > 8 {
+			c.Complete(CGID(i - 8))
+		}
+	}
+	st := c.Stats()
+	if st.Live != 8 || st.Regions > 2000 {
+		t.Fatalf("after 20000 groups: %d live, %d regions; want 8 live and a bounded history", st.Live, st.Regions)
 	}
 }

@@ -1,0 +1,121 @@
+package coherence
+
+import (
+	"errors"
+	"testing"
+)
+
+// FuzzGeometry: arbitrary extents, element sizes, page sizes, offsets and
+// views never crash; results are either a wrapped sentinel error or a page
+// box inside the page grid that covers the accessed elements (P1, P5).
+func FuzzGeometry(f *testing.F) {
+	f.Add(int64(1), int64(64), int64(64), int64(4), int64(0), int64(8), int64(64), int64(0), int64(3), int64(5), int64(1), int64(2), int64(3), int64(1))
+	f.Add(int64(1), int64(1), int64(1<<20), int64(4), int64(0), int64(0), int64(0), int64(0), int64(0), int64(100), int64(1), int64(1), int64(50), int64(2))
+	f.Add(int64(4), int64(16), int64(64), int64(8), int64(1), int64(2), int64(3), int64(1), int64(1), int64(1), int64(2), int64(2), int64(2), int64(8))
+	f.Add(int64(-1), int64(0), int64(1<<62), int64(-4), int64(0), int64(-1), int64(7), int64(-3), int64(1), int64(1), int64(-1), int64(1), int64(1), int64(3))
+	f.Fuzz(func(t *testing.T, r0, r1, r2, elem, p0, p1, p2, o0, o1, o2, n0, n1, n2, velem int64) {
+		clamp := func(x int64) int { return int(x % (1 << 24)) }
+		rng := Dims{clamp(r0), clamp(r1), clamp(r2)}
+		ps := Dims{clamp(p0), clamp(p1), clamp(p2)}
+		geo, err := NewGeometry(rng, clamp(elem), ps)
+		if err != nil {
+			if !errors.Is(err, ErrBadGeometry) {
+				t.Fatalf("NewGeometry error %v does not wrap ErrBadGeometry", err)
+			}
+			return
+		}
+		if geo.NumPages() < 1 {
+			t.Fatalf("geometry %+v has %d pages", geo, geo.NumPages())
+		}
+		off, n := Dims{clamp(o0), clamp(o1), clamp(o2)}, Dims{clamp(n0), clamp(n1), clamp(n2)}
+		box, err := geo.PageRange(off, n)
+		if err != nil {
+			if !errors.Is(err, ErrOutOfRange) {
+				t.Fatalf("PageRange error %v does not wrap ErrOutOfRange", err)
+			}
+		} else if !box.Empty() {
+			all := geo.All()
+			if box.Intersect(all) != box {
+				t.Fatalf("PageRange(%v, %v) = %v outside the grid %v", off, n, box, all)
+			}
+			eb := geo.ElementBox(box)
+			for d := range 3 {
+				if eb.Lo[d] > off[d] || eb.Hi[d] < off[d]+n[d] {
+					t.Fatalf("PageRange(%v, %v) = %v covers elements %v only", off, n, box, eb)
+				}
+			}
+		}
+		// A 1D byte view of the same buffer.
+		ve := int(velem&15) + 1
+		if geo.Bytes()%ve != 0 {
+			return
+		}
+		v := View{Range: Dims{1, 1, geo.Bytes() / ve}, ElemSize: ve}
+		vo := Dims{0, 0, off[2] % max(1, v.Range[2])}
+		vn := Dims{1, 1, n[2] % max(1, v.Range[2]-vo[2]+1)}
+		vbox, err := geo.ViewPageRange(v, vo, vn)
+		if err != nil {
+			if !errors.Is(err, ErrOutOfRange) && !errors.Is(err, ErrBadGeometry) {
+				t.Fatalf("ViewPageRange error %v is not a sentinel", err)
+			}
+			return
+		}
+		if !vbox.Empty() && vbox.Intersect(geo.All()) != vbox {
+			t.Fatalf("ViewPageRange = %v outside the grid", vbox)
+		}
+	})
+}
+
+// FuzzCoreOps drives a Core with arbitrary operations (decoded from bytes):
+// it never panics, and errors are the documented sentinels.
+func FuzzCoreOps(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
+	f.Add([]byte("\x00\x00\x10\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f\x10\x11"))
+	f.Add(make([]byte, 64))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c := New(Config{})
+		geo, _ := NewGeometry(Dims{1, 8, 8}, 4, Dims{1, 2, 3})
+		h := host0
+		if err := c.AddBuffer(BufferSpec{ID: 1, Geometry: geo, HostData: &h}); err != nil {
+			t.Fatal(err)
+		}
+		next := func() int {
+			if len(data) == 0 {
+				return 0
+			}
+			x := int(data[0])
+			data = data[1:]
+			return x
+		}
+		id := CGID(1)
+		for len(data) > 0 {
+			switch next() % 6 {
+			case 0, 1, 2:
+				var lo, hi Dims
+				for d := range 3 {
+					lo[d], hi[d] = next()%6-1, next()%6
+				}
+				a := Access{Buffer: BufferID(next()%3 + 1), Pages: Box{Lo: lo, Hi: hi}, Mode: Mode(next() % 6),
+					Op: ReduceOp(next() % 2), Discard: next()%2 == 0, Target: AllocID{Node: NodeID(next() % 3), Mem: MemID(next() % 3)}}
+				_, err := c.Submit(CommandGroup{ID: id + CGID(next()%3) - 1, Accesses: []Access{a}})
+				if err == nil {
+					id++
+				} else if !errors.Is(err, ErrOutOfRange) && !errors.Is(err, ErrUnknownBuffer) && !errors.Is(err, ErrBadAccess) &&
+					!errors.Is(err, ErrOrder) && !errors.Is(err, ErrLostPages) {
+					t.Fatalf("Submit error %v is not a documented sentinel", err)
+				}
+			case 3:
+				c.Complete(CGID(next()))
+			case 4:
+				_, err := c.Release(id, 1, AllocID{Node: NodeID(next() % 3), Mem: MemID(next() % 3)})
+				if err == nil {
+					id++
+				} else if !errors.Is(err, ErrNoAllocation) && !errors.Is(err, ErrLastCopy) {
+					t.Fatalf("Release error %v is not a documented sentinel", err)
+				}
+			case 5:
+				c.LoseNode(NodeID(next() % 3))
+			}
+		}
+	})
+}
