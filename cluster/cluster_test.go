@@ -3,9 +3,14 @@ package cluster_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"slices"
+	"sync"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/acpp/acpp/cluster"
 	"github.com/acpp/acpp/cluster/clustertest"
@@ -439,4 +444,134 @@ func TestCloseIsIdempotentAndFinal(t *testing.T) {
 		t.Error("Subscribe after Close gave an open subscription")
 	}
 	s2.Close()
+}
+
+// TestRestartedMemberSeenAsNewIncarnation_C5: a member that crashes and
+// restarts under the same name and address, faster than failure detection,
+// is reported as a failure of the old boot and a join of the new one, so
+// nobody mistakes the new process for the old one (whose allocations are
+// gone).
+func TestRestartedMemberSeenAsNewIncarnation_C5(t *testing.T) {
+	cs := clustertest.Start(t, 3, nil)
+	sub := cs[0].Subscribe()
+	defer sub.Close()
+	oldBoot := cs[2].LocalMeta().BootID
+	port := int(cs[2].Addr().Port())
+	cs[2].Close()
+	cfg := clustertest.Config(t, cs[2].Name())
+	cfg.BindPort = port
+	cfg.Join = []string{cs[0].Addr().String()}
+	re, err := cluster.Start(ctxT(t), cfg)
+	if err != nil {
+		t.Fatalf("restart on port %d: %v", port, err)
+	}
+	defer re.Close()
+	newBoot := re.LocalMeta().BootID
+	var sawOld bool
+	timeout := time.After(15 * time.Second)
+	for {
+		select {
+		case ev := <-sub.Events():
+			if ev.Member.Name != re.Name() {
+				continue
+			}
+			switch {
+			case ev.Type == cluster.EventFail && ev.Member.Meta.BootID == oldBoot:
+				sawOld = true
+			case ev.Type == cluster.EventJoin && ev.Member.Meta.BootID == newBoot:
+				if !sawOld {
+					t.Fatal("join of the new boot before the failure of the old one")
+				}
+				return
+			case ev.Member.Meta.BootID == newBoot && ev.Type != cluster.EventUpdate:
+				t.Fatalf("new boot arrived as %v, want join", ev.Type)
+			}
+		case <-timeout:
+			m, _ := cs[0].Member(re.Name())
+			t.Fatalf("restart not reported within 15s (failure seen: %v; member now %v boot %d)", sawOld, m.State, m.Meta.BootID)
+		}
+	}
+}
+
+// TestJoinHonoursContext: Join returns when its context ends, even if the
+// address accepts the connection and never answers; Close then waits for
+// the abandoned attempt, which TCPTimeout bounds.
+func TestJoinHonoursContext(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []net.Conn
+	var mu sync.Mutex
+	acceptDone := make(chan struct{})
+	go func() {
+		defer close(acceptDone)
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, conn) // never answer
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		ln.Close()
+		<-acceptDone
+		mu.Lock()
+		for _, c := range held {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
+
+	cfg := clustertest.Config(t, "patient")
+	cfg.Timing.TCPTimeout = time.Second
+	c, err := cluster.Start(ctxT(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	n, err := c.Join(ctx, ln.Addr().String())
+	if n != 0 || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Join = %d, %v; want 0, context.DeadlineExceeded", n, err)
+	}
+	if d := time.Since(start); d > 700*time.Millisecond {
+		t.Errorf("Join returned after %v, want about the context's 100ms", d)
+	}
+	start = time.Now()
+	c.Close()
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Close took %v, want at most about TCPTimeout (1s)", d)
+	}
+}
+
+// TestCloseStopsGoroutines: after Close, no goroutine of a member is left
+// once memberlist's handlers have ended (goleak retries for a while).
+func TestCloseStopsGoroutines(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	cs := make([]*cluster.Cluster, 3)
+	for i := range cs {
+		cfg := clustertest.Config(t, fmt.Sprintf("g%d", i))
+		if i > 0 {
+			cfg.Join = []string{cs[0].Addr().String()}
+		}
+		c, err := cluster.Start(ctxT(t), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs[i] = c
+	}
+	clustertest.WaitAlive(t, cs, 3, 10*time.Second)
+	subs := []*cluster.Subscription{cs[0].Subscribe(), cs[1].Subscribe()}
+	subs[0].Close()
+	if err := cs[1].Leave(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		c.Close()
+	}
 }

@@ -83,12 +83,35 @@ func (c *Cluster) observe(t EventType, n *memberlist.Node) {
 	if t == EventFail && (m.Meta.Leaving || (had && prev.Meta.Leaving) || (m.Local && c.left.Load())) {
 		t, m.State = EventLeave, StateLeft
 	}
-	if had && prev.State != StateAlive && m.State == StateAlive {
-		c.mu.departed = slices.DeleteFunc(c.mu.departed, func(s string) bool { return s == n.Name })
+	// A member that restarts under the same name before its old
+	// incarnation was declared failed reappears to memberlist as an update
+	// with a new boot ID. For everyone above this package it is a departure
+	// (its allocations are gone, C5) followed by a join.
+	if t == EventUpdate && had && prev.State == StateAlive && prev.MetaErr == nil && m.MetaErr == nil &&
+		prev.Meta.BootID != m.Meta.BootID {
+		old := prev
+		old.Since = m.Since
+		if old.Meta.Leaving {
+			old.State = StateLeft
+			c.applyLocked(EventLeave, old)
+		} else {
+			old.State = StateFailed
+			c.applyLocked(EventFail, old)
+		}
+		t = EventJoin
 	}
-	c.mu.members[n.Name] = m
+	c.applyLocked(t, m)
+}
+
+// applyLocked records m in the member table and queues the event for every
+// subscription.
+func (c *Cluster) applyLocked(t EventType, m Member) {
+	if prev, had := c.mu.members[m.Name]; had && prev.State != StateAlive && m.State == StateAlive {
+		c.mu.departed = slices.DeleteFunc(c.mu.departed, func(s string) bool { return s == m.Name })
+	}
+	c.mu.members[m.Name] = m
 	if m.State != StateAlive {
-		c.mu.departed = append(c.mu.departed, n.Name)
+		c.mu.departed = append(c.mu.departed, m.Name)
 		c.pruneDepartedLocked()
 	}
 	c.mu.seq++

@@ -297,3 +297,33 @@ func (h *recordHandler) levels() []slog.Level {
 	}
 	return out
 }
+
+// TestRestartIsFailureThenJoin_C5: a member that comes back under the same
+// name with a new boot ID before it was declared failed is reported as a
+// departure of the old incarnation and a join of the new one.
+func TestRestartIsFailureThenJoin_C5(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		leaving bool
+		want    EventType
+	}{{"crash", false, EventFail}, {"graceful", true, EventLeave}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newTableCluster(t, Config{})
+			c.observe(EventJoin, node(t, "r", Meta{BootID: 1, Leaving: tc.leaving}))
+			s := c.Subscribe()
+			c.observe(EventUpdate, node(t, "r", Meta{BootID: 1, Leaving: tc.leaving, QUICAddr: "127.0.0.1:5"})) // same incarnation
+			c.observe(EventUpdate, node(t, "r", Meta{BootID: 2}))                                               // restarted
+			evs := collect(t, s, func(e []Event) bool { return len(e) == 3 })
+			got := []EventType{evs[0].Type, evs[1].Type, evs[2].Type}
+			if want := []EventType{EventUpdate, tc.want, EventJoin}; !slices.Equal(got, want) {
+				t.Fatalf("events %v, want %v", got, want)
+			}
+			if evs[1].Member.Meta.BootID != 1 || evs[2].Member.Meta.BootID != 2 {
+				t.Errorf("boot ids %d then %d, want 1 then 2", evs[1].Member.Meta.BootID, evs[2].Member.Meta.BootID)
+			}
+			if m, _ := c.Member("r"); m.State != StateAlive || m.Meta.BootID != 2 {
+				t.Errorf("Member(r) = %v boot %d, want alive boot 2", m.State, m.Meta.BootID)
+			}
+		})
+	}
+}
