@@ -109,12 +109,27 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	c.logDone = make(chan struct{})
 	go c.logEvents()
 
-	ml, err := memberlist.Create(mlc)
-	if err != nil {
+	fail := func(err error) (*Cluster, error) {
 		c.logSub.Close()
 		<-c.logDone
 		c.cancel(ErrClosed)
-		return nil, fmt.Errorf("cluster: start gossip on %s:%d: %w; pick a free BindPort (0 picks one), or set AdvertiseAddr if no private address was found", cfg.BindAddr, cfg.BindPort, err)
+		return nil, err
+	}
+	// We make the transport ourselves: memberlist leaks the one it makes
+	// when Create fails after binding (e.g. no private IP to advertise).
+	nt, err := listen(cfg.BindAddr, cfg.BindPort, mlc.Logger)
+	if err != nil {
+		return fail(fmt.Errorf("cluster: listen for gossip on %s port %d: %w; pick a free BindPort (0 picks one)", cfg.BindAddr, cfg.BindPort, err))
+	}
+	mlc.Transport = nt
+	mlc.BindPort = nt.GetAutoBindPort()
+	if cfg.AdvertisePort == 0 {
+		mlc.AdvertisePort = mlc.BindPort
+	}
+	ml, err := memberlist.Create(mlc)
+	if err != nil {
+		nt.Shutdown()
+		return fail(fmt.Errorf("cluster: start gossip on %s port %d: %w; set AdvertiseAddr if no private address was found", cfg.BindAddr, mlc.BindPort, err))
 	}
 	c.ml = ml
 	ln := ml.LocalNode()
@@ -152,10 +167,7 @@ func (c *Cluster) memberlistConfig() (*memberlist.Config, error) {
 	mlc.BindAddr = cfg.BindAddr
 	mlc.BindPort = cfg.BindPort
 	mlc.AdvertiseAddr = cfg.AdvertiseAddr
-	mlc.AdvertisePort = cfg.AdvertisePort
-	if mlc.AdvertisePort == 0 {
-		mlc.AdvertisePort = cfg.BindPort // memberlist replaces it when BindPort is 0
-	}
+	mlc.AdvertisePort = cfg.AdvertisePort // 0: the bound port, set in Start
 	mlc.ProbeInterval = t.ProbeInterval
 	mlc.ProbeTimeout = t.ProbeTimeout
 	mlc.IndirectChecks = t.IndirectChecks
@@ -183,6 +195,29 @@ func (c *Cluster) memberlistConfig() (*memberlist.Config, error) {
 	mlc.Conflict = d
 	mlc.Logger = log.New(&logWriter{log: c.log}, "", 0)
 	return mlc, nil
+}
+
+// listen binds the gossip listeners (TCP and UDP on one port). With port 0
+// the kernel picks the TCP port and UDP may find it taken: retry a few
+// times, as memberlist does.
+func listen(addr string, port int, logger *log.Logger) (*memberlist.NetTransport, error) {
+	tries := 1
+	if port == 0 {
+		tries = 10
+	}
+	var err error
+	for range tries {
+		var nt *memberlist.NetTransport
+		nt, err = memberlist.NewNetTransport(&memberlist.NetTransportConfig{
+			BindAddrs: []string{addr},
+			BindPort:  port,
+			Logger:    logger,
+		})
+		if err == nil {
+			return nt, nil
+		}
+	}
+	return nil, err
 }
 
 func cloneKeys(keys [][]byte) [][]byte {

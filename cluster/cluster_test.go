@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -573,5 +574,22 @@ func TestCloseStopsGoroutines(t *testing.T) {
 	}
 	for _, c := range cs {
 		c.Close()
+	}
+}
+
+// TestStartOnBusyPortFails: a gossip port that is taken is a clear error,
+// and the failed Start leaves nothing running.
+func TestStartOnBusyPortFails(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	c, err := cluster.Start(ctxT(t), clustertest.Config(t, "first"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cfg := clustertest.Config(t, "second")
+	cfg.BindPort = int(c.Addr().Port())
+	_, err = cluster.Start(ctxT(t), cfg)
+	if err == nil || !strings.Contains(err.Error(), "pick a free BindPort") {
+		t.Fatalf("Start on a busy port: %v, want an error that says to pick a free BindPort", err)
 	}
 }
