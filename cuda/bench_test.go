@@ -26,17 +26,23 @@ func gbps(b *testing.B, bytes int64) {
 }
 
 // BenchmarkTransfer: 256 MiB host→device and device→host. raw is a
-// synchronous cuMemcpyHtoD/DtoH on the owner thread; backend is one
-// CopyOp through Enqueue and done; pageable is the backend from another
-// backend's (Go heap) memory.
+// synchronous cuMemcpyHtoD/DtoH of pinned memory on the owner thread;
+// backend is one CopyOp through Enqueue and done from host USM; cpu-mem is
+// the backend from the CPU device's (Go heap) memory, page-locked on its
+// first copy; cpu-mem-unpinned the same with pinning off (PinMinBytes < 0).
 func BenchmarkTransfer(b *testing.B) {
 	d := openGPUs(b, Config{})[0]
 	dev := mustAlloc(b, d, device.MemDevice, transferBytes)
 	pinned := mustAlloc(b, d, device.MemHost, transferBytes)
+	// CPU-device memory (Go heap): pinned on its first copy by d, never by
+	// np (PinMinBytes < 0).
 	pageable := &device.Mem{Device: device.ID{Kind: device.KindCPU}, Kind: device.MemDevice, Bytes: transferBytes, Host: make([]byte, transferBytes)}
+	pageable2 := &device.Mem{Device: device.ID{Kind: device.KindCPU}, Kind: device.MemDevice, Bytes: transferBytes, Host: make([]byte, transferBytes)}
 	for i := range pageable.Host {
 		pageable.Host[i] = byte(i)
 	}
+	np := openGPUs(b, Config{PinMinBytes: -1})[0]
+	devNP := mustAlloc(b, np, device.MemDevice, transferBytes)
 	box := func(src, dst *device.Mem) device.CopyOp {
 		return device.CopyOp{Src: linear(src), Dst: linear(dst), Size: [3]int{1, 1, transferBytes}, ElemSize: 1}
 	}
@@ -62,9 +68,16 @@ func BenchmarkTransfer(b *testing.B) {
 				}
 			}
 		}},
-		{"h2d/backend-pageable", func(b *testing.B) {
-			for b.Loop() {
+		{"h2d/backend-cpu-mem", func(b *testing.B) {
+			for b.Loop() { // the first copy page-locks the CPU memory
 				if err := do(b, d, 0, box(pageable, dev)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}},
+		{"h2d/backend-cpu-mem-unpinned", func(b *testing.B) {
+			for b.Loop() {
+				if err := do(b, np, 0, box(pageable2, devNP)); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -86,9 +99,16 @@ func BenchmarkTransfer(b *testing.B) {
 				}
 			}
 		}},
-		{"d2h/backend-pageable", func(b *testing.B) {
+		{"d2h/backend-cpu-mem", func(b *testing.B) {
 			for b.Loop() {
 				if err := do(b, d, 0, box(dev, pageable)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}},
+		{"d2h/backend-cpu-mem-unpinned", func(b *testing.B) {
+			for b.Loop() {
+				if err := do(b, np, 0, box(devNP, pageable2)); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -78,6 +78,12 @@ type Config struct {
 	// NoPeer stages device-to-device copies between GPUs through pinned
 	// host memory even where peer access works (for tests).
 	NoPeer bool
+	// PinMinBytes: another backend's host allocation (the CPU device's
+	// memory, a user's slice) of at least this many bytes is page-locked
+	// (cuMemHostRegister) on its first copy and stays so while it is in
+	// use, so its copies run at pinned speed; 0 means 1 MiB, a negative
+	// value never pins.
+	PinMinBytes int
 	// Devices limits which GPUs are opened (by ordinal); nil means all.
 	Devices []int
 
@@ -127,6 +133,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.PollMin > c.PollMax {
 		c.PollMin = c.PollMax
+	}
+	if c.PinMinBytes == 0 {
+		c.PinMinBytes = 1 << 20
 	}
 	if c.ManagedReserve == 0 {
 		c.ManagedReserve = 256 << 20

@@ -32,6 +32,12 @@ func (d *Device) execCopy(t task, o device.CopyOp) error {
 		exec.pushInternal(t)
 		return nil
 	}
+	if sk == sideHost {
+		d.pinFor(o.Src.Mem)
+	}
+	if dk == sideHost {
+		d.pinFor(o.Dst.Mem)
+	}
 	s := d.stream(t.queue)
 	p := planBox(sbase+uint64(o.Src.Offset), dbase+uint64(o.Dst.Offset), o.Src.Extent, o.Dst.Extent, o.Src.Origin, o.Dst.Origin, o.Size, o.ElemSize)
 	if p.Dims == 0 {

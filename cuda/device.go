@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/acpp/acpp/cuda/driver"
@@ -56,6 +57,8 @@ type Device struct {
 type group struct {
 	devs    map[int]*Device
 	staging staging
+	pins    hostPins
+	open    atomic.Int32 // devices not yet shut down
 }
 
 // task is one unit of owner work.
@@ -279,6 +282,9 @@ func (d *Device) shutdown() {
 		}
 	}
 	d.group.staging.drain(d)
+	if d.group.open.Add(-1) == 0 {
+		d.group.unpinAll(d.lib)
+	}
 	for _, m := range d.funcs {
 		_ = d.lib.ModuleUnload(m.mod)
 	}

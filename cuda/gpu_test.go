@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -644,5 +645,50 @@ func TestUserPTX_A2(t *testing.T) {
 	missing := &device.Kernel{Name: "job.missing", PTX: &device.PTX{Module: mod, Entry: "nope"}}
 	if err := d.Enqueue(0, device.LaunchOp{Kernel: missing, Range: device.NDRange{Global: [3]int{1, 1, 1}}}, nil); !errors.Is(err, device.ErrNoImplementation) {
 		t.Errorf("unknown entry: %v, want ErrNoImplementation", err)
+	}
+}
+
+// TestPinForeignHostMemory: another backend's host allocation is
+// page-locked on its first copy, shared by every Mem over the same bytes,
+// and unregistered once no Mem uses it, after which it can be pinned again.
+func TestPinForeignHostMemory(t *testing.T) {
+	d := openGPUs(t, Config{})[0]
+	const n = 4 << 20
+	bytesA := make([]byte, n)
+	for i := range bytesA {
+		bytesA[i] = byte(i * 7)
+	}
+	dev := mustAlloc(t, d, device.MemDevice, n)
+	pinned := func() int {
+		d.group.pins.mu.Lock()
+		defer d.group.pins.mu.Unlock()
+		return len(d.group.pins.byBase)
+	}
+	copyIn := func() {
+		m := &device.Mem{Device: device.ID{Kind: device.KindCPU}, Kind: device.MemDevice, Bytes: n, Host: bytesA}
+		if err := do(t, d, 0, device.CopyOp{Src: linear(m), Dst: linear(dev), Size: [3]int{1, 1, n}, ElemSize: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyIn()
+	copyIn()
+	if got := pinned(); got != 1 {
+		t.Fatalf("after two copies from Mems over one slice: %d pinned ranges, want 1", got)
+	}
+	if got := download(t, d, dev); !bytes.Equal(got, bytesA) {
+		t.Fatalf("copy from pinned CPU memory: bytes differ")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for pinned() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("range still pinned 10 s after its Mems became unreachable")
+		}
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = d.Do(func(*Thread) error { return nil }) // the unregistration ran before this
+	copyIn()
+	if got := pinned(); got != 1 {
+		t.Errorf("pinning the same bytes again: %d pinned ranges, want 1", got)
 	}
 }

@@ -120,9 +120,11 @@ func Open(ctx context.Context, cfg Config) ([]*Device, error) {
 	for _, d := range devs {
 		ready := make(chan error, 1)
 		d.stopped = make(chan struct{})
+		g.open.Add(1)
 		go d.run(ready)
 		if err := <-ready; err != nil {
 			<-d.stopped // the owner returned without running a task
+			g.open.Add(-1)
 			_ = lib.DevicePrimaryCtxRelease(d.dev)
 			for i := range devs {
 				if devs[i] == d {
