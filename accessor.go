@@ -61,8 +61,12 @@ func sliceOf[T any](m *device.Mem) []T {
 // recording an error in h).
 func access[T any](h *Handler, b *Buffer[T], mode coherence.Mode, ranged bool, off ID, rng Range, opts []AccessOption) *req {
 	var cfg accessConfig
-	for _, o := range opts {
-		o(&cfg)
+	if len(opts) > 0 {
+		c := new(accessConfig)
+		for _, o := range opts {
+			o(c)
+		}
+		cfg = *c
 	}
 	if err := h.usable(); err != nil {
 		h.fail(err)
@@ -117,7 +121,8 @@ func access[T any](h *Handler, b *Buffer[T], mode coherence.Mode, ranged bool, o
 		h.fail(fmt.Errorf("acpp: allocate buffer on %s: %w", h.dev.Info().ID, err))
 		return nil
 	}
-	r := &req{h: h, st: b.st, mode: mode, noInit: cfg.noInit, pages: pages, mem: mem, elem: b.elem(),
+	r := h.newReq()
+	*r = req{h: h, st: b.st, mode: mode, noInit: cfg.noInit, pages: pages, mem: mem, elem: b.elem(),
 		brange: bre, off: ioff, rng: irng, ranged: ranged || cfg.within, vdims: b.rng.dims}
 	h.reqs = append(h.reqs, r)
 	return r

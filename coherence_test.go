@@ -218,19 +218,27 @@ func TestPageSizeDecidesConflicts_P1_D1(t *testing.T) {
 		if got := b.PageSize(); got[0] != tc.page {
 			t.Fatalf("PageSize() = %v, want %d", got, tc.page)
 		}
-		half := func(off int) *Event {
+		half := func(off int, gate chan struct{}) *Event {
 			return must(q.Submit(func(h *Handler) error {
 				a := WriteRange(h, b, R1(512), I1(off), NoInit)
-				h.ParallelFor(R1(512), func(it Item) { a.Set(it.ID(0), 1) })
+				h.ParallelFor(R1(512), func(it Item) {
+					if gate != nil && it.ID(0) == 0 {
+						<-gate
+					}
+					a.Set(it.ID(0), 1)
+				})
 				return nil
 			}))
 		}
 		// A first group allocates; coherence orders first users of a new
 		// allocation after the group that creates it, so start from an
-		// allocated buffer.
-		half(0)
+		// allocated buffer. The first half waits for gate so that it is
+		// still running when the second is submitted.
+		half(0, nil)
 		waitAll(t, q)
-		e1, e2 := half(0), half(512)
+		gate := make(chan struct{})
+		e1, e2 := half(0, gate), half(512, nil)
+		close(gate)
 		dep := slices.Contains(e2.Deps(), e1.ID())
 		if dep != tc.wantDep {
 			t.Errorf("page size %d: second half depends on first = %v, want %v (deps %v)", tc.page, dep, tc.wantDep, e2.Deps())

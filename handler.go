@@ -46,6 +46,21 @@ type Handler struct {
 	act   string // the action declared, "" for none
 	errs  []error
 	done  bool
+
+	// Inline storage for the common small groups (fewer allocations per
+	// submit).
+	reqStore [2]req
+	reqBuf   [2]*req
+	accBuf   [2]coherence.Access
+	opBuf    [1]device.Op
+}
+
+// newReq returns a zeroed requirement owned by h.
+func (h *Handler) newReq() *req {
+	if n := len(h.reqs); n < len(h.reqStore) {
+		return &h.reqStore[n]
+	}
+	return new(req)
 }
 
 func (h *Handler) usable() error {
@@ -79,6 +94,10 @@ func (h *Handler) setAction(name string, ops ...device.Op) {
 		return
 	}
 	h.act = name
+	if len(ops) == 1 {
+		h.opBuf[0] = ops[0]
+		ops = h.opBuf[:1]
+	}
 	h.ops = ops
 	if h.name == "" {
 		h.name = name
@@ -101,8 +120,12 @@ func (h *Handler) runsGo(what string) bool {
 // errors while it runs are on the event.
 func (q *Queue) Submit(cgf func(h *Handler) error, opts ...SubmitOption) (*Event, error) {
 	var cfg submitConfig
-	for _, o := range opts {
-		o(&cfg)
+	if len(opts) > 0 {
+		c := new(submitConfig)
+		for _, o := range opts {
+			o(c)
+		}
+		cfg = *c
 	}
 	dev := q.devs[0]
 	if cfg.dev != nil {
@@ -113,7 +136,10 @@ func (q *Queue) Submit(cgf func(h *Handler) error, opts ...SubmitOption) (*Event
 		dev = d
 	}
 	h := &Handler{q: q, dev: dev, mem: q.rt.MemOf(dev.Info().ID), name: cfg.name}
-	h.DependsOn(cfg.after...)
+	h.reqs = h.reqBuf[:0]
+	if len(cfg.after) > 0 {
+		h.DependsOn(cfg.after...)
+	}
 	err := cgf(h)
 	h.done = true
 	if err != nil {
@@ -129,7 +155,11 @@ func (q *Queue) Submit(cgf func(h *Handler) error, opts ...SubmitOption) (*Event
 }
 
 func (q *Queue) submitGroup(h *Handler) (*Event, error) {
-	acc := make([]coherence.Access, len(h.reqs))
+	acc := h.accBuf[:0]
+	if len(h.reqs) > len(h.accBuf) {
+		acc = make([]coherence.Access, 0, len(h.reqs))
+	}
+	acc = acc[:len(h.reqs)]
 	for i, r := range h.reqs {
 		acc[i] = coherence.Access{Buffer: r.st.id, Pages: r.pages, Mode: r.mode, Discard: r.noInit, Target: h.mem}
 	}
