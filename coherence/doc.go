@@ -8,20 +8,33 @@
 // their sources, pages with no valid copy left). The caller — the embedded
 // runtime or a job's coordinator — executes the plans and reports completions.
 // Given the same inputs it returns the same outputs: nothing depends on map
-// iteration order.
+// iteration order. docs/COHERENCE.md describes the model, the representation
+// and the measured costs.
 //
 // # Usage
 //
 //	c := coherence.New(coherence.Config{})
 //	geo, _ := coherence.NewGeometry(coherence.Dims{1, 4096, 4096}, 4, coherence.Dims{})
 //	_ = c.AddBuffer(coherence.BufferSpec{ID: 1, Geometry: geo}) // no HostData: uninitialised
+//	pages, _ := geo.PageRange(coherence.Dims{0, 0, 0}, geo.Range)
 //	step, err := c.Submit(coherence.CommandGroup{
 //		ID: 1,
-//		Accesses: []coherence.Access{{Buffer: 1, Pages: geo.All(), Mode: coherence.Write,
+//		Accesses: []coherence.Access{{Buffer: 1, Pages: pages, Mode: coherence.Write,
 //			Discard: true, Target: coherence.AllocID{Node: 0, Mem: 1}}},
 //	})
-//	// run step.Allocate, then step.Copies, after step.Deps; then the kernel.
+//	// wait for step.Deps, create step.Allocate, run step.Copies, then the kernel.
 //	c.Complete(1)
+//
+// Submit records a group's effects at once, as if it had run, so the caller
+// can plan ahead; the returned Deps make that safe (conflicts D1–D3, in-flight
+// copies and allocations of earlier groups). Release and LoseNode cover
+// explicit release (B1) and node loss (C5).
+//
+// # Errors
+//
+// Errors wrap the sentinels declared in api.go (match with errors.Is) and
+// name what was wrong and what to do. A call that fails changes nothing;
+// Submit's ErrLostPages comes with Step.Lost listing the pages.
 //
 // # Concurrency
 //
