@@ -714,3 +714,34 @@ func (c *Cluster) Stats() Stats {
 	}
 	return s
 }
+
+// WaitFor blocks until cond holds for the membership, and returns the
+// snapshot for which it held. cond is called with the current snapshot and
+// again after every membership event, on the caller's goroutine. It returns
+// ctx.Err() when ctx ends first, and ErrClosed when the Cluster is closed.
+//
+//	// wait until two nodes with GPUs are up
+//	snap, err := c.WaitFor(ctx, func(s cluster.Snapshot) bool {
+//		n := 0
+//		for _, m := range s.Alive() {
+//			if _, ok := m.Meta.Device(cluster.DeviceCUDA); ok { n++ }
+//		}
+//		return n >= 2
+//	})
+func (c *Cluster) WaitFor(ctx context.Context, cond func(Snapshot) bool) (Snapshot, error) {
+	sub := c.Subscribe()
+	defer sub.Close()
+	snap := sub.Snapshot()
+	for !cond(snap) {
+		select {
+		case _, ok := <-sub.Events():
+			if !ok {
+				return Snapshot{}, ErrClosed
+			}
+			snap = c.Members()
+		case <-ctx.Done():
+			return Snapshot{}, ctx.Err()
+		}
+	}
+	return snap, nil
+}

@@ -593,3 +593,46 @@ func TestStartOnBusyPortFails(t *testing.T) {
 		t.Fatalf("Start on a busy port: %v, want an error that says to pick a free BindPort", err)
 	}
 }
+
+// TestWaitFor_C1: WaitFor returns once the condition holds, and honours
+// its context and Close.
+func TestWaitFor_C1(t *testing.T) {
+	cs := clustertest.Start(t, 2, nil)
+	done := make(chan error, 1)
+	go func() {
+		snap, err := cs[0].WaitFor(ctxT(t), func(s cluster.Snapshot) bool {
+			m, ok := s.Member("late")
+			return ok && m.State == cluster.StateAlive
+		})
+		if err == nil && len(snap.Alive()) != 3 {
+			err = fmt.Errorf("snapshot has %d alive, want 3", len(snap.Alive()))
+		}
+		done <- err
+	}()
+	cfg := clustertest.Config(t, "late")
+	cfg.Join = []string{cs[1].Addr().String()}
+	late, err := cluster.Start(ctxT(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer late.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("WaitFor: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("WaitFor did not return after the member joined")
+	}
+
+	never := func(cluster.Snapshot) bool { return false }
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := cs[0].WaitFor(ctx, never); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("WaitFor past its deadline: %v, want DeadlineExceeded", err)
+	}
+	go func() { time.Sleep(50 * time.Millisecond); late.Close() }()
+	if _, err := late.WaitFor(context.Background(), never); !errors.Is(err, cluster.ErrClosed) {
+		t.Errorf("WaitFor on a closed cluster: %v, want ErrClosed", err)
+	}
+}

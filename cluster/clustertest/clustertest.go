@@ -88,25 +88,18 @@ func Start(t testing.TB, n int, mod func(i int, cfg *cluster.Config)) []*cluster
 func WaitAlive(t testing.TB, cs []*cluster.Cluster, n int, timeout time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	for {
-		done := true
-		for _, c := range cs {
-			if len(c.Members().Alive()) != n {
-				done = false
-				break
-			}
-		}
-		if done {
-			return time.Since(start)
-		}
-		if time.Since(start) > timeout {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for _, c := range cs {
+		_, err := c.WaitFor(ctx, func(s cluster.Snapshot) bool { return len(s.Alive()) == n })
+		if err != nil {
 			for _, c := range cs {
 				t.Logf("%s sees %d alive: %v", c.Name(), len(c.Members().Alive()), names(c.Members().Alive()))
 			}
-			t.Fatalf("members did not converge to %d alive within %v", n, timeout)
+			t.Fatalf("members did not converge to %d alive within %v: %v", n, timeout, err)
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
+	return time.Since(start)
 }
 
 // WaitState waits until c sees member name in state st, failing t after
@@ -114,16 +107,17 @@ func WaitAlive(t testing.TB, cs []*cluster.Cluster, n int, timeout time.Duration
 func WaitState(t testing.TB, c *cluster.Cluster, name string, st cluster.State, timeout time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	for {
-		if m, ok := c.Member(name); ok && m.State == st {
-			return time.Since(start)
-		}
-		if time.Since(start) > timeout {
-			m, ok := c.Member(name)
-			t.Fatalf("%s: member %s not %v within %v (known %v, state %v)", c.Name(), name, st, timeout, ok, m.State)
-		}
-		time.Sleep(5 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	_, err := c.WaitFor(ctx, func(s cluster.Snapshot) bool {
+		m, ok := s.Member(name)
+		return ok && m.State == st
+	})
+	if err != nil {
+		m, ok := c.Member(name)
+		t.Fatalf("%s: member %s not %v within %v (known %v, state %v): %v", c.Name(), name, st, timeout, ok, m.State, err)
 	}
+	return time.Since(start)
 }
 
 func names(ms []cluster.Member) []string {
