@@ -274,7 +274,11 @@ func (n *Node) authorize(ctx context.Context, peer credentials.Identity) error {
 
 // peerGone reports whether peer is known to have failed or left, and how.
 func (n *Node) peerGone(name string) (string, bool) {
-	m, ok := n.cl.Member(name)
+	cl := n.clp.Load()
+	if cl == nil {
+		return "is unknown: this node has no membership", true
+	}
+	m, ok := cl.Member(name)
 	if !ok {
 		return "is not a member of the cluster", true
 	}
