@@ -218,15 +218,15 @@ func TestTraceAndDAG_D1(t *testing.T) {
 	}
 	for _, e := range tr.TraceEvents {
 		count[e.Ph]++
-		if e.Ph == "M" && e.Name == "thread_name" && e.Args["name"] != "device cpu:0" {
-			t.Errorf("track %v, want device cpu:0 only", e.Args["name"])
+		if e.Ph == "M" && e.Name == "thread_name" && e.Args["name"] != "device cpu:0" && e.Args["name"] != "host: outputs" {
+			t.Errorf("track %v, want device cpu:0 and host: outputs only", e.Args["name"])
 		}
-		if e.Ph == "X" && (e.Tid != 1 || e.Dur < 0) {
-			t.Errorf("slice %s on tid %d dur %v", e.Name, e.Tid, e.Dur)
+		if e.Ph == "X" && e.Name != "output c" && (e.Tid != 1 || e.Dur < 0) {
+			t.Errorf("slice %s on tid %d dur %v, want the device track", e.Name, e.Tid, e.Dur)
 		}
 	}
-	if count["X"] != len(res.Groups) || count["s"] != deps || count["f"] != deps || count["C"] < 2 {
-		t.Errorf("trace events by phase %v; want %d slices, %d arrows, link counters", count, len(res.Groups), deps)
+	if count["X"] != len(res.Groups)+1 || count["s"] != deps || count["f"] != deps || count["C"] < 2 {
+		t.Errorf("trace events by phase %v; want %d slices (groups and the output), %d arrows, link counters", count, len(res.Groups)+1, deps)
 	}
 	var db bytes.Buffer
 	if err := res.WriteDAG(&db); err != nil {

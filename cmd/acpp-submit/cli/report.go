@@ -247,6 +247,20 @@ func (res *Result) WriteTrace(w io.Writer) error {
 			evs = append(evs, traceEvent{Name: "link device→host (bytes)", Ph: "C", Ts: us(g.Timing.Ended), Pid: pid, Args: map[string]any{"bytes": d2h}})
 		}
 	}
+	// Outputs: a host track with the read-backs, and the links' final
+	// totals (they include the read-backs and buffer closes).
+	if len(res.Outputs) > 0 {
+		tid := len(tids) + 1
+		evs = append(evs, traceEvent{Name: "thread_name", Ph: "M", Pid: pid, Tid: tid, Args: map[string]any{"name": "host: outputs"}})
+		for _, o := range res.Outputs {
+			dur := float64(o.End.Sub(o.Start).Nanoseconds()) / 1e3
+			evs = append(evs, traceEvent{Name: "output " + o.Buffer, Cat: "output", Ph: "X", Ts: us(o.Start), Dur: &dur, Pid: pid, Tid: tid,
+				Args: map[string]any{"file": o.Path, "bytes": o.Bytes, "copied_to_host": o.Moved, "format": string(o.Format)}})
+		}
+	}
+	end := us(res.Start.Add(res.Wall))
+	evs = append(evs, traceEvent{Name: "link host→device (bytes)", Ph: "C", Ts: end, Pid: pid, Args: map[string]any{"bytes": res.Stats.BytesHostToDevice}},
+		traceEvent{Name: "link device→host (bytes)", Ph: "C", Ts: end, Pid: pid, Args: map[string]any{"bytes": res.Stats.BytesDeviceToHost}})
 	enc := json.NewEncoder(w)
 	return enc.Encode(map[string]any{
 		"traceEvents":     evs,

@@ -88,6 +88,11 @@ type OutputFile struct {
 	Bytes  int
 	Type   string
 	Range  []int
+	// Start and End bound reading the buffer back and writing the file;
+	// Moved is the bytes the read-back copied to the host (0 when the
+	// host copy was up to date).
+	Start, End time.Time
+	Moved      int64
 }
 
 // Result is what a run did.
@@ -477,6 +482,7 @@ func (r *runner) outputs(ctx context.Context) error {
 	}
 	for _, o := range r.job.Outputs {
 		b := r.bufs[o.Buffer]
+		start, before := time.Now(), r.q.Stats().BytesDeviceToHost
 		data, err := b.bytes(ctx)
 		if err != nil {
 			return r.job.At(o.Line, o.Path, fmt.Errorf("read buffer %q back: %w", o.Buffer, err))
@@ -491,7 +497,8 @@ func (r *runner) outputs(ctx context.Context) error {
 		if err := writeOutput(p, b.spec(), o.Format, data); err != nil {
 			return r.job.At(o.Line, o.Path+".file", fmt.Errorf("write %s: %w", p, err))
 		}
-		r.res.Outputs = append(r.res.Outputs, OutputFile{Buffer: o.Buffer, Path: p, Format: o.Format, Bytes: len(data), Type: b.spec().Type, Range: b.spec().Range})
+		r.res.Outputs = append(r.res.Outputs, OutputFile{Buffer: o.Buffer, Path: p, Format: o.Format, Bytes: len(data), Type: b.spec().Type, Range: b.spec().Range,
+			Start: start, End: time.Now(), Moved: r.q.Stats().BytesDeviceToHost - before})
 	}
 	return nil
 }
