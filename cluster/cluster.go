@@ -137,13 +137,40 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		"encrypted", c.keyring != nil)
 
 	if len(cfg.Join) > 0 {
-		n, err := c.Join(ctx, cfg.Join...)
-		if n == 0 {
+		if err := c.joinAtStart(ctx); err != nil {
 			c.Close()
 			return nil, err
 		}
 	}
 	return c, nil
+}
+
+// joinAtStart joins cfg.Join, retrying for cfg.JoinRetry while nobody can
+// be joined.
+func (c *Cluster) joinAtStart(ctx context.Context) error {
+	deadline := time.Now().Add(c.cfg.JoinRetry)
+	backoff := 100 * time.Millisecond
+	for {
+		n, err := c.Join(ctx, c.cfg.Join...)
+		if n > 0 {
+			return nil
+		}
+		if ctx.Err() != nil || time.Now().Add(backoff).After(deadline) {
+			if c.cfg.JoinRetry > 0 {
+				return fmt.Errorf("cluster: joined nobody within JoinRetry %v: %w", c.cfg.JoinRetry, err)
+			}
+			return err
+		}
+		c.log.Info("join failed, retrying", "in", backoff, "error", err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
 }
 
 // meta builds the metadata the config describes.

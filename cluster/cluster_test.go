@@ -636,3 +636,47 @@ func TestWaitFor_C1(t *testing.T) {
 		t.Errorf("WaitFor on a closed cluster: %v, want ErrClosed", err)
 	}
 }
+
+// TestJoinRetryWaitsForSeed_C1: a member started before its seed keeps
+// trying for JoinRetry and joins once the seed is up; without JoinRetry it
+// fails at once.
+func TestJoinRetryWaitsForSeed_C1(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close() // the seed will bind it (a tiny race with other processes)
+	seedAddr := fmt.Sprintf("127.0.0.1:%d", port)
+
+	cfg := clustertest.Config(t, "early")
+	cfg.Join = []string{seedAddr}
+	if _, err := cluster.Start(ctxT(t), cfg); !errors.Is(err, cluster.ErrJoin) {
+		t.Fatalf("Start before the seed without JoinRetry: %v, want ErrJoin", err)
+	}
+
+	cfg.JoinRetry = 10 * time.Second
+	type result struct {
+		c   *cluster.Cluster
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		c, err := cluster.Start(ctxT(t), cfg)
+		res <- result{c, err}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	seedCfg := clustertest.Config(t, "seed")
+	seedCfg.BindPort = port
+	seed, err := cluster.Start(ctxT(t), seedCfg)
+	if err != nil {
+		t.Skipf("seed could not bind port %d (taken meanwhile): %v", port, err)
+	}
+	defer seed.Close()
+	r := <-res
+	if r.err != nil {
+		t.Fatalf("Start with JoinRetry: %v", r.err)
+	}
+	defer r.c.Close()
+	clustertest.WaitAlive(t, []*cluster.Cluster{seed, r.c}, 2, 5*time.Second)
+}

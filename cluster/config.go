@@ -87,6 +87,13 @@ type Config struct {
 	// [Cluster.Join]).
 	Join []string
 
+	// JoinRetry is how long Start keeps retrying Join while none of its
+	// addresses can be joined (members started together, the seed not up
+	// yet), with a backoff from 100ms to 2s between rounds; Start's context
+	// bounds it too. 0 means no retry: Start fails if the first round joins
+	// nobody.
+	JoinRetry time.Duration
+
 	// Logger receives this package's logs and memberlist's own (at debug
 	// level, except gossip that could not be decrypted, which is a warning:
 	// it usually means a wrong key). Nil means discard.
@@ -335,6 +342,9 @@ func (c Config) Validate() error {
 		if a == "" {
 			bad("Join[%d] is empty; give host:port of a running member", i)
 		}
+	}
+	if c.JoinRetry < 0 {
+		bad("JoinRetry %v must not be negative (0 means no retry)", c.JoinRetry)
 	}
 	if c.EventBuffer < 1 {
 		bad("EventBuffer %d must be at least 1", c.EventBuffer)
