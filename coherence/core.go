@@ -32,6 +32,9 @@ type cgInfo struct {
 	// kernel or copies touch; a later group that depends on it needs no
 	// separate edge to the group that allocated them.
 	uses []allocRef
+	// covers is set for a Release: it waited for every earlier user of
+	// this buffer, so every allocation created before it.
+	covers *buffer
 }
 
 type allocRef struct {
@@ -469,7 +472,7 @@ func (c *Core) allocDep(u allocRef, self CGID, others, deps []CGID) []CGID {
 		if d == by {
 			return deps
 		}
-		if info := c.live[d]; info != nil && slices.Contains(info.uses, u) {
+		if info := c.live[d]; info != nil && (slices.Contains(info.uses, u) || info.covers == b && d > by) {
 			return deps
 		}
 	}
@@ -810,18 +813,26 @@ func (c *Core) Release(id CGID, buf BufferID, alloc AllocID) (Step, error) {
 		}
 	}
 	c.last, c.started = id, true
-	info := &cgInfo{id: id}
+	info := &cgInfo{id: id, covers: b}
 	c.live[id] = info
 	step := Step{ID: id}
 	x := accessCtx{self: info, mode: release, target: alloc, gen: b.slots[s].gen}
 	deps := c.conflictPass(b, b.geo.All(), &x, nil)
+	// The allocation to free (and the host one evacuated into) may still be
+	// in the making.
+	info.use(b, s)
+	nconf := len(deps)
+	deps = c.allocDep(allocRef{b.id, b.slots[s].gen}, id, deps[:nconf], deps)
 	if len(only) > 0 {
 		h, ok := b.slotOf(host)
 		if !ok {
 			h = b.addSlot(host)
 			b.slots[h].by = id
 			step.Allocate = append(step.Allocate, b.allocation(h))
+		} else {
+			deps = c.allocDep(allocRef{b.id, b.slots[h].gen}, id, deps[:nconf], deps)
 		}
+		info.use(b, h)
 		for _, sp := range only {
 			b.states.update(sp.lo, sp.hi, stateOp{kind: opSet, m: 1 << h})
 		}

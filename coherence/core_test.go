@@ -528,3 +528,14 @@ func TestHistoryBounded_D3(t *testing.T) {
 		t.Fatalf("after 20000 groups: %d live, %d regions; want 8 live and a bounded history", st.Live, st.Regions)
 	}
 }
+
+// TestReleaseWaitsForAllocation_B1: an allocation made by a group with an
+// empty accessor is freed only after that group ran.
+func TestReleaseWaitsForAllocation_B1(t *testing.T) {
+	c, _ := newCore1D(t, 8, true)
+	mustSubmit(t, c, 1, acc(Read, gpu1, Box{}))
+	st, err := c.Release(2, 1, gpu1)
+	if err != nil || !slices.Equal(st.Deps, []CGID{1}) {
+		t.Fatalf("Release = %+v, %v; want it to wait for the allocating group 1", st, err)
+	}
+}
