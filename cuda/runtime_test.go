@@ -5,9 +5,11 @@ import (
 	"log/slog"
 	"math"
 	"testing"
+	"unsafe"
 
 	"github.com/acpp/acpp"
-	_ "github.com/acpp/acpp/cuda" // registers the CUDA backend
+	"github.com/acpp/acpp/cuda" // importing it registers the CUDA backend
+	"github.com/acpp/acpp/cuda/driver"
 	"github.com/acpp/acpp/device"
 	"github.com/acpp/acpp/kernels"
 )
@@ -127,4 +129,142 @@ func TestEmbeddedRuntimeCPUAndGPU_T3_T4(t *testing.T) {
 			t.Fatalf("element %d: CPU+GPU gives y=%v x=%v, the CPU alone y=%v x=%v", i, gotY[i], gotX[i], wantY[i], wantX[i])
 		}
 	}
+}
+
+// BenchmarkRuntimeTransfer moves a 256 MiB buffer through the embedded
+// runtime: h2d is a CPU group that overwrites the buffer without touching
+// it (NoInit, so the GPU's copy becomes outdated at no cost) followed by a
+// GPU group that reads it (one 256 MiB host→device copy); d2h is the
+// mirror image. raw is a synchronous pinned cuMemcpy of 256 MiB with the
+// same bindings, in the same run.
+func BenchmarkRuntimeTransfer(b *testing.B) {
+	if err := kernels.Register(); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	q, err := acpp.NewQueue(ctx, acpp.WithLogger(slog.New(slog.NewTextHandler(b.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer q.Close()
+	var gpu, cpu *device.ID
+	for _, info := range q.Devices() {
+		id := info.ID
+		if id.Kind == device.KindCUDA && gpu == nil {
+			gpu = &id
+		}
+		if id.Kind == device.KindCPU && cpu == nil {
+			cpu = &id
+		}
+	}
+	if gpu == nil {
+		b.Skip("needs a CUDA device")
+	}
+	const n = 64 << 20 // floats: 256 MiB
+	buf, err := acpp.NewBuffer[float32](q, acpp.R1(n), acpp.PageSize(n))
+	if err != nil {
+		b.Fatal(err)
+	}
+	hostWrites := func() {
+		if _, err := q.Submit(func(h *acpp.Handler) error {
+			acpp.Write(h, buf, acpp.NoInit)
+			h.SingleTask(func() {})
+			return nil
+		}, acpp.On(*cpu)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	gpuUses := func(write bool) {
+		if _, err := q.Submit(func(h *acpp.Handler) error {
+			if write {
+				acpp.WriteRaw(h, buf, acpp.NoInit)
+			} else {
+				acpp.ReadRaw(h, buf)
+			}
+			h.Launch("empty", acpp.R1(1))
+			return nil
+		}, acpp.On(*gpu)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	hostReads := func() {
+		if _, err := q.Submit(func(h *acpp.Handler) error {
+			acpp.Read(h, buf)
+			h.SingleTask(func() {})
+			return nil
+		}, acpp.On(*cpu)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	wait := func() {
+		if err := q.Wait(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// warm up: allocations on both sides, the host side page-locked
+	hostWrites()
+	gpuUses(false)
+	hostReads()
+	wait()
+	devs, err := cuda.Open(ctx, cuda.Config{})
+	if err != nil || len(devs) == 0 {
+		b.Fatalf("cuda.Open: %v", err)
+	}
+	defer devs[0].Close()
+	d := devs[0]
+	dm, err := d.Alloc(device.MemDevice, 4*n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	hm, err := d.Alloc(device.MemHost, 4*n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Free(dm)
+	defer d.Free(hm)
+	gb := func(b *testing.B) {
+		b.ReportMetric(4*n*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+	}
+	b.Run("h2d/raw", func(b *testing.B) {
+		_ = d.Do(func(t *cuda.Thread) error {
+			for b.Loop() {
+				if err := t.Lib.MemcpyHtoD(driver.DevicePtr(dm.Addr), uintptr(unsafe.Pointer(&hm.Host[0])), 4*n); err != nil {
+					b.Fatal(err)
+				}
+			}
+			return nil
+		})
+		gb(b)
+	})
+	b.Run("h2d/runtime", func(b *testing.B) {
+		c0 := q.Stats().BytesHostToDevice
+		for b.Loop() {
+			hostWrites()
+			gpuUses(false)
+			wait()
+		}
+		b.ReportMetric(float64(q.Stats().BytesHostToDevice-c0)/float64(b.N), "bytes-h2d/op")
+		gb(b)
+	})
+	b.Run("d2h/raw", func(b *testing.B) {
+		_ = d.Do(func(t *cuda.Thread) error {
+			for b.Loop() {
+				if err := t.Lib.MemcpyDtoH(uintptr(unsafe.Pointer(&hm.Host[0])), driver.DevicePtr(dm.Addr), 4*n); err != nil {
+					b.Fatal(err)
+				}
+			}
+			return nil
+		})
+		gb(b)
+	})
+	b.Run("d2h/runtime", func(b *testing.B) {
+		c0 := q.Stats().BytesDeviceToHost
+		for b.Loop() {
+			gpuUses(true)
+			hostReads()
+			wait()
+		}
+		b.ReportMetric(float64(q.Stats().BytesDeviceToHost-c0)/float64(b.N), "bytes-d2h/op")
+		gb(b)
+	})
 }
