@@ -326,21 +326,38 @@ func BenchmarkPageTransferRatio(b *testing.B) {
 			qc := dialRaw(b, n1, srv.ln.Addr().String())
 			p := startPagePair(b, size, streams)
 			src := make([]byte, size)
-			var raw, ours time.Duration
-			for b.Loop() {
-				t0 := time.Now()
-				if err := rawTransfer(qc, src); err != nil {
+			var raw, ours, rawCPU, oursCPU time.Duration
+			timed := func(f func() error, wall, cpu *time.Duration) {
+				t0, c0 := time.Now(), cpuTime()
+				if err := f(); err != nil {
 					b.Fatal(err)
 				}
-				t1 := time.Now()
-				if err := p.send(); err != nil {
-					b.Fatal(err)
-				}
-				raw, ours = raw+t1.Sub(t0), ours+time.Since(t1)
+				*wall += time.Since(t0)
+				*cpu += cpuTime() - c0
 			}
+			rawOnce := func() error { return rawTransfer(qc, src) }
+			for i := 0; b.Loop(); i++ {
+				// Alternate which goes first, so neither always follows the
+				// other's garbage or warm caches.
+				if i%2 == 0 {
+					timed(rawOnce, &raw, &rawCPU)
+					timed(p.send, &ours, &oursCPU)
+				} else {
+					timed(p.send, &ours, &oursCPU)
+					timed(rawOnce, &raw, &rawCPU)
+				}
+			}
+			gb := float64(size) * float64(b.N) / 1e9
 			b.ReportMetric(raw.Seconds()/ours.Seconds(), "x-raw")
-			b.ReportMetric(float64(size)*float64(b.N)/raw.Seconds()/1e9, "GB/s-raw")
-			b.ReportMetric(float64(size)*float64(b.N)/ours.Seconds()/1e9, "GB/s")
+			b.ReportMetric(gb/raw.Seconds(), "GB/s-raw")
+			b.ReportMetric(gb/ours.Seconds(), "GB/s")
+			if rawCPU > 0 && oursCPU > 0 {
+				// CPU seconds per GB, sender and receiver together: the
+				// steadier measure of cost on a shared machine.
+				b.ReportMetric(rawCPU.Seconds()/oursCPU.Seconds(), "x-raw-cpu")
+				b.ReportMetric(oursCPU.Seconds()/gb, "cpu-s/GB")
+				b.ReportMetric(rawCPU.Seconds()/gb, "cpu-s/GB-raw")
+			}
 		})
 	}
 }
@@ -365,22 +382,33 @@ func BenchmarkRoundTrip(b *testing.B) {
 	if err := t1.Call(ctx, credentials.Node("n2"), msgEcho, req, &resp); err != nil {
 		b.Fatal(err)
 	}
-	var raw, ours time.Duration
+	var raw, ours, rawCPU, oursCPU time.Duration
+	timed := func(f func() error, wall, cpu *time.Duration) {
+		t0, c0 := time.Now(), cpuTime()
+		if err := f(); err != nil {
+			b.Fatal(err)
+		}
+		*wall += time.Since(t0)
+		*cpu += cpuTime() - c0
+	}
+	rawOnce := func() error { return rawRoundTrip(qc) }
+	call := func() error { return t1.Call(ctx, credentials.Node("n2"), msgEcho, req, &resp) }
 	b.ReportAllocs()
-	for b.Loop() {
-		s := time.Now()
-		if err := rawRoundTrip(qc); err != nil {
-			b.Fatal(err)
+	for i := 0; b.Loop(); i++ {
+		if i%2 == 0 {
+			timed(rawOnce, &raw, &rawCPU)
+			timed(call, &ours, &oursCPU)
+		} else {
+			timed(call, &ours, &oursCPU)
+			timed(rawOnce, &raw, &rawCPU)
 		}
-		m := time.Now()
-		if err := t1.Call(ctx, credentials.Node("n2"), msgEcho, req, &resp); err != nil {
-			b.Fatal(err)
-		}
-		raw, ours = raw+m.Sub(s), ours+time.Since(m)
 	}
 	b.ReportMetric(float64(raw.Microseconds())/float64(b.N), "µs-raw/op")
 	b.ReportMetric(float64(ours.Microseconds())/float64(b.N), "µs-call/op")
 	b.ReportMetric(ours.Seconds()/raw.Seconds(), "x-raw")
+	if rawCPU > 0 && oursCPU > 0 {
+		b.ReportMetric(oursCPU.Seconds()/rawCPU.Seconds(), "x-raw-cpu")
+	}
 }
 
 // BenchmarkFrameCodec is the cost of encoding and decoding one control
