@@ -62,6 +62,11 @@ type Cluster struct {
 	logSub  *Subscription
 	logDone chan struct{}
 
+	// reconnectStop and reconnectDone own the reconnect loop; nil when it
+	// is disabled.
+	reconnectStop chan struct{}
+	reconnectDone chan struct{}
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -141,6 +146,11 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			c.Close()
 			return nil, err
 		}
+	}
+	if cfg.ReconnectInterval > 0 {
+		c.reconnectStop = make(chan struct{})
+		c.reconnectDone = make(chan struct{})
+		go c.reconnectLoop(c.reconnectStop)
 	}
 	return c, nil
 }
@@ -535,6 +545,12 @@ func (c *Cluster) unsubscribe(s *Subscription) {
 func (c *Cluster) Close() error {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
+		if c.reconnectStop != nil {
+			// Before taking life: the loop may be inside Join, which holds
+			// it shared until its context (cancelled by stop) ends.
+			close(c.reconnectStop)
+			<-c.reconnectDone
+		}
 		c.life.Lock()
 		defer c.life.Unlock()
 		c.joins.Wait()

@@ -680,3 +680,28 @@ func TestJoinRetryWaitsForSeed_C1(t *testing.T) {
 	defer r.c.Close()
 	clustertest.WaitAlive(t, []*cluster.Cluster{seed, r.c}, 2, 5*time.Second)
 }
+
+// TestReconnectHealsPartition_C5: when the two sides of a partition have
+// written each other off (here: a member restarted alone on its old
+// address, and the other side declared it failed), the reconnect loop
+// merges them again.
+func TestReconnectHealsPartition_C5(t *testing.T) {
+	cs := clustertest.Start(t, 2, func(i int, cfg *cluster.Config) {
+		cfg.ReconnectInterval = 200 * time.Millisecond
+		// memberlist stops gossiping to the failed member at once, so only
+		// the reconnect loop can merge the two sides.
+		cfg.Timing.GossipToTheDeadTime = time.Millisecond
+	})
+	port := int(cs[1].Addr().Port())
+	cs[1].Close()
+	clustertest.WaitState(t, cs[0], cs[1].Name(), cluster.StateFailed, 10*time.Second)
+	cfg := clustertest.Config(t, cs[1].Name())
+	cfg.BindPort = port
+	cfg.ReconnectInterval = -1 // only the other side reconnects
+	alone, err := cluster.Start(ctxT(t), cfg)
+	if err != nil {
+		t.Skipf("restart on port %d: %v", port, err)
+	}
+	defer alone.Close()
+	clustertest.WaitAlive(t, []*cluster.Cluster{cs[0], alone}, 2, 10*time.Second)
+}

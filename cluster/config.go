@@ -94,6 +94,15 @@ type Config struct {
 	// nobody.
 	JoinRetry time.Duration
 
+	// ReconnectInterval is how often this member tries to reach a member it
+	// saw fail (one at a time, a random one among those still retained,
+	// see DepartedRetention), and, when it is alone, the Join addresses.
+	// This heals partitions that outlast Timing.GossipToTheDeadTime, after
+	// which memberlist itself stops talking to the other side. Members that
+	// left gracefully, or failed more than 24h ago, are not retried. 0 means
+	// 30s; negative disables it.
+	ReconnectInterval time.Duration
+
 	// Logger receives this package's logs and memberlist's own (at debug
 	// level, except gossip that could not be decrypted, which is a warning:
 	// it usually means a wrong key). Nil means discard.
@@ -253,6 +262,7 @@ const (
 	DefaultClusterName = "acpp"
 	defaultEventBuffer = 256
 	defaultRetention   = 256
+	defaultReconnect   = 30 * time.Second
 )
 
 // withDefaults returns c with every zero field that has a default filled in.
@@ -266,6 +276,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.BindAddr == "" {
 		c.BindAddr = "0.0.0.0"
+	}
+	if c.ReconnectInterval == 0 {
+		c.ReconnectInterval = defaultReconnect
 	}
 	if c.EventBuffer == 0 {
 		c.EventBuffer = defaultEventBuffer
