@@ -584,8 +584,11 @@ func (c *Core) checkID(id CGID) error {
 
 func (c *Core) validate(cg CommandGroup) error {
 	var errs []error
-	newSlots := map[*buffer]int{}
-	seen := map[*buffer][]AllocID{}
+	type newAlloc struct {
+		b *buffer
+		a AllocID
+	}
+	var fresh []newAlloc // (buffer, allocation) pairs this group creates
 	for i, a := range cg.Accesses {
 		b, err := c.buffer(a.Buffer)
 		if err != nil {
@@ -598,15 +601,18 @@ func (c *Core) validate(cg CommandGroup) error {
 		if err := b.checkBox(a.Pages); err != nil {
 			errs = append(errs, fmt.Errorf("command group %d, access %d: %w", cg.ID, i, err))
 		}
-		if _, ok := b.slotOf(a.Target); !ok && !slices.Contains(seen[b], a.Target) {
-			seen[b] = append(seen[b], a.Target)
-			newSlots[b]++
-		}
-	}
-	for b, n := range newSlots {
-		if bits.OnesCount64(b.used)+n > maxSlots {
-			errs = append(errs, fmt.Errorf("%w: buffer %d would need %d allocations (limit %d); release some with Core.Release",
-				ErrTooManyAllocations, b.id, bits.OnesCount64(b.used)+n, maxSlots))
+		if _, ok := b.slotOf(a.Target); !ok && !slices.Contains(fresh, newAlloc{b, a.Target}) {
+			fresh = append(fresh, newAlloc{b, a.Target})
+			n := 0
+			for _, f := range fresh {
+				if f.b == b {
+					n++
+				}
+			}
+			if bits.OnesCount64(b.used)+n == maxSlots+1 {
+				errs = append(errs, fmt.Errorf("%w: buffer %d would need more than %d allocations; release some with Core.Release",
+					ErrTooManyAllocations, b.id, maxSlots))
+			}
 		}
 	}
 	return errors.Join(errs...)
@@ -622,6 +628,9 @@ func (c *Core) lostNeeded(cg CommandGroup) []LostPages {
 			continue
 		}
 		b := c.bufs[a.Buffer]
+		if len(b.lost) == 0 {
+			continue // no page of b was ever lost
+		}
 		var tbit uint64
 		if s, ok := b.slotOf(a.Target); ok {
 			tbit = 1 << s

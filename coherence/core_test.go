@@ -539,3 +539,21 @@ func TestReleaseWaitsForAllocation_B1(t *testing.T) {
 		t.Fatalf("Release = %+v, %v; want it to wait for the allocating group 1", st, err)
 	}
 }
+
+func TestTooManyAllocations(t *testing.T) {
+	c, _ := newCore1D(t, 4, true) // host0 holds slot 0
+	for m := 1; m < maxSlots; m++ {
+		mustSubmit(t, c, CGID(m), acc(Read, AllocID{Mem: MemID(m)}, span1(0, 1)))
+	}
+	_, err := c.Submit(CommandGroup{ID: 100, Accesses: []Access{acc(Read, AllocID{Mem: 99}, span1(0, 1))}})
+	if !errors.Is(err, ErrTooManyAllocations) {
+		t.Fatalf("64th allocation: err = %v, want ErrTooManyAllocations", err)
+	}
+	if _, err := c.Release(100, 1, AllocID{Mem: 5}); err != nil {
+		t.Fatal(err)
+	}
+	mustSubmit(t, c, 101, acc(Read, AllocID{Mem: 99}, span1(0, 1))) // the freed slot is reused
+	if got := len(c.Allocations(1)); got != maxSlots {
+		t.Fatalf("%d allocations, want %d", got, maxSlots)
+	}
+}
