@@ -41,9 +41,11 @@
 // never block. Each [Subscription] owns one goroutine that delivers its
 // queued events; a slow reader never stalls gossip (its queue is bounded
 // and overflows into one EventResync carrying a full snapshot). A
-// [Cluster] owns one more goroutine, which logs membership changes.
-// [Cluster.Close] stops them and waits; memberlist's own connection
-// handlers end within Timing.TCPTimeout after it.
+// [Cluster] owns two more goroutines: one logs membership changes, one
+// retries failed members to heal partitions (Config.ReconnectInterval).
+// [Cluster.Close] stops them all and waits; memberlist's own connection
+// handlers end within Timing.TCPTimeout after it. [Cluster.WaitFor] blocks
+// the caller until a condition on the membership holds.
 //
 // # Errors
 //
