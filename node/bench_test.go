@@ -51,27 +51,42 @@ func BenchmarkPageTransfer256MiB(b *testing.B) {
 			cancel()
 		}
 	})
-	b.Run("node", func(b *testing.B) {
-		nodes := startNodes(b, 2, nil)
-		c := startClient(b, credDir, "alice", nodes...)
-		ja, jb := openJob(b, c, "n0", 1), openJob(b, c, "n1", 1)
-		alloc := proto.Instr{ID: 1, Kind: proto.InstrAlloc, Buffer: 1, Range: rng, ElemSize: 1}
-		submit(b, ja, alloc)
-		submit(b, jb, alloc)
-		wait(b, ja, 1)
-		wait(b, jb, 1)
-		id := uint64(1)
-		b.SetBytes(benchBytes)
-		b.ReportAllocs()
-		for b.Loop() {
-			id++
-			submit(b, jb, proto.Instr{ID: id, Kind: proto.InstrRecv, Deps: []uint64{1}, Buffer: 1, Boxes: whole, Peer: "n0"})
-			submit(b, ja, proto.Instr{ID: id, Kind: proto.InstrSend, Deps: []uint64{1}, Buffer: 1, Boxes: whole, Peer: "n1"})
-			wait(b, jb, id)
-			wait(b, ja, id)
+	for _, mem := range []uint32{0, 1} {
+		name := "node"
+		if mem == 1 {
+			name = "node-gpu-memory"
 		}
-		b.StopTimer()
-		ja.Close(context.Background())
-		jb.Close(context.Background())
-	})
+		b.Run(name, func(b *testing.B) { benchNodePath(b, mem) })
+	}
+}
+
+// benchNodePath moves 256 MiB between allocations in memory mem of two
+// nodes with Send/Recv pairs.
+func benchNodePath(b *testing.B, mem uint32) {
+	rng := [3]uint64{1, 1, benchBytes}
+	whole := []proto.Box{{Hi: rng}}
+	nodes := startNodes(b, 2, nil)
+	c := startClient(b, credDir, "alice", nodes...)
+	if inv, err := c.Inventory(testCtx(b), "n0"); err != nil || len(inv.Memories) <= int(mem) {
+		b.Skipf("no memory %d on this machine", mem)
+	}
+	ja, jb := openJob(b, c, "n0", 1), openJob(b, c, "n1", 1)
+	alloc := proto.Instr{ID: 1, Kind: proto.InstrAlloc, Buffer: 1, Mem: mem, Range: rng, ElemSize: 1}
+	submit(b, ja, alloc)
+	submit(b, jb, alloc)
+	wait(b, ja, 1)
+	wait(b, jb, 1)
+	id := uint64(1)
+	b.SetBytes(benchBytes)
+	b.ReportAllocs()
+	for b.Loop() {
+		id++
+		submit(b, jb, proto.Instr{ID: id, Kind: proto.InstrRecv, Deps: []uint64{1}, Buffer: 1, Mem: mem, Boxes: whole, Peer: "n0"})
+		submit(b, ja, proto.Instr{ID: id, Kind: proto.InstrSend, Deps: []uint64{1}, Buffer: 1, Mem: mem, PeerMem: mem, Boxes: whole, Peer: "n1"})
+		wait(b, jb, id)
+		wait(b, ja, id)
+	}
+	b.StopTimer()
+	ja.Close(context.Background())
+	jb.Close(context.Background())
 }
