@@ -608,13 +608,7 @@ func formatDevices(ds []DeviceSummary) string {
 		if i > 0 {
 			b.WriteByte(' ')
 		}
-		fmt.Fprintf(&b, "%v×%d", d.Kind, d.Count)
-		if d.MemBytes > 0 {
-			fmt.Fprintf(&b, "/%dMiB", d.MemBytes>>20)
-		}
-		if d.Unified {
-			b.WriteString("/unified")
-		}
+		b.WriteString(d.String())
 	}
 	return b.String()
 }

@@ -67,6 +67,19 @@ type DeviceSummary struct {
 	Unified bool
 }
 
+// String formats the summary for logs and tables: "cuda×8/1128GiB",
+// "cpu×1/512GiB/unified".
+func (d DeviceSummary) String() string {
+	s := d.Kind.String() + "×" + strconv.FormatUint(uint64(d.Count), 10)
+	if d.MemBytes > 0 {
+		s += "/" + strconv.FormatUint(d.MemBytes>>30, 10) + "GiB"
+	}
+	if d.Unified {
+		s += "/unified"
+	}
+	return s
+}
+
 // Meta is what a member advertises about itself in memberlist's metadata
 // (C1). It is small on purpose: see docs/CLUSTER.md for the byte layout.
 type Meta struct {

@@ -8,10 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/acpp/acpp/cluster"
+	"pgregory.net/rapid"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite golden files in testdata/")
@@ -208,4 +211,56 @@ func BenchmarkDecodeMeta(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+func TestDeviceSummaryString(t *testing.T) {
+	for _, tc := range []struct {
+		d    cluster.DeviceSummary
+		want string
+	}{
+		{cluster.DeviceSummary{Kind: cluster.DeviceCUDA, Count: 8, MemBytes: 8 * 141 << 30}, "cuda×8/1128GiB"},
+		{cluster.DeviceSummary{Kind: cluster.DeviceCPU, Count: 1, MemBytes: 512 << 30, Unified: true}, "cpu×1/512GiB/unified"},
+		{cluster.DeviceSummary{Kind: 9, Count: 2}, "kind(9)×2"},
+	} {
+		if got := tc.d.String(); got != tc.want {
+			t.Errorf("%+v.String() = %q, want %q", tc.d, got, tc.want)
+		}
+	}
+}
+
+// TestMetaRoundTripProperty_C1: random valid metadata survives
+// Encode/DecodeMeta unchanged, or is refused by Encode only for size.
+func TestMetaRoundTripProperty_C1(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var m cluster.Meta
+		m.NodeID = rapid.StringMatching(`[a-z0-9.-]{1,128}`).Draw(t, "id")
+		m.BootID = rapid.Uint64().Draw(t, "boot")
+		if rapid.Bool().Draw(t, "quic") {
+			m.QUICAddr = rapid.StringMatching(`[a-z0-9.]{1,60}`).Draw(t, "host") + ":" +
+				strconv.Itoa(rapid.IntRange(1, 65535).Draw(t, "port"))
+		}
+		m.ProtocolVersion = rapid.Uint16().Draw(t, "proto")
+		m.Leaving = rapid.Bool().Draw(t, "leaving")
+		kinds := rapid.SliceOfNDistinct(rapid.IntRange(1, 255), 0, cluster.MaxDeviceKinds, rapid.ID).Draw(t, "kinds")
+		slices.Sort(kinds)
+		for _, k := range kinds {
+			m.Devices = append(m.Devices, cluster.DeviceSummary{
+				Kind:     cluster.DeviceKind(k),
+				Count:    rapid.Uint32Range(1, ^uint32(0)).Draw(t, "count"),
+				MemBytes: rapid.Uint64().Draw(t, "mem"),
+				Unified:  rapid.Bool().Draw(t, "unified"),
+			})
+		}
+		b, err := m.Encode()
+		if errors.Is(err, cluster.ErrMetaTooLarge) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("Encode(%+v): %v", m, err)
+		}
+		got, err := cluster.DecodeMeta(b)
+		if err != nil || !reflect.DeepEqual(got, m) {
+			t.Fatalf("DecodeMeta(Encode(m)) = %+v, %v; want %+v", got, err, m)
+		}
+	})
 }
