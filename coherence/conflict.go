@@ -133,7 +133,7 @@ type accessCtx struct {
 // deps) and returns the region after x. Completed groups are dropped on the
 // way; the successor costs one allocation for the struct and at most one for
 // all its group lists.
-func (c *Core) applyAccess(r *region, x *accessCtx, deps []CGID) (*region, []CGID) {
+func (c *Core) applyAccess(r *region, x *accessCtx, addFill bool, deps []CGID) (*region, []CGID) {
 	var old region
 	if r != nil {
 		old = *r
@@ -148,6 +148,15 @@ func (c *Core) applyAccess(r *region, x *accessCtx, deps []CGID) (*region, []CGI
 	c.scratch = sc
 	w, bf, rd := sc[:nw:nw], sc[nw:nb:nb], sc[nb:]
 	fl := c.liveFills(old.fills)
+	withFill := func(fl []fill) []fill {
+		if !addFill {
+			return fl
+		}
+		if n := len(fl); n > 0 && fl[n-1].cg == x.self && fl[n-1].gen == x.gen {
+			return fl
+		}
+		return append(fl[:len(fl):len(fl)], fill{gen: x.gen, cg: x.self})
+	}
 
 	fillDeps := func() {
 		if x.discard {
@@ -166,7 +175,7 @@ func (c *Core) applyAccess(r *region, x *accessCtx, deps []CGID) (*region, []CGI
 		if len(rd) == 0 || rd[len(rd)-1] != x.self {
 			rd = append(rd, x.self)
 		}
-		return newRegion(w, bf, rd, fl, old.reduce, old.op, old.target), deps
+		return newRegion(w, bf, rd, withFill(fl), old.reduce, old.op, old.target), deps
 	case Reduce:
 		if len(rd) == 0 && old.reduce && len(w) > 0 && old.op == x.op && old.target == x.target {
 			deps = appendIDs(deps, bf)
@@ -174,14 +183,14 @@ func (c *Core) applyAccess(r *region, x *accessCtx, deps []CGID) (*region, []CGI
 			if w[len(w)-1] != x.self {
 				w = append(w[:len(w):len(w)], x.self)
 			}
-			return newRegion(w, bf, nil, fl, true, x.op, x.target), deps
+			return newRegion(w, bf, nil, withFill(fl), true, x.op, x.target), deps
 		}
 		prev := rd
 		if len(prev) == 0 {
 			prev = w
 		}
 		deps = appendIDs(deps, prev)
-		return newRegion([]*cgInfo{x.self}, prev, nil, nil, true, x.op, x.target), deps
+		return newRegion([]*cgInfo{x.self}, prev, nil, withFill(nil), true, x.op, x.target), deps
 	default: // Write, ReadWrite, release
 		if len(rd) > 0 {
 			deps = appendIDs(deps, rd)
@@ -230,61 +239,58 @@ func newRegion(w, bf, rd []*cgInfo, fl []fill, reduce bool, op ReduceOp, target 
 }
 
 // conflictPass applies access x over the page box of buffer b and returns
-// the dependencies found, appended to deps.
-func (c *Core) conflictPass(b *buffer, box Box, x *accessCtx, deps []CGID) []CGID {
+// the dependencies found, appended to deps. Pages in filled (sorted spans)
+// are being copied to x's target by x's group: their regions also record the
+// in-flight fill.
+func (c *Core) conflictPass(b *buffer, box Box, x *accessCtx, filled []span, deps []CGID) []CGID {
 	c.memo.reset()
-	boxSpans(b.pages, box, func(lo, hi int) {
+	c.memoFill.reset()
+	apply := func(lo, hi int, addFill bool) {
+		memo := &c.memo
+		if addFill {
+			memo = &c.memoFill
+		}
 		b.conf.update(lo, hi, func(r *region) *region {
-			if n, ok := c.memo.get(r); ok {
+			if n, ok := memo.get(r); ok {
 				return n
 			}
-			// Regions that prune to the same value (typically nil: every
-			// group in them completed) share one successor, so stale
-			// fragmentation coalesces.
+			// Regions whose groups all completed share one successor, so
+			// stale fragmentation coalesces.
 			var n *region
 			if r != nil && r.allDone() {
-				if n, ok := c.memo.get(nil); ok {
-					c.memo.put(r, n)
+				if n, ok := memo.get(nil); ok {
+					memo.put(r, n)
 					return n
 				}
-				n, deps = c.applyAccess(nil, x, deps)
-				c.memo.put(nil, n)
+				n, deps = c.applyAccess(nil, x, addFill, deps)
+				memo.put(nil, n)
 			} else {
-				n, deps = c.applyAccess(r, x, deps)
+				n, deps = c.applyAccess(r, x, addFill, deps)
 			}
-			c.memo.put(r, n)
+			memo.put(r, n)
 			return n
 		})
+	}
+	boxSpans(b.pages, box, func(lo, hi int) {
+		if len(filled) == 0 {
+			apply(lo, hi, false)
+			return
+		}
+		i, _ := slices.BinarySearchFunc(filled, lo, func(s span, x int) int { return cmpInt(s.hi, x+1) })
+		for ; i < len(filled) && filled[i].lo < hi && lo < hi; i++ {
+			if filled[i].lo > lo {
+				apply(lo, filled[i].lo, false)
+				lo = filled[i].lo
+			}
+			e := min(hi, filled[i].hi)
+			apply(lo, e, true)
+			lo = e
+		}
+		if lo < hi {
+			apply(lo, hi, false)
+		}
 	})
 	return deps
-}
-
-// fillPass records that group self's copies made [lo, hi) valid on the
-// allocation of generation gen.
-func (c *Core) fillPass(b *buffer, spans []span, self *cgInfo, gen uint32) {
-	c.memo.reset()
-	for _, s := range spans {
-		b.conf.update(s.lo, s.hi, func(r *region) *region {
-			if n, ok := c.memo.get(r); ok {
-				return n
-			}
-			p := c.pruned(r)
-			if n, ok := c.memo.get(p); ok {
-				c.memo.put(r, n)
-				return n
-			}
-			var n region
-			if p != nil {
-				n = *p
-			}
-			n.fills = append(append(make([]fill, 0, len(n.fills)+1), n.fills...), fill{gen: gen, cg: self})
-			c.memo.put(r, &n)
-			if p != r {
-				c.memo.put(p, &n)
-			}
-			return &n
-		})
-	}
 }
 
 // fillDeps appends the groups whose in-flight copies made [lo, hi) valid on

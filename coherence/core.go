@@ -12,13 +12,14 @@ import (
 // states per allocation and the conflict-tracking history. It is not safe for
 // concurrent use.
 type Core struct {
-	cost    CostModel
-	bufs    map[BufferID]*buffer
-	last    CGID
-	started bool
-	live    map[CGID]*cgInfo // submitted, not completed
-	memo    regionMemo
-	scratch []*cgInfo // applyAccess's live lists
+	cost     CostModel
+	bufs     map[BufferID]*buffer
+	last     CGID
+	started  bool
+	live     map[CGID]*cgInfo // submitted, not completed
+	memo     regionMemo
+	memoFill regionMemo // successors of regions that also record a fill
+	scratch  []*cgInfo  // applyAccess's live lists
 
 	completions int // since the last history sweep
 	sweepAt     int // conflict segments after the last sweep
@@ -262,19 +263,12 @@ func (c *Core) Submit(cg CommandGroup) (Step, error) {
 			step.Allocate = append(step.Allocate, b.allocation(s))
 		}
 	}
-	// Conflicts.
-	var deps []CGID
-	for _, a := range cg.Accesses {
-		b := c.bufs[a.Buffer]
-		s, _ := b.slotOf(a.Target)
-		x := accessCtx{self: info, mode: a.Mode, op: a.Op, target: a.Target, gen: b.slots[s].gen, discard: a.Discard}
-		deps = c.conflictPass(b, a.Pages, &x, deps)
-	}
 	// Transfers, in access order, planned against the page states as they
 	// were before this group: a copy must never read from pages that another
 	// copy of the same group is still bringing in (copies run in any order).
 	// A page planned once for a target is not planned again (nothing is sent
 	// twice).
+	var deps []CGID
 	var copies []*copyAcc
 	var planned []plannedTo
 	for _, a := range cg.Accesses {
@@ -284,6 +278,23 @@ func (c *Core) Submit(cg CommandGroup) (Step, error) {
 		b := c.bufs[a.Buffer]
 		t, _ := b.slotOf(a.Target)
 		deps = c.planAccess(b, a.Pages, t, &copies, &planned, deps)
+	}
+	// Conflicts, recording in the same pass the in-flight fills of readers
+	// and reducers (a later reader on the allocation must wait for them;
+	// writers are waited for anyway).
+	for _, a := range cg.Accesses {
+		b := c.bufs[a.Buffer]
+		t, _ := b.slotOf(a.Target)
+		x := accessCtx{self: info, mode: a.Mode, op: a.Op, target: a.Target, gen: b.slots[t].gen, discard: a.Discard}
+		var filled []span
+		if !a.Discard && (a.Mode == Read || a.Mode == Reduce) {
+			for i := range planned {
+				if planned[i].buf == b && planned[i].t == t {
+					filled = planned[i].spans
+				}
+			}
+		}
+		deps = c.conflictPass(b, a.Pages, &x, filled, deps)
 	}
 	for _, a := range cg.Accesses {
 		if a.Discard {
@@ -310,11 +321,7 @@ func (c *Core) Submit(cg CommandGroup) (Step, error) {
 		deps = c.allocDep(u, cg.ID, deps[:nconf], deps)
 	}
 	for _, cp := range copies {
-		b := cp.key.buf
-		if fillRecorded(cg, b.id, b.slots[cp.key.dst].alloc) {
-			c.fillPass(b, cp.spans, info, b.slots[cp.key.dst].gen)
-		}
-		step.Copies = append(step.Copies, makeCopy(b, cp))
+		step.Copies = append(step.Copies, makeCopy(cp.key.buf, cp))
 	}
 	// P3: non-read-only accesses leave their pages valid only on the target.
 	for _, a := range cg.Accesses {
@@ -330,18 +337,6 @@ func (c *Core) Submit(cg CommandGroup) (Step, error) {
 	step.Deps = finishDeps(deps, cg.ID)
 	sortStep(&step)
 	return step, nil
-}
-
-// fillRecorded: copies into an allocation are remembered as in-flight fills
-// when the group reads or reduces there (a later reader on the same
-// allocation must wait for them); writers are waited for anyway.
-func fillRecorded(cg CommandGroup, buf BufferID, dst AllocID) bool {
-	for _, a := range cg.Accesses {
-		if a.Buffer == buf && a.Target == dst && (a.Mode == Read || a.Mode == Reduce) {
-			return true
-		}
-	}
-	return false
 }
 
 func makeCopy(b *buffer, cp *copyAcc) Copy {
@@ -826,7 +821,7 @@ func (c *Core) Release(id CGID, buf BufferID, alloc AllocID) (Step, error) {
 	c.live[id] = info
 	step := Step{ID: id}
 	x := accessCtx{self: info, mode: release, target: alloc, gen: b.slots[s].gen}
-	deps := c.conflictPass(b, b.geo.All(), &x, nil)
+	deps := c.conflictPass(b, b.geo.All(), &x, nil, nil)
 	// The allocation to free (and the host one evacuated into) may still be
 	// in the making.
 	info.use(b, s)
