@@ -391,7 +391,7 @@ func (j *job) peerLost(name, how string) {
 			continue
 		}
 		err := &NodeLostError{Node: name, How: how, Buffer: in.in.Buffer, Boxes: in.in.Boxes}
-		if in.in.Kind == proto.InstrSend && in.state == stRunning {
+		if in.in.Kind == proto.InstrSend && in.state == stRunning && in.cancel != nil {
 			in.cancel(err) // the send goroutine finishes it with this cause
 			continue
 		}

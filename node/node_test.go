@@ -180,6 +180,18 @@ func TestPageBoxesMoveAlongNodes_C3(t *testing.T) {
 			t.Fatalf("round %d (range %v, elem %d, boxes %v): C's buffer differs: the boxes must hold A's bytes and the rest zeros", round, rng, elem, boxes)
 		}
 	}
+	// Metrics count the pages per peer and direction.
+	for _, m := range []struct {
+		n         *node.Node
+		dir, peer string
+	}{{nodes[1], "received", A}, {nodes[1], "sent", C}, {nodes[0], "received", "client"}, {nodes[0], "received", C}, {nodes[2], "sent", "client"}} {
+		if got := counter(t, m.n, "acpp_node_page_bytes_total", map[string]string{"direction": m.dir, "peer": m.peer}); got == 0 {
+			t.Errorf("%s: acpp_node_page_bytes_total{direction=%q, peer=%q} = 0", m.n.Name(), m.dir, m.peer)
+		}
+	}
+	if got := counter(t, nodes[1], "acpp_node_instructions_total", map[string]string{"kind": "recv", "outcome": "ok"}); got != 9 {
+		t.Errorf("n1 finished %v recv instructions ok, want 9", got)
+	}
 	for _, j := range jobs {
 		if err := j.Close(testCtx(t)); err != nil {
 			t.Fatal(err)
