@@ -45,6 +45,7 @@ type req struct {
 	rng    [3]int // access range, internal order
 	ranged bool
 	vdims  int // dimensions of the (view's) range
+	s1, s2 int // brange[1], brange[2]: the strides accessors index with
 }
 
 // slice is the accessor's view of its memory as []T, or nil when the memory
@@ -123,7 +124,7 @@ func access[T any](h *Handler, b *Buffer[T], mode coherence.Mode, ranged bool, o
 	}
 	r := h.newReq()
 	*r = req{h: h, st: b.st, mode: mode, noInit: cfg.noInit, pages: pages, mem: mem, elem: b.elem(),
-		brange: bre, off: ioff, rng: irng, ranged: ranged || cfg.within, vdims: b.rng.dims}
+		brange: bre, off: ioff, rng: irng, ranged: ranged || cfg.within, vdims: b.rng.dims, s1: bre[1], s2: bre[2]}
 	h.reqs = append(h.reqs, r)
 	return r
 }
@@ -174,19 +175,27 @@ func (a Raw[T]) ReadOnly() RawRO[T] { return RawRO[T](a) }
 func (a RawRO[T]) At(i int) T { return a.p[i] }
 
 // ---- unranged accessors: pointer + buffer range ----
+//
+// Every accessor is at most four machine words (a slice and the requirement
+// record), so the Go compiler keeps it in registers inside kernels: a larger
+// struct lives in memory and is copied on every method call, which made
+// ranged access five times slower. What a variant stores beyond the data
+// pointer (buffer range, offset, access range: the table of
+// accessor-variants.txt) sits in the requirement record, which is the core
+// runtime information all variants carry; the method set exposes only what
+// the variant has (V1, V3), and kernel arguments carry only that (V4). A
+// ranged accessor's slice starts at its access offset.
 
 // Unranged is a read-write (or write) accessor over the whole buffer: data
 // pointer and buffer range; its offset is zero and its range the buffer's.
 type Unranged[T any] struct {
 	p  []T
-	r  [3]int
 	rq *req
 }
 
 // UnrangedRO is a read-only unranged accessor.
 type UnrangedRO[T any] struct {
 	p  []T
-	r  [3]int
 	rq *req
 }
 
@@ -194,28 +203,28 @@ type UnrangedRO[T any] struct {
 func (a Unranged[T]) At(i int) T { return a.p[i] }
 
 // At2 reads element (i, j) of a 2D accessor.
-func (a Unranged[T]) At2(i, j int) T { return a.p[i*a.r[2]+j] }
+func (a Unranged[T]) At2(i, j int) T { return a.p[i*a.rq.s2+j] }
 
 // At3 reads element (i, j, k) of a 3D accessor.
-func (a Unranged[T]) At3(i, j, k int) T { return a.p[(i*a.r[1]+j)*a.r[2]+k] }
+func (a Unranged[T]) At3(i, j, k int) T { return a.p[(i*a.rq.s1+j)*a.rq.s2+k] }
 
 // Set writes element i.
 func (a Unranged[T]) Set(i int, v T) { a.p[i] = v }
 
 // Set2 writes element (i, j).
-func (a Unranged[T]) Set2(i, j int, v T) { a.p[i*a.r[2]+j] = v }
+func (a Unranged[T]) Set2(i, j int, v T) { a.p[i*a.rq.s2+j] = v }
 
 // Set3 writes element (i, j, k).
-func (a Unranged[T]) Set3(i, j, k int, v T) { a.p[(i*a.r[1]+j)*a.r[2]+k] = v }
+func (a Unranged[T]) Set3(i, j, k int, v T) { a.p[(i*a.rq.s1+j)*a.rq.s2+k] = v }
 
 // Ptr returns element i's address.
 func (a Unranged[T]) Ptr(i int) *T { return &a.p[i] }
 
 // Slice is the whole buffer as a slice (row-major).
-func (a Unranged[T]) Slice() []T { return a.p[:a.r[0]*a.r[1]*a.r[2]] }
+func (a Unranged[T]) Slice() []T { return a.p[:min(len(a.p), a.rq.count())] }
 
 // Range is the buffer's range.
-func (a Unranged[T]) Range() Range { return rangeOf(a.rq, a.r) }
+func (a Unranged[T]) Range() Range { return rangeOf(a.rq, a.rq.bufRange()) }
 
 // Offset is zero: unranged accessors start at the buffer's origin.
 func (a Unranged[T]) Offset() ID { return ID{} }
@@ -224,7 +233,7 @@ func (a Unranged[T]) Offset() ID { return ID{} }
 func (a Unranged[T]) Raw() Raw[T] { return Raw[T]{a.p, a.rq} }
 
 // Ranged converts to a ranged accessor over the whole buffer.
-func (a Unranged[T]) Ranged() Ranged[T] { return Ranged[T]{p: a.p, r: a.r, ar: a.r, rq: a.rq} }
+func (a Unranged[T]) Ranged() Ranged[T] { return Ranged[T](a) }
 
 // ReadOnly converts to a read-only accessor.
 func (a Unranged[T]) ReadOnly() UnrangedRO[T] { return UnrangedRO[T](a) }
@@ -233,16 +242,16 @@ func (a Unranged[T]) ReadOnly() UnrangedRO[T] { return UnrangedRO[T](a) }
 func (a UnrangedRO[T]) At(i int) T { return a.p[i] }
 
 // At2 reads element (i, j).
-func (a UnrangedRO[T]) At2(i, j int) T { return a.p[i*a.r[2]+j] }
+func (a UnrangedRO[T]) At2(i, j int) T { return a.p[i*a.rq.s2+j] }
 
 // At3 reads element (i, j, k).
-func (a UnrangedRO[T]) At3(i, j, k int) T { return a.p[(i*a.r[1]+j)*a.r[2]+k] }
+func (a UnrangedRO[T]) At3(i, j, k int) T { return a.p[(i*a.rq.s1+j)*a.rq.s2+k] }
 
 // Slice is the whole buffer as a slice; do not write through it.
-func (a UnrangedRO[T]) Slice() []T { return a.p[:a.r[0]*a.r[1]*a.r[2]] }
+func (a UnrangedRO[T]) Slice() []T { return a.p[:min(len(a.p), a.rq.count())] }
 
 // Range is the buffer's range.
-func (a UnrangedRO[T]) Range() Range { return rangeOf(a.rq, a.r) }
+func (a UnrangedRO[T]) Range() Range { return rangeOf(a.rq, a.rq.bufRange()) }
 
 // Offset is zero.
 func (a UnrangedRO[T]) Offset() ID { return ID{} }
@@ -251,7 +260,7 @@ func (a UnrangedRO[T]) Offset() ID { return ID{} }
 func (a UnrangedRO[T]) Raw() RawRO[T] { return RawRO[T]{a.p, a.rq} }
 
 // Ranged converts to a read-only ranged accessor over the whole buffer.
-func (a UnrangedRO[T]) Ranged() RangedRO[T] { return RangedRO[T]{p: a.p, r: a.r, ar: a.r, rq: a.rq} }
+func (a UnrangedRO[T]) Ranged() RangedRO[T] { return RangedRO[T](a) }
 
 // ---- ranged accessors: pointer + buffer range + offset + access range ----
 
@@ -260,74 +269,104 @@ func (a UnrangedRO[T]) Ranged() RangedRO[T] { return RangedRO[T]{p: a.p, r: a.r,
 // is allowed, but the data there is not guaranteed up to date.
 type Ranged[T any] struct {
 	p  []T
-	r  [3]int // buffer range
-	o  [3]int // access offset
-	ar [3]int // access range
 	rq *req
 }
 
 // RangedRO is a read-only ranged accessor.
 type RangedRO[T any] struct {
 	p  []T
-	r  [3]int
-	o  [3]int
-	ar [3]int
 	rq *req
 }
 
 // At reads element i (relative to the offset) of a 1D accessor.
-func (a Ranged[T]) At(i int) T { return a.p[a.o[2]+i] }
+func (a Ranged[T]) At(i int) T { return a.p[i] }
 
 // At2 reads element (i, j) relative to the offset.
-func (a Ranged[T]) At2(i, j int) T { return a.p[(a.o[1]+i)*a.r[2]+a.o[2]+j] }
+func (a Ranged[T]) At2(i, j int) T { return a.p[i*a.rq.s2+j] }
 
 // At3 reads element (i, j, k) relative to the offset.
-func (a Ranged[T]) At3(i, j, k int) T {
-	return a.p[((a.o[0]+i)*a.r[1]+a.o[1]+j)*a.r[2]+a.o[2]+k]
-}
+func (a Ranged[T]) At3(i, j, k int) T { return a.p[(i*a.rq.s1+j)*a.rq.s2+k] }
 
 // Set writes element i relative to the offset.
-func (a Ranged[T]) Set(i int, v T) { a.p[a.o[2]+i] = v }
+func (a Ranged[T]) Set(i int, v T) { a.p[i] = v }
 
 // Set2 writes element (i, j) relative to the offset.
-func (a Ranged[T]) Set2(i, j int, v T) { a.p[(a.o[1]+i)*a.r[2]+a.o[2]+j] = v }
+func (a Ranged[T]) Set2(i, j int, v T) { a.p[i*a.rq.s2+j] = v }
 
 // Set3 writes element (i, j, k) relative to the offset.
-func (a Ranged[T]) Set3(i, j, k int, v T) {
-	a.p[((a.o[0]+i)*a.r[1]+a.o[1]+j)*a.r[2]+a.o[2]+k] = v
-}
+func (a Ranged[T]) Set3(i, j, k int, v T) { a.p[(i*a.rq.s1+j)*a.rq.s2+k] = v }
 
 // Range is the access range.
-func (a Ranged[T]) Range() Range { return rangeOf(a.rq, a.ar) }
+func (a Ranged[T]) Range() Range { return rangeOf(a.rq, a.rq.accRange()) }
 
 // Offset is the access offset.
-func (a Ranged[T]) Offset() ID { return offsetOf(a.rq, a.o) }
+func (a Ranged[T]) Offset() ID { return offsetOf(a.rq, a.rq.accOffset()) }
 
 // Raw converts to a raw accessor; it drops the offset (V3).
-func (a Ranged[T]) Raw() Raw[T] { return Raw[T]{a.p, a.rq} }
+func (a Ranged[T]) Raw() Raw[T] { return Raw[T]{rqSlice[T](a.rq), a.rq} }
 
 // ReadOnly converts to a read-only ranged accessor.
 func (a Ranged[T]) ReadOnly() RangedRO[T] { return RangedRO[T](a) }
 
 // At reads element i relative to the offset.
-func (a RangedRO[T]) At(i int) T { return a.p[a.o[2]+i] }
+func (a RangedRO[T]) At(i int) T { return a.p[i] }
 
 // At2 reads element (i, j) relative to the offset.
-func (a RangedRO[T]) At2(i, j int) T { return a.p[(a.o[1]+i)*a.r[2]+a.o[2]+j] }
+func (a RangedRO[T]) At2(i, j int) T { return a.p[i*a.rq.s2+j] }
 
 // At3 reads element (i, j, k) relative to the offset.
-func (a RangedRO[T]) At3(i, j, k int) T {
-	return a.p[((a.o[0]+i)*a.r[1]+a.o[1]+j)*a.r[2]+a.o[2]+k]
-}
+func (a RangedRO[T]) At3(i, j, k int) T { return a.p[(i*a.rq.s1+j)*a.rq.s2+k] }
 
 // Range is the access range.
-func (a RangedRO[T]) Range() Range { return rangeOf(a.rq, a.ar) }
+func (a RangedRO[T]) Range() Range { return rangeOf(a.rq, a.rq.accRange()) }
 
 // Offset is the access offset.
-func (a RangedRO[T]) Offset() ID { return offsetOf(a.rq, a.o) }
+func (a RangedRO[T]) Offset() ID { return offsetOf(a.rq, a.rq.accOffset()) }
 
 // Raw converts to a read-only raw accessor (dropping the offset).
-func (a RangedRO[T]) Raw() RawRO[T] { return RawRO[T]{a.p, a.rq} }
+func (a RangedRO[T]) Raw() RawRO[T] { return RawRO[T]{rqSlice[T](a.rq), a.rq} }
+
+func (r *req) count() int {
+	if r == nil {
+		return 0
+	}
+	return r.brange[0] * r.brange[1] * r.brange[2]
+}
+
+func (r *req) bufRange() [3]int {
+	if r == nil {
+		return [3]int{}
+	}
+	return r.brange
+}
+
+func (r *req) accRange() [3]int {
+	if r == nil {
+		return [3]int{}
+	}
+	return r.rng
+}
+
+func (r *req) accOffset() [3]int {
+	if r == nil {
+		return [3]int{}
+	}
+	return r.off
+}
+
+// view returns an accessor's slice: the allocation, from the access offset
+// on when ranged.
+func view[T any](rq *req, fromOffset bool) []T {
+	if rq == nil {
+		return nil
+	}
+	p := rqSlice[T](rq)
+	if fromOffset && p != nil {
+		o, r := rq.off, rq.brange
+		p = p[(o[0]*r[1]+o[1])*r[2]+o[2]:]
+	}
+	return p
+}
 
 func dimsOf(rq *req) int {
 	if rq == nil {
@@ -351,38 +390,38 @@ func offsetOf(rq *req, o [3]int) ID {
 // Read declares a read-only accessor of the whole buffer: UnrangedRO.
 func Read[T any](h *Handler, b *Buffer[T], opts ...AccessOption) UnrangedRO[T] {
 	rq := access(h, b, coherence.Read, false, ID{}, Range{}, opts)
-	return UnrangedRO[T]{p: rqSlice[T](rq), r: rqRange(rq), rq: rq}
+	return UnrangedRO[T]{view[T](rq, false), rq}
 }
 
 // Write declares a write accessor of the whole buffer: Unranged. Without
 // NoInit the current contents are made available first.
 func Write[T any](h *Handler, b *Buffer[T], opts ...AccessOption) Unranged[T] {
 	rq := access(h, b, coherence.Write, false, ID{}, Range{}, opts)
-	return Unranged[T]{p: rqSlice[T](rq), r: rqRange(rq), rq: rq}
+	return Unranged[T]{view[T](rq, false), rq}
 }
 
 // ReadWrite declares a read-write accessor of the whole buffer: Unranged.
 func ReadWrite[T any](h *Handler, b *Buffer[T], opts ...AccessOption) Unranged[T] {
 	rq := access(h, b, coherence.ReadWrite, false, ID{}, Range{}, opts)
-	return Unranged[T]{p: rqSlice[T](rq), r: rqRange(rq), rq: rq}
+	return Unranged[T]{view[T](rq, false), rq}
 }
 
 // ReadRange declares a read-only accessor of rng at off: RangedRO.
 func ReadRange[T any](h *Handler, b *Buffer[T], rng Range, off ID, opts ...AccessOption) RangedRO[T] {
 	rq := access(h, b, coherence.Read, true, off, rng, opts)
-	return RangedRO[T]{p: rqSlice[T](rq), r: rqRange(rq), o: rqOff(rq), ar: rqAR(rq), rq: rq}
+	return RangedRO[T]{view[T](rq, true), rq}
 }
 
 // WriteRange declares a write accessor of rng at off: Ranged.
 func WriteRange[T any](h *Handler, b *Buffer[T], rng Range, off ID, opts ...AccessOption) Ranged[T] {
 	rq := access(h, b, coherence.Write, true, off, rng, opts)
-	return Ranged[T]{p: rqSlice[T](rq), r: rqRange(rq), o: rqOff(rq), ar: rqAR(rq), rq: rq}
+	return Ranged[T]{view[T](rq, true), rq}
 }
 
 // ReadWriteRange declares a read-write accessor of rng at off: Ranged.
 func ReadWriteRange[T any](h *Handler, b *Buffer[T], rng Range, off ID, opts ...AccessOption) Ranged[T] {
 	rq := access(h, b, coherence.ReadWrite, true, off, rng, opts)
-	return Ranged[T]{p: rqSlice[T](rq), r: rqRange(rq), o: rqOff(rq), ar: rqAR(rq), rq: rq}
+	return Ranged[T]{view[T](rq, true), rq}
 }
 
 // ReadRaw declares a read-only raw accessor (SYCL read_only_raw). Use Within
@@ -409,27 +448,6 @@ func rqSlice[T any](rq *req) []T {
 		return nil
 	}
 	return sliceOf[T](rq.mem)
-}
-
-func rqRange(rq *req) [3]int {
-	if rq == nil {
-		return [3]int{}
-	}
-	return rq.brange
-}
-
-func rqOff(rq *req) [3]int {
-	if rq == nil {
-		return [3]int{}
-	}
-	return rq.off
-}
-
-func rqAR(rq *req) [3]int {
-	if rq == nil {
-		return [3]int{}
-	}
-	return rq.rng
 }
 
 // ---- placeholders: buffer + properties, bound later with Require ----
@@ -529,18 +547,18 @@ func opts(noInit bool) []AccessOption {
 
 // Require binds the placeholder to h and returns the accessor to use in the
 // kernel.
-func (p Placeholder[T]) Require(h *Handler) Unranged[T] {
-	rq := access(h, p.b, p.mode, false, ID{}, Range{}, opts(p.noInit))
-	return Unranged[T]{p: rqSlice[T](rq), r: rqRange(rq), rq: rq}
+func (ph Placeholder[T]) Require(h *Handler) Unranged[T] {
+	rq := access(h, ph.b, ph.mode, false, ID{}, Range{}, opts(ph.noInit))
+	return Unranged[T]{view[T](rq, false), rq}
 }
 
 // Require binds the placeholder to h.
 func (p PlaceholderRO[T]) Require(h *Handler) UnrangedRO[T] { return Read(h, p.b) }
 
 // Require binds the placeholder to h.
-func (p RangedPlaceholder[T]) Require(h *Handler) Ranged[T] {
-	rq := access(h, p.b, p.mode, true, p.off, p.rng, opts(p.noInit))
-	return Ranged[T]{p: rqSlice[T](rq), r: rqRange(rq), o: rqOff(rq), ar: rqAR(rq), rq: rq}
+func (ph RangedPlaceholder[T]) Require(h *Handler) Ranged[T] {
+	rq := access(h, ph.b, ph.mode, true, ph.off, ph.rng, opts(ph.noInit))
+	return Ranged[T]{view[T](rq, true), rq}
 }
 
 // Require binds the placeholder to h.

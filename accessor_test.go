@@ -10,35 +10,58 @@ import (
 )
 
 func TestAccessorVariantsStoreOnlyWhatTheyNeed_V1(t *testing.T) {
-	raw := unsafe.Sizeof(Raw[float32]{})
-	unr := unsafe.Sizeof(Unranged[float32]{})
-	rng := unsafe.Sizeof(Ranged[float32]{})
-	ptr := unsafe.Sizeof(uintptr(0))
-	// raw: data pointer (a slice header) + runtime info; unranged adds the
-	// buffer range; ranged adds offset and access range.
-	if unr-raw != 3*ptr || rng-unr != 6*ptr {
-		t.Errorf("sizes raw %d, unranged %d, ranged %d: want unranged = raw + range, ranged = unranged + offset + range", raw, unr, rng)
-	}
+	// In a kernel an accessor is a data pointer (a slice) plus the
+	// requirement record, four words that the compiler keeps in registers;
+	// what a variant adds (buffer range, offset, access range) is in the
+	// record and exposed only by the variants that have it.
+	words := unsafe.Sizeof(uintptr(0))
 	for _, tc := range []struct {
-		typ    reflect.Type
+		v      any
+		size   uintptr
 		fields []string
+		query  map[string]bool // methods that expose stored information
 	}{
-		{reflect.TypeFor[Raw[float32]](), []string{"p", "rq"}},
-		{reflect.TypeFor[Unranged[float32]](), []string{"p", "r", "rq"}},
-		{reflect.TypeFor[Ranged[float32]](), []string{"p", "r", "o", "ar", "rq"}},
-		// Placeholders store the buffer and the properties (no_init), no
+		{Raw[float32]{}, 4 * words, []string{"p", "rq"}, map[string]bool{"Range": false, "Offset": false}},
+		{Unranged[float32]{}, 4 * words, []string{"p", "rq"}, map[string]bool{"Range": true, "Offset": true, "Slice": true}},
+		{Ranged[float32]{}, 4 * words, []string{"p", "rq"}, map[string]bool{"Range": true, "Offset": true, "Slice": false}},
+		// Placeholders store the buffer and the properties (no_init); no
 		// pointer: they are bound later.
-		{reflect.TypeFor[Placeholder[float32]](), []string{"b", "mode", "noInit"}},
-		{reflect.TypeFor[RangedPlaceholder[float32]](), []string{"b", "mode", "noInit", "off", "rng"}},
+		{Placeholder[float32]{}, 0, []string{"b", "mode", "noInit"}, map[string]bool{"At": false, "Require": true}},
+		{RangedPlaceholder[float32]{}, 0, []string{"b", "mode", "noInit", "off", "rng"}, map[string]bool{"At": false, "Require": true}},
 	} {
+		typ := reflect.TypeOf(tc.v)
+		if tc.size != 0 && typ.Size() != tc.size {
+			t.Errorf("%v is %d bytes, want %d (register-sized)", typ, typ.Size(), tc.size)
+		}
 		var got []string
-		for i := 0; i < tc.typ.NumField(); i++ {
-			got = append(got, tc.typ.Field(i).Name)
+		for i := 0; i < typ.NumField(); i++ {
+			got = append(got, typ.Field(i).Name)
 		}
 		if !reflect.DeepEqual(got, tc.fields) {
-			t.Errorf("%v fields = %v, want %v", tc.typ, got, tc.fields)
+			t.Errorf("%v fields = %v, want %v", typ, got, tc.fields)
+		}
+		for m, want := range tc.query {
+			if _, ok := typ.MethodByName(m); ok != want {
+				t.Errorf("%v has %s = %v, want %v", typ, m, ok, want)
+			}
 		}
 	}
+	// The queries report what the variant stores.
+	q := newQueue(t)
+	b := must(NewBuffer[float32](q, R2(6, 8)))
+	must(q.Submit(func(h *Handler) error {
+		u := Read(h, b)
+		r := ReadRange(h, b, R2(2, 3), I2(1, 4))
+		if u.Range() != R2(6, 8) || u.Offset() != (ID{}) || r.Range() != R2(2, 3) || r.Offset() != I2(1, 4) {
+			t.Errorf("queries: unranged %v %v, ranged %v %v", u.Range(), u.Offset(), r.Range(), r.Offset())
+		}
+		if w := u.Ranged(); w.Range() != R2(6, 8) || w.Offset() != (ID{}) {
+			t.Errorf("unranged → ranged: %v %v, want the whole buffer", w.Range(), w.Offset())
+		}
+		h.SingleTask(func() {})
+		return nil
+	}))
+	waitAll(t, q)
 }
 
 func TestConversionRulesInMethodSets_V2_V3(t *testing.T) {

@@ -182,20 +182,20 @@ func (h *Handler) ParallelFor(r Range, k func(it Item)) {
 	if !h.runsGo("ParallelFor") {
 		return
 	}
-	r0, r1, r2 := r.e[0], r.e[1], r.e[2]
+	rr := &[3]int{r.e[0], r.e[1], r.e[2]}
 	var fn device.GoFunc
 	switch r.dims {
 	case 1:
 		fn = func(w *device.Work) {
 			for i, hi := w.Lo[2], w.Hi[2]; i < hi; i++ {
-				k(Item{i: i, r0: r0, r1: 1, r2: 1})
+				k(Item{i: i, r: rr})
 			}
 		}
 	case 2:
 		fn = func(w *device.Work) {
 			for i := w.Lo[1]; i < w.Hi[1]; i++ {
 				for j, hi := w.Lo[2], w.Hi[2]; j < hi; j++ {
-					k(Item{i: i, j: j, r0: r0, r1: r1, r2: 1})
+					k(Item{i: i, j: j, r: rr})
 				}
 			}
 		}
@@ -204,7 +204,7 @@ func (h *Handler) ParallelFor(r Range, k func(it Item)) {
 			for i := w.Lo[0]; i < w.Hi[0]; i++ {
 				for j := w.Lo[1]; j < w.Hi[1]; j++ {
 					for l, hi := w.Lo[2], w.Hi[2]; l < hi; l++ {
-						k(Item{i: i, j: j, k: l, r0: r0, r1: r1, r2: r2})
+						k(Item{i: i, j: j, k: l, r: rr})
 					}
 				}
 			}

@@ -25,7 +25,7 @@ type GenericPtr[T any] struct {
 }
 
 // GlobalOf makes a global pointer to an accessor's data.
-func GlobalOf[T any](a Unranged[T]) GlobalPtr[T] { return GlobalPtr[T]{a.p} }
+func GlobalOf[T any](a Unranged[T]) GlobalPtr[T] { return GlobalPtr[T]{a.Slice()} }
 
 // LocalOf makes a local pointer to a group's local memory.
 func LocalOf[T any](l Local[T], g Group) LocalPtr[T] { return LocalPtr[T]{l.Slice(g)} }

@@ -92,10 +92,11 @@ func fromInternal(dims int, v [3]int, pad int) [3]int {
 }
 
 // Item is one work-item of a ParallelFor: its global id and the launch's
-// range. Its fields are scalars so that it travels in registers.
+// range. It has at most four word-sized fields so that it travels in
+// registers (the compiler keeps larger structs in memory).
 type Item struct {
-	i, j, k    int // id, dimension 0 first
-	r0, r1, r2 int // range
+	i, j, k int     // id, dimension 0 first
+	r       *[3]int // the launch's range, shared by its items
 }
 
 // ID is the item's index in dimension d.
@@ -110,15 +111,7 @@ func (it Item) ID(d int) int {
 }
 
 // Range is the launch's extent in dimension d.
-func (it Item) Range(d int) int {
-	switch d {
-	case 0:
-		return it.r0
-	case 1:
-		return it.r1
-	}
-	return it.r2
-}
+func (it Item) Range(d int) int { return it.r[d] }
 
 // Linear is the item's row-major linear index.
-func (it Item) Linear() int { return (it.i*it.r1+it.j)*it.r2 + it.k }
+func (it Item) Linear() int { return (it.i*it.r[1]+it.j)*it.r[2] + it.k }
