@@ -1,13 +1,12 @@
 package acpp
 
+import "testing"
+
 // BenchmarkAccessorIndexing compares, on one goroutine over 1 Mi float32,
 // a per-item kernel call and a chunk loop through raw and unranged
 // accessors with a plain loop: accessors must compile to the same code as
 // slices (they are register-sized), and the per-item form pays one
 // indirect call per item.
-
-import "testing"
-
 func BenchmarkAccessorIndexing(b *testing.B) {
 	n := 1 << 20
 	xs, ys := make([]float32, n), make([]float32, n)
