@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/acpp/acpp/coherence"
 )
 
 // barePool is the baseline for the dispatch benchmark: GOMAXPROCS
@@ -53,8 +55,21 @@ func BenchmarkSubmitEmpty(b *testing.B) {
 			}
 			pool := newBarePool()
 			defer pool.close()
+			// The coherence core alone, for the same accesses: how much of a
+			// group's cost is planning.
+			core := coherence.New(coherence.Config{})
+			geo := must(coherence.NewGeometry(coherence.Dims{1, 1, 1}, 4, coherence.Dims{}))
+			host := coherence.AllocID{}
+			if err := core.AddBuffer(coherence.BufferSpec{ID: 1, Geometry: geo, HostData: &host}); err != nil {
+				b.Fatal(err)
+			}
+			cmode := coherence.Read
+			if mode == "read_write" {
+				cmode = coherence.ReadWrite
+			}
+			var cid coherence.CGID
 			const batch = 256
-			var tq, tp time.Duration
+			var tq, tp, tc time.Duration
 			empty := func() {}
 			b.ReportAllocs()
 			for b.Loop() {
@@ -86,13 +101,27 @@ func BenchmarkSubmitEmpty(b *testing.B) {
 					pool.dispatch(empty)
 				}
 				pool.wg.Wait()
-				tp += time.Since(t1)
+				t2 := time.Now()
+				first := cid + 1
+				for range batch {
+					cid++
+					if _, err := core.Submit(coherence.CommandGroup{ID: cid, Accesses: []coherence.Access{
+						{Buffer: 1, Pages: geo.All(), Mode: cmode, Target: host}}}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				for id := first; id <= cid; id++ {
+					core.Complete(id)
+				}
+				tc += time.Since(t2)
+				tp += t2.Sub(t1)
 				tq += t1.Sub(t0)
 			}
 			n := float64(b.N * batch)
 			b.ReportMetric(float64(tq.Nanoseconds())/n, "ns/group")
 			b.ReportMetric(float64(tp.Nanoseconds())/n, "ns/pooltask")
 			b.ReportMetric(float64(tq)/float64(tp), "x_pool")
+			b.ReportMetric(float64(tc.Nanoseconds())/n, "core_ns/group")
 		})
 	}
 }

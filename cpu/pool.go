@@ -36,10 +36,11 @@ func (j *job) setErr(err error) {
 type pool struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
-	queue   []*job // jobs with unclaimed chunks, oldest first; guarded by mu
-	closed  bool   // workers stop once the queue is empty; guarded by mu
-	closing bool   // submit refuses new jobs; guarded by mu
-	idle    int    // workers waiting on cond; guarded by mu
+	queue   []*job       // jobs with unclaimed chunks, oldest first; guarded by mu
+	closed  bool         // workers stop once the queue is empty; guarded by mu
+	closing bool         // submit refuses new jobs; guarded by mu
+	idle    int          // workers waiting on cond; guarded by mu
+	queued  atomic.Int64 // len(queue), readable without mu by spinning workers
 	wg      sync.WaitGroup
 	busy    sync.WaitGroup // jobs not yet done
 }
@@ -64,6 +65,7 @@ func (p *pool) submit(j *job) error {
 	}
 	p.busy.Add(1)
 	p.queue = append(p.queue, j)
+	p.queued.Store(int64(len(p.queue)))
 	wake := p.idle
 	if int64(wake) > j.n {
 		wake = int(j.n)
@@ -89,12 +91,14 @@ func (p *pool) claim() (*job, int64) {
 				if c == j.n-1 { // last chunk claimed: retire the job
 					p.queue[0] = nil
 					p.queue = p.queue[1:]
+					p.queued.Store(int64(len(p.queue)))
 				}
 				p.mu.Unlock()
 				return j, c
 			}
 			p.queue[0] = nil
 			p.queue = p.queue[1:]
+			p.queued.Store(int64(len(p.queue)))
 		}
 		if p.closed {
 			p.mu.Unlock()
@@ -104,11 +108,8 @@ func (p *pool) claim() (*job, int64) {
 		p.mu.Unlock()
 		// Spin briefly: follow-up work usually arrives within a microsecond
 		// (a done callback enqueueing the next command group).
-		for i := 0; i < 16; i++ {
+		for i := 0; i < 16 && p.queued.Load() == 0; i++ {
 			runtime.Gosched()
-			if p.pending() {
-				break
-			}
 		}
 		p.mu.Lock()
 		if len(p.queue) == 0 && !p.closed {
@@ -116,12 +117,6 @@ func (p *pool) claim() (*job, int64) {
 		}
 		p.idle--
 	}
-}
-
-func (p *pool) pending() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.queue) > 0 || p.closed
 }
 
 func (p *pool) worker() {
