@@ -386,13 +386,14 @@ func (j *job) send(ctx context.Context, a *alloc, peer credentials.Identity, hdr
 			j.releaseLocked(total)
 			j.mu.Unlock()
 		}()
-		staging := cpu.AllocHost(int(total))
+		st := j.newStaging(a.m, int(total))
+		defer st.release()
 		done := make(chan error, 1)
-		runOps(a.m.dev, copyOps(boxCopies(a, hdr.Boxes, j.hostMem(staging), true)), func(err error) { done <- err })
+		runOps(a.m.dev, copyOps(boxCopies(a, hdr.Boxes, st.mem, true)), func(err error) { done <- err })
 		if err := <-done; err != nil { // device ops always finish; never abandon staging they write
 			return fmt.Errorf("copy pages out of %s: %w", a.m.dev.Info().ID, err)
 		}
-		runs = [][]byte{staging}
+		runs = [][]byte{st.mem.Host}
 	}
 	return j.n.tr.SendPages(ctx, peer, hdr, runs)
 }
@@ -432,7 +433,7 @@ func (j *job) arm(in *instr) {
 		}
 		j.early = append(j.early[:i:i], j.early[i+1:]...)
 		j.mu.Unlock()
-		j.apply(in, a, arr.data)
+		j.apply(in, a, arr.st)
 		return
 	}
 	free := j.freeIfIdleLocked()
@@ -458,12 +459,15 @@ func matches(in *instr, peer string, h *proto.PageHeader) bool {
 }
 
 // apply copies staged, packed pages into the allocation and finishes in.
-// The staged bytes were reserved against the limits; apply releases them.
-func (j *job) apply(in *instr, a *alloc, data []byte) {
+// The staged bytes were reserved against the limits; apply releases them
+// and the staging memory.
+func (j *job) apply(in *instr, a *alloc, st stagingBuf) {
+	data := st.mem.Host
 	release := func() {
 		j.mu.Lock()
 		j.releaseLocked(uint64(len(data)))
 		j.mu.Unlock()
+		st.release()
 	}
 	if a.mem.Host != nil {
 		off := 0
@@ -481,8 +485,46 @@ func (j *job) apply(in *instr, a *alloc, data []byte) {
 		j.finish(in, err)
 		return
 	}
-	runOps(a.m.dev, copyOps(boxCopies(a, in.in.Boxes, j.hostMem(data), false)), func(err error) {
+	runOps(a.m.dev, copyOps(boxCopies(a, in.in.Boxes, st.mem, false)), func(err error) {
 		release()
 		j.finish(in, err)
 	})
+}
+
+// stagingBuf is host memory that pages pass through on their way to or
+// from device memory without a host view, or that holds pages which came
+// before their Recv was ready.
+type stagingBuf struct {
+	mem  *device.Mem
+	free func() // returns pinned memory to its device; nil for Go memory
+}
+
+// newStaging returns n bytes of staging for pages of memory m (nil:
+// unknown): pinned host memory of m's device when m is device memory and
+// the device has host USM (copies to and from it run at full speed), Go
+// memory otherwise.
+func (j *job) newStaging(m *memory, n int) stagingBuf {
+	if m != nil && !m.host && m.dev.Info().Caps.Supports(device.MemHost) {
+		if pm, err := m.dev.Alloc(device.MemHost, n); err == nil && len(pm.Host) >= n {
+			dev := m.dev
+			return stagingBuf{mem: pm, free: func() {
+				j.n.goFunc(func() {
+					if err := dev.Free(pm); err != nil {
+						j.n.log.Warn("free of pinned staging failed", "job", j.id, "device", dev.Info().ID, "error", err)
+					}
+				})
+			}}
+		} else if err != nil {
+			j.n.log.Debug("no pinned staging; using pageable memory", "device", m.dev.Info().ID, "error", err)
+		}
+	}
+	return stagingBuf{mem: j.hostMem(cpu.AllocHost(n))}
+}
+
+// release frees pinned staging (on a node goroutine: a device's Free may
+// block, and release may run in a device callback).
+func (s stagingBuf) release() {
+	if s.free != nil {
+		s.free()
+	}
 }

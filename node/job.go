@@ -61,7 +61,7 @@ type alloc struct {
 type arrival struct {
 	from   string // sending node, "" for the job's client
 	hdr    proto.PageHeader
-	data   []byte
+	st     stagingBuf
 	landed bool
 	claim  *instr
 }
@@ -337,7 +337,8 @@ func (j *job) close(cause error) uint64 {
 	}
 	for _, a := range j.early {
 		if a.claim == nil && a.landed {
-			j.releaseLocked(uint64(len(a.data)))
+			j.releaseLocked(uint64(len(a.st.mem.Host)))
+			a.st.release()
 		}
 	}
 	j.early = nil
@@ -399,7 +400,8 @@ func (j *job) peerLost(name, how string) {
 	}
 	j.early = slices.DeleteFunc(j.early, func(a *arrival) bool {
 		if a.from == name && a.claim == nil && a.landed {
-			j.releaseLocked(uint64(len(a.data)))
+			j.releaseLocked(uint64(len(a.st.mem.Host)))
+			a.st.release()
 			return true
 		}
 		return false

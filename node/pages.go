@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/acpp/acpp/cpu"
 	"github.com/acpp/acpp/credentials"
 	"github.com/acpp/acpp/proto"
 	"github.com/acpp/acpp/transport"
@@ -88,17 +87,18 @@ func (n *Node) onPages(_ context.Context, from credentials.Identity, h *proto.Pa
 			return transport.PageSink{}, reply(proto.CodeRefused, "%v", err)
 		}
 		j.mu.Unlock()
-		data := cpu.AllocHost(int(total))
-		return transport.PageSink{Dst: [][]byte{data}, Done: func(err error) error {
+		st := j.newStaging(a.m, int(total))
+		return transport.PageSink{Dst: [][]byte{st.mem.Host}, Done: func(err error) error {
 			count(err)
 			if err != nil {
 				j.mu.Lock()
 				j.releaseLocked(total)
 				j.mu.Unlock()
+				st.release()
 				j.finish(in, recvErr(from, err))
 				return nil
 			}
-			j.apply(in, a, data)
+			j.apply(in, a, st)
 			return nil
 		}}, nil
 	}
@@ -109,10 +109,12 @@ func (n *Node) onPages(_ context.Context, from credentials.Identity, h *proto.Pa
 	}
 	hdr := *h
 	hdr.Boxes = slices.Clone(h.Boxes)
-	arr := &arrival{from: peer, hdr: hdr, data: cpu.AllocHost(int(total))}
+	arr := &arrival{from: peer, hdr: hdr}
 	j.early = append(j.early, arr)
 	j.mu.Unlock()
-	return transport.PageSink{Dst: [][]byte{arr.data}, Done: func(err error) error {
+	m, _ := n.devs.mem(h.Mem)
+	arr.st = j.newStaging(m, int(total)) // before any Done: no lock needed to set it
+	return transport.PageSink{Dst: [][]byte{arr.st.mem.Host}, Done: func(err error) error {
 		count(err)
 		j.mu.Lock()
 		if err != nil {
@@ -120,6 +122,7 @@ func (n *Node) onPages(_ context.Context, from credentials.Identity, h *proto.Pa
 				j.early = slices.Delete(j.early, i, i+1)
 			}
 			j.releaseLocked(total)
+			arr.st.release()
 			var ready []*instr
 			if arr.claim != nil {
 				ready = j.finishLocked(arr.claim, recvErr(from, err))
@@ -135,6 +138,7 @@ func (n *Node) onPages(_ context.Context, from credentials.Identity, h *proto.Pa
 		if in == nil {
 			if j.closed != nil { // nobody will claim it
 				j.releaseLocked(total)
+				arr.st.release()
 			}
 			j.mu.Unlock()
 			return nil
@@ -148,10 +152,11 @@ func (n *Node) onPages(_ context.Context, from credentials.Identity, h *proto.Pa
 			j.mu.Lock()
 			j.releaseLocked(total)
 			j.mu.Unlock()
+			arr.st.release()
 			j.finish(in, fmt.Errorf("allocation of buffer %d in memory %d is gone", in.in.Buffer, in.in.Mem))
 			return nil
 		}
-		j.apply(in, a, arr.data)
+		j.apply(in, a, arr.st)
 		return nil
 	}}, nil
 }
