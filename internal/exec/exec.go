@@ -66,6 +66,7 @@ type bufInfo struct {
 type Runtime struct {
 	log     *slog.Logger
 	ctx     context.Context
+	ctxDone <-chan struct{} // ctx.Done(), polled without a lock
 	devs    []device.Device
 	host    device.Device                     // allocates host memory
 	memOf   map[device.ID]coherence.MemID     // device → the memory its kernels use
@@ -109,6 +110,7 @@ func New(cfg Config) (*Runtime, error) {
 	if rt.ctx == nil {
 		rt.ctx = context.Background()
 	}
+	rt.ctxDone = rt.ctx.Done()
 	mem := coherence.HostMem + 1
 	for _, d := range cfg.Devices {
 		info := d.Info()
@@ -329,7 +331,7 @@ func (n *Node) Step() coherence.Step { return n.step }
 
 // Submit plans g and starts it as soon as its dependencies have finished.
 func (rt *Runtime) Submit(g Group) (*Node, error) {
-	if err := context.Cause(rt.ctx); err != nil {
+	if err := rt.cancelled(); err != nil {
 		return nil, fmt.Errorf("acpp: queue context done, submit refused: %w", err)
 	}
 	n := &Node{rt: rt, g: g, Name: g.Name, done: make(chan struct{}), submitted: time.Now()}
@@ -380,11 +382,22 @@ func (rt *Runtime) Submit(g Group) (*Node, error) {
 	return n, nil
 }
 
+// cancelled returns the context's cause once it is done; a non-blocking
+// receive keeps the common case free of the context's mutex.
+func (rt *Runtime) cancelled() error {
+	select {
+	case <-rt.ctxDone:
+		return context.Cause(rt.ctx)
+	default:
+		return nil
+	}
+}
+
 // dispatch starts a node whose dependencies have finished.
 func (rt *Runtime) dispatch(n *Node) {
 	n.started = time.Now()
 	n.state.Store(int32(Running))
-	if err := context.Cause(rt.ctx); err != nil {
+	if err := rt.cancelled(); err != nil {
 		rt.finish(n, fmt.Errorf("acpp: %s not run, queue context done: %w", n.Name, err))
 		return
 	}
