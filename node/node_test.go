@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
@@ -394,5 +395,26 @@ func TestLaunchKernelOnAllocation(t *testing.T) {
 		if v := binary.LittleEndian.Uint32(got[4*i:]); v != 42 {
 			t.Fatalf("element %d = %d after fill 41 and inc, want 42", i, v)
 		}
+	}
+	// The completion feed lists the four instructions in order of
+	// completion, numbered from 1; acknowledged events are gone.
+	evs, err := j.Events(testCtx(t), 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []uint64
+	for i, ev := range evs {
+		if ev.Seq != uint64(i+1) || ev.Err != nil {
+			t.Errorf("event %d = %+v, want Seq %d and no error", i, ev, i+1)
+		}
+		ids = append(ids, ev.ID)
+	}
+	if !slices.Equal(ids, []uint64{1, 2, 3, 4}) {
+		t.Errorf("completion feed IDs %v, want [1 2 3 4]", ids)
+	}
+	ctx, cancel := context.WithTimeout(testCtx(t), 300*time.Millisecond)
+	defer cancel()
+	if evs, err := j.Events(ctx, 4, 0); err != nil || len(evs) != 0 {
+		t.Errorf("Events after the last = %v, %v; want none", evs, err)
 	}
 }
