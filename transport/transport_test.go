@@ -185,10 +185,10 @@ func TestRefusedWithoutClusterCertificate_C6(t *testing.T) {
 	}
 }
 
-// TestHandshakeMismatchRefused checks the Hello exchange in both
+// TestHandshakeMismatchRefused_C6 checks the Hello exchange in both
 // directions: the listener refuses a dialer and the dialer refuses a
 // listener whose version or cluster differs, with an error that says what.
-func TestHandshakeMismatchRefused(t *testing.T) {
+func TestHandshakeMismatchRefused_C6(t *testing.T) {
 	tests := []struct {
 		name    string
 		forge   func(*proto.Hello)
