@@ -52,7 +52,8 @@ var framePool = sync.Pool{New: func() any {
 func encodeFrame(env proto.Envelope, body any, max int) (*frameBuf, error) {
 	f := framePool.Get().(*frameBuf)
 	f.buf.Reset()
-	f.buf.Write(make([]byte, frameHeaderLen))
+	var hdr [frameHeaderLen]byte
+	f.buf.Write(hdr[:])
 	if err := f.enc.Encode(&env); err != nil {
 		framePool.Put(f)
 		return nil, fmt.Errorf("transport: encode envelope: %w", err)
@@ -137,16 +138,30 @@ func decodeBody(body []byte, v any) error {
 	return unmarshalExact(body, v)
 }
 
+type frameDecoder struct {
+	r   bytes.Reader
+	dec *msgpack.Decoder
+}
+
+var decoderPool = sync.Pool{New: func() any {
+	d := &frameDecoder{}
+	d.dec = msgpack.NewDecoder(&d.r)
+	return d
+}}
+
 func unmarshalExact(b []byte, v any) error {
-	r := bytes.NewReader(b)
-	dec := msgpack.GetDecoder()
-	defer msgpack.PutDecoder(dec)
-	dec.Reset(r)
-	if err := dec.Decode(v); err != nil {
+	d := decoderPool.Get().(*frameDecoder)
+	defer decoderPool.Put(d)
+	d.r.Reset(b)
+	d.dec.Reset(&d.r)
+	err := d.dec.Decode(v)
+	left := d.r.Len()
+	d.r.Reset(nil) // do not keep the frame alive in the pool
+	if err != nil {
 		return fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	if r.Len() != 0 {
-		return fmt.Errorf("%w: %d bytes after the value", ErrMalformed, r.Len())
+	if left != 0 {
+		return fmt.Errorf("%w: %d bytes after the value", ErrMalformed, left)
 	}
 	return nil
 }

@@ -238,3 +238,31 @@ func FuzzPageSegment(f *testing.F) {
 		roundTrip(t, &s)
 	})
 }
+
+// TestFrameCodecAllocs guards the allocations of the frame path every call
+// takes: encode (pooled buffer), scan, decode of a small body.
+func TestFrameCodecAllocs(t *testing.T) {
+	if testing.CoverMode() != "" || raceEnabled {
+		t.Skip("allocation counts differ under coverage and the race detector")
+	}
+	req := &proto.ErrorReply{Code: proto.CodeRefused, Message: "x"}
+	allocs := testing.AllocsPerRun(200, func() {
+		f, err := encodeFrame(proto.Envelope{Type: proto.MsgError, Timeout: 5}, req, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, body, err := decodeFrame(f.buf.Bytes()[frameHeaderLen:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r proto.ErrorReply
+		if err := decodeBody(body, &r); err != nil {
+			t.Fatal(err)
+		}
+		framePool.Put(f)
+	})
+	if allocs > 6 {
+		t.Errorf("frame encode+decode allocates %.0f times, want at most 6", allocs)
+	}
+	t.Logf("%.0f allocations", allocs)
+}

@@ -522,3 +522,29 @@ func TestStatsAndConnectionEvents(t *testing.T) {
 		t.Error("n2 still reports n1 connected")
 	}
 }
+
+// TestDialNobodyFailsInTime: a node address where nothing listens fails
+// the call with ErrNoRoute within the dial timeout, naming the node.
+func TestDialNobodyFailsInTime(t *testing.T) {
+	var d directory
+	n1 := startNode(t, &d, "n1", func(c *Config) { c.DialTimeout = 700 * time.Millisecond })
+	d.set("n2", "127.0.0.1:9") // discard port: nothing answers QUIC there
+	start := time.Now()
+	err := n1.Call(testCtx(t), credentials.Node("n2"), msgEcho, &echoReq{}, nil)
+	if el := time.Since(start); el > 5*time.Second {
+		t.Errorf("dial to nobody took %v, want about the dial timeout", el)
+	}
+	if err == nil || !strings.Contains(err.Error(), "node/n2") {
+		t.Fatalf("call to nobody: %v, want an error naming node/n2", err)
+	}
+	if !errors.Is(err, ErrNoRoute) && !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("call to nobody: %v, want ErrNoRoute or a deadline", err)
+	}
+	d.set("n3", "not an address")
+	if err := n1.Call(testCtx(t), credentials.Node("n3"), msgEcho, &echoReq{}, nil); !errors.Is(err, ErrNoRoute) {
+		t.Errorf("call to a bad address: %v, want ErrNoRoute", err)
+	}
+	if err := n1.Call(testCtx(t), credentials.Node("n9"), msgEcho, &echoReq{}, nil); !errors.Is(err, ErrNoRoute) || !strings.Contains(err.Error(), "not a member") {
+		t.Errorf("call to a node Resolve does not know: %v, want ErrNoRoute with Resolve's reason", err)
+	}
+}
