@@ -62,10 +62,12 @@ type Cluster struct {
 	logSub  *Subscription
 	logDone chan struct{}
 
-	// reconnectStop and reconnectDone own the reconnect loop; nil when it
-	// is disabled.
-	reconnectStop chan struct{}
-	reconnectDone chan struct{}
+	// maintainStop and maintainDone own the maintenance loop (reconnect,
+	// announce); conflict (capacity 1) wakes it when a peer knows this
+	// member's name at another address.
+	maintainStop chan struct{}
+	maintainDone chan struct{}
+	conflict     chan struct{}
 
 	closeOnce sync.Once
 	closeErr  error
@@ -96,6 +98,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	c.ctx, c.cancel = context.WithCancelCause(context.Background())
 	c.mu.members = map[string]Member{}
 	c.mu.subs = map[*Subscription]struct{}{}
+	c.conflict = make(chan struct{}, 1)
 
 	c.meta = cfg.meta(c.bootID)
 	b, err := c.meta.Encode()
@@ -147,11 +150,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			return nil, err
 		}
 	}
-	if cfg.ReconnectInterval > 0 {
-		c.reconnectStop = make(chan struct{})
-		c.reconnectDone = make(chan struct{})
-		go c.reconnectLoop(c.reconnectStop)
-	}
+	c.maintainStop = make(chan struct{})
+	c.maintainDone = make(chan struct{})
+	go c.maintain(c.maintainStop)
 	return c, nil
 }
 
@@ -216,6 +217,14 @@ func (c *Cluster) memberlistConfig() (*memberlist.Config, error) {
 	mlc.RetransmitMult = t.RetransmitMult
 	mlc.PushPullInterval = t.PushPullInterval
 	mlc.TCPTimeout = t.TCPTimeout
+	// A member that restarts at another address (new port, rescheduled
+	// container) may take its name back as soon as the old incarnation is
+	// declared failed, as memberlist always allows after a leave. With
+	// memberlist's default (never), the new address is refused until the
+	// old entry is reaped and a push/pull happens to carry it: up to a
+	// minute on a LAN. Names are also bound to node certificates (C6), so a
+	// duplicate cannot use this to impersonate a node's QUIC endpoint.
+	mlc.DeadNodeReclaimTime = time.Nanosecond
 	if !cfg.InsecureNoEncryption {
 		kr, err := memberlist.NewKeyring(cloneKeys(cfg.GossipKeys), bytes.Clone(cfg.GossipKeys[0]))
 		if err != nil {
@@ -545,11 +554,11 @@ func (c *Cluster) unsubscribe(s *Subscription) {
 func (c *Cluster) Close() error {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
-		if c.reconnectStop != nil {
+		if c.maintainStop != nil {
 			// Before taking life: the loop may be inside Join, which holds
 			// it shared until its context (cancelled by stop) ends.
-			close(c.reconnectStop)
-			<-c.reconnectDone
+			close(c.maintainStop)
+			<-c.maintainDone
 		}
 		c.life.Lock()
 		defer c.life.Unlock()

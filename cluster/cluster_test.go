@@ -705,3 +705,43 @@ func TestReconnectHealsPartition_C5(t *testing.T) {
 	defer alone.Close()
 	clustertest.WaitAlive(t, []*cluster.Cluster{cs[0], alone}, 2, 10*time.Second)
 }
+
+// TestRestartOnNewAddress_C5: a member that restarts under the same name at
+// another address (a new port, a rescheduled container) is accepted as
+// soon as its old incarnation is declared failed, not a push/pull period
+// later.
+func TestRestartOnNewAddress_C5(t *testing.T) {
+	cs := clustertest.Start(t, 3, func(i int, cfg *cluster.Config) {
+		cfg.Timing.PushPullInterval = time.Minute // only gossip may carry it
+	})
+	sub := cs[0].Subscribe()
+	defer sub.Close()
+	oldAddr := cs[2].Addr()
+	cs[2].Close()
+	cfg := clustertest.Config(t, cs[2].Name())
+	cfg.Timing.PushPullInterval = time.Minute
+	cfg.Join = []string{cs[0].Addr().String()}
+	re, err := cluster.Start(ctxT(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer re.Close()
+	if re.Addr() == oldAddr {
+		t.Skip("the restarted member got its old port back")
+	}
+	start := time.Now()
+	bound := cs[0].Config().FailureDetectionTimeout(3) + time.Second
+	for _, c := range cs[:2] {
+		_, err := c.WaitFor(ctxT(t), func(s cluster.Snapshot) bool {
+			m, ok := s.Member(re.Name())
+			return ok && m.State == cluster.StateAlive && m.Addr == re.Addr()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := time.Since(start); d > bound {
+		t.Errorf("restarted member accepted after %v, want within the detection bound %v", d, bound)
+	}
+	t.Logf("restart on a new address accepted after %v", time.Since(start))
+}

@@ -48,8 +48,18 @@ func (d *delegate) NotifyUpdate(n *memberlist.Node) { d.c.observe(EventUpdate, n
 // Leaving flag the member advertised before it left.
 func (d *delegate) NotifyLeave(n *memberlist.Node) { d.c.observe(EventFail, n) }
 
-// NotifyConflict: two processes claim one name. memberlist keeps the first.
+// NotifyConflict: two addresses claim one name; memberlist keeps the one it
+// knew. When the name is ours, a peer still knows our previous incarnation
+// (we restarted at a new address): the maintenance loop announces us until
+// that one is declared failed. Otherwise two processes share a name.
 func (d *delegate) NotifyConflict(existing, other *memberlist.Node) {
+	if existing.Name == d.c.cfg.Name {
+		select {
+		case d.c.conflict <- struct{}{}:
+		default:
+		}
+		return
+	}
 	d.c.log.Warn("member name conflict: two nodes use one name; give each node a unique name",
 		"member", existing.Name, "addr", addrPort(existing.Addr, existing.Port).String(),
 		"other_addr", addrPort(other.Addr, other.Port).String())
