@@ -2,6 +2,7 @@ package jobfile
 
 import (
 	"fmt"
+	"math"
 	"path"
 	"regexp"
 	"sort"
@@ -20,11 +21,17 @@ const maxNodes = 1 << 17
 
 var nameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*$`)
 
+var paramRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func sortStrings(s []string) { sort.Strings(s) }
+
 // decoder walks a YAML node tree, collecting every problem.
 type decoder struct {
-	file  string
-	errs  Errors
-	nodes int
+	file      string
+	errs      Errors
+	nodes     int
+	params    map[string]int64
+	overrides map[string]string
 }
 
 func (d *decoder) errf(n *yaml.Node, path, format string, args ...any) {
@@ -156,6 +163,18 @@ func (d *decoder) boolean(n *yaml.Node, path string) (bool, bool) {
 
 func (d *decoder) integer(n *yaml.Node, path string, lo, hi int) (int, bool) {
 	n = d.resolve(n)
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" {
+		v, err := evalInt(n.Value, d.params)
+		if err != nil {
+			d.errf(n, path, "%v", err)
+			return 0, false
+		}
+		if v < int64(lo) || v > int64(hi) {
+			d.errf(n, path, "%s = %d is out of range: want %d to %d", n.Value, v, lo, hi)
+			return 0, false
+		}
+		return int(v), true
+	}
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!int" {
 		v, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
 		if err == nil && v >= int64(lo) && v <= int64(hi) {
@@ -172,6 +191,14 @@ func (d *decoder) integer(n *yaml.Node, path string, lo, hi int) (int, bool) {
 
 func (d *decoder) number(n *yaml.Node, path string) (Number, bool) {
 	n = d.resolve(n)
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" {
+		v, err := evalInt(n.Value, d.params)
+		if err != nil {
+			d.errf(n, path, "%v", err)
+			return Number{}, false
+		}
+		return Number{Text: strconv.FormatInt(v, 10)}, true
+	}
 	if n.Kind == yaml.ScalarNode && (n.Tag == "!!int" || n.Tag == "!!float") {
 		v := n.Value
 		switch strings.ToLower(v) {
@@ -220,6 +247,52 @@ func (d *decoder) list(n *yaml.Node, path string) ([]*yaml.Node, bool) {
 
 // ---- the document ----
 
+// paramsField reads params: name → integer (or an expression over the
+// params declared before it).
+func (d *decoder) paramsField(n *yaml.Node) {
+	fs, ok := d.fields(n, "params")
+	if !ok {
+		return
+	}
+	for _, f := range fs {
+		p := "params." + f.key
+		if !paramRE.MatchString(f.key) {
+			d.errf(f.kn, p, "param name %q: use letters, digits and _ (not starting with a digit)", f.key)
+			continue
+		}
+		if v, ok := d.integer(f.node, p, math.MinInt64, math.MaxInt64); ok {
+			d.params[f.key] = int64(v)
+		}
+	}
+}
+
+// applyOverrides replaces declared params with the values given on the
+// command line (acpp-submit run --set name=value).
+func (d *decoder) applyOverrides(root *yaml.Node) {
+	names := make([]string, 0, len(d.overrides))
+	for k := range d.overrides {
+		names = append(names, k)
+	}
+	sortStrings(names)
+	for _, k := range names {
+		if _, ok := d.params[k]; !ok {
+			declared := make([]string, 0, len(d.params))
+			for p := range d.params {
+				declared = append(declared, p)
+			}
+			sortStrings(declared)
+			d.errs = append(d.errs, &Error{File: d.file, Path: "--set " + k, Msg: fmt.Sprintf("the job declares no param %q%s (params: %s)", k, suggest(k, declared), listOrNone(declared))})
+			continue
+		}
+		v, err := evalInt(d.overrides[k], d.params)
+		if err != nil {
+			d.errs = append(d.errs, &Error{File: d.file, Path: "--set " + k, Msg: err.Error()})
+			continue
+		}
+		d.params[k] = v
+	}
+}
+
 func (d *decoder) job(root *yaml.Node) *Job {
 	j := &Job{File: d.file, Version: 1}
 	base := path.Base(strings.ReplaceAll(d.file, "\\", "/"))
@@ -228,6 +301,15 @@ func (d *decoder) job(root *yaml.Node) *Job {
 	if !ok {
 		return j
 	}
+	// params first: every other field may use them.
+	d.params = map[string]int64{}
+	for _, f := range fs {
+		if f.key == "params" {
+			d.paramsField(f.node)
+		}
+	}
+	d.applyOverrides(root)
+	j.Params = d.params
 	have := map[string]bool{}
 	for _, f := range fs {
 		have[f.key] = true
@@ -472,7 +554,7 @@ var stepKinds = []string{"kernel", "fill", "copy", "swap", "repeat"}
 // The fields of each object of the format (docs/job.schema.json has the
 // same; TestSchemaMatchesDecoder keeps them in step).
 var (
-	fieldsJob      = []string{"version", "name", "description", "buffers", "kernels", "steps", "outputs"}
+	fieldsJob      = []string{"version", "name", "description", "params", "buffers", "kernels", "steps", "outputs"}
 	fieldsBuffer   = []string{"type", "range", "page_size", "init"}
 	fieldsInit     = []string{"value", "file", "format", "kernel", "param", "range", "work_group", "scalars", "local"}
 	fieldsKernel   = []string{"ptx", "entry", "params"}

@@ -15,10 +15,13 @@ type Job struct {
 	Name    string // defaults to the file name without extension
 	// Description is free text.
 	Description string
-	Buffers     []*Buffer // in file order
-	Kernels     []*KernelDecl
-	Steps       []*Step
-	Outputs     []*Output
+	// Params are the job's integer params after --set overrides; integer
+	// fields and numbers may be expressions over them ("n / 8").
+	Params  map[string]int64
+	Buffers []*Buffer // in file order
+	Kernels []*KernelDecl
+	Steps   []*Step
+	Outputs []*Output
 }
 
 // Buffer looks a buffer up by name.

@@ -279,3 +279,67 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestEvalInt(t *testing.T) {
+	params := map[string]int64{"n": 1024, "wg": 256, "neg": -3}
+	for _, tc := range []struct {
+		in   string
+		want int64
+		err  string
+	}{
+		{"n", 1024, ""},
+		{"n / 8", 128, ""},
+		{"n / wg * 2 + 1", 9, ""},
+		{"(n + 1) * 2", 2050, ""},
+		{"-neg % 2", 1, ""},
+		{"1_000 - 1", 999, ""},
+		{"nn", 0, `unknown param "nn" (did you mean "n"?) (params: n, neg, wg)`},
+		{"n / (wg - 256)", 0, "divides by zero"},
+		{"9223372036854775807 + 1", 0, "overflows"},
+		{"4294967296 * 4294967296", 0, "overflows"},
+		{"n +", 0, "ends early"},
+		{"(n", 0, "missing )"},
+		{"n n", 0, "unexpected"},
+		{"2.5", 0, "unexpected"},
+	} {
+		got, err := evalInt(tc.in, params)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("evalInt(%q) = %d, %v; want error %q", tc.in, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("evalInt(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+// TestParams: params make sizes expressions; --set overrides them; an
+// override of an undeclared param or a bad expression is reported with the
+// field.
+func TestParams(t *testing.T) {
+	in := "params: {n: 64, half: n / 2}\nbuffers:\n  a: {type: float32, range: [n, half], page_size: [half / 4, half]}\nsteps:\n  - repeat: {count: half, steps: [{fill: {buffer: a, value: n * 2}}]}\n"
+	j, err := Parse("p.yaml", []byte(in), Options{Params: map[string]string{"n": "128"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := j.Buffers[0]; !reflect.DeepEqual(b.Range, []int{128, 32}) || !reflect.DeepEqual(b.PageSize, []int{8, 32}) {
+		t.Errorf("range %v page %v, want [128 32] [8 32] (half is computed before the override)", b.Range, b.PageSize)
+	}
+	if j.Steps[0].Count != 32 || j.Steps[0].Steps[0].Fill.Value.Text != "256" {
+		t.Errorf("count %d value %q, want 32 and 256", j.Steps[0].Count, j.Steps[0].Steps[0].Fill.Value.Text)
+	}
+	_, err = Parse("p.yaml", []byte(in), Options{Params: map[string]string{"m": "1"}})
+	if err == nil || !strings.Contains(err.Error(), `p.yaml: --set m: the job declares no param "m" (did you mean "n"?)`) {
+		t.Errorf("override of an undeclared param: %v", err)
+	}
+	_, err = Parse("p.yaml", []byte(strings.Replace(in, "[n, half]", "[n, hlaf]", 1)), Options{})
+	if err == nil || !strings.Contains(err.Error(), `p.yaml:3: buffers.a.range[1]: unknown param "hlaf" (did you mean "half"?)`) {
+		t.Errorf("typo in an expression: %v", err)
+	}
+	_, err = Parse("p.yaml", []byte(strings.Replace(in, "n: 64", "n: -64", 1)), Options{})
+	if err == nil || !strings.Contains(err.Error(), "range[0]: n = -64 is out of range") {
+		t.Errorf("negative extent from a param: %v", err)
+	}
+}

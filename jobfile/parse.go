@@ -30,6 +30,10 @@ type Options struct {
 	// (kernels.ParamType); nil, or false for a parameter, falls back to
 	// checking element sizes only.
 	ParamType func(kernel, param string) (string, bool)
+	// Params override the job's params (acpp-submit run --set n=4096): an
+	// integer or an expression over the job's params. Naming a param the
+	// job does not declare is an error.
+	Params map[string]string
 }
 
 // Parse reads a job file (YAML, or JSON, which is YAML too) and validates
@@ -56,7 +60,7 @@ func Parse(file string, data []byte, opts Options) (*Job, error) {
 	} else if !errors.Is(err, io.EOF) {
 		return nil, Errors{syntaxError(file, err)}
 	}
-	d := &decoder{file: file}
+	d := &decoder{file: file, overrides: opts.Params}
 	j := d.job(root.Content[0])
 	if !d.tooBig() {
 		v := &validator{j: j, d: d, opts: opts}

@@ -2,9 +2,6 @@ package cli
 
 import (
 	"context"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/acpp/acpp"
@@ -18,17 +15,13 @@ import (
 func BenchmarkJacobiJob(b *testing.B) {
 	const n, iters = 512, 100
 	dir := b.TempDir()
-	text, err := os.ReadFile("../../../examples/jobs/jacobi.yaml")
-	if err != nil {
-		b.Fatal(err)
-	}
-	job := filepath.Join(dir, "jacobi.yaml")
-	os.WriteFile(job, []byte(replaceAll(string(text), "1024", "512", "128", "64")), 0o644)
+	job := "../../../examples/jobs/jacobi.yaml"
+	params := map[string]string{"n": "512", "iters": "100"}
 	ctx := context.Background()
 	b.Run("job", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := Run(ctx, Config{JobFile: job, OutDir: dir, Devices: []string{"cpu"}}); err != nil {
+			if _, err := Run(ctx, Config{JobFile: job, Params: params, OutDir: dir, Devices: []string{"cpu"}}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -70,11 +63,4 @@ func BenchmarkJacobiJob(b *testing.B) {
 		}
 		b.ReportMetric(float64(n*n*iters)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mcell/s")
 	})
-}
-
-func replaceAll(s string, kv ...string) string {
-	for i := 0; i+1 < len(kv); i += 2 {
-		s = strings.ReplaceAll(s, kv[i], kv[i+1])
-	}
-	return s
 }

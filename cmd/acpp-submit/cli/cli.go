@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -115,13 +116,15 @@ func newRunCmd(env Env) *cobra.Command {
 		workers, window    int
 		progress           string
 		quiet, verbose     bool
+		params             map[string]string
 	)
 	cmd := &cobra.Command{
 		Use:   "run JOB",
 		Short: "Run a job file (embedded runtime by default)",
 		Example: `  acpp-submit run examples/jobs/jacobi.yaml
   acpp-submit run --out-dir out --trace trace.json --dag dag.dot examples/jobs/jacobi.yaml
-  acpp-submit run --device cpu examples/jobs/saxpy.yaml`,
+  acpp-submit run --device cpu examples/jobs/saxpy.yaml
+  acpp-submit run --set n=4096 --set iters=20 examples/jobs/jacobi.yaml`,
 		Args: exactlyOneJob,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cf.addr != "" {
@@ -131,7 +134,7 @@ func newRunCmd(env Env) *cobra.Command {
 			if verbose {
 				level = slog.LevelDebug
 			}
-			cfg := Config{JobFile: args[0], OutDir: outDir, Devices: devices, Workers: workers, Window: window,
+			cfg := Config{JobFile: args[0], Params: params, OutDir: outDir, Devices: devices, Workers: workers, Window: window,
 				Logger: slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))}
 			show := progress == "always" || (progress == "auto" && env.Terminal && !quiet)
 			switch progress {
@@ -185,6 +188,7 @@ func newRunCmd(env Env) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
+	f.StringToStringVar(&params, "set", nil, "override a param of the job: --set n=4096 (repeat or comma-separate; integers or expressions over the job's params)")
 	f.StringVarP(&outDir, "out-dir", "o", ".", "directory for the job's outputs (created if missing); output paths in the job are relative to it")
 	f.StringVar(&trace, "trace", "", "write a Chrome trace of the run to this file (open it in ui.perfetto.dev): a track per device, a slice per command group, dependency arrows, bytes per link")
 	f.StringVar(&dag, "dag", "", "write the command-group DAG as Graphviz DOT to this file (render: dot -Tsvg FILE > dag.svg)")
@@ -214,12 +218,13 @@ func writeFile(path string, write func(io.Writer) error, flag string) error {
 }
 
 func newCheckCmd(env Env) *cobra.Command {
-	return &cobra.Command{
+	var params map[string]string
+	cmd := &cobra.Command{
 		Use:   "check JOB",
 		Short: "Validate a job file and describe it, without running it",
 		Args:  exactlyOneJob,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			job, err := Load(args[0])
+			job, err := Load(args[0], params)
 			if err != nil {
 				return err
 			}
@@ -227,6 +232,8 @@ func newCheckCmd(env Env) *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().StringToStringVar(&params, "set", nil, "override a param of the job: --set n=4096")
+	return cmd
 }
 
 // Describe is a short description of a job: its buffers, step count and
@@ -234,6 +241,18 @@ func newCheckCmd(env Env) *cobra.Command {
 func Describe(job *jobfile.Job) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "job %s (%s): valid\n", job.Name, job.File)
+	if len(job.Params) > 0 {
+		names := make([]string, 0, len(job.Params))
+		for n := range job.Params {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		parts := make([]string, len(names))
+		for i, n := range names {
+			parts[i] = fmt.Sprintf("%s=%d", n, job.Params[n])
+		}
+		fmt.Fprintf(&b, "  params: %s (override with --set)\n", strings.Join(parts, " "))
+	}
 	total := 0
 	for _, buf := range job.Buffers {
 		init := "uninitialised"

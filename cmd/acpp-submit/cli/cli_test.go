@@ -38,17 +38,6 @@ func writeJob(t *testing.T, name, text string) string {
 	return p
 }
 
-// example returns an example job's text with replacements applied (to
-// shrink it for tests under -race).
-func example(t *testing.T, name string, repl ...string) string {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("../../../examples/jobs", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.NewReplacer(repl...).Replace(string(data))
-}
-
 func readNPY(t *testing.T, path string) *npy.Array {
 	t.Helper()
 	data, err := os.ReadFile(path)
@@ -92,15 +81,16 @@ func plainJacobi(n, iters int) []float32 {
 	return a
 }
 
-// TestRunJacobiMatchesPlainGo_D3: the Jacobi example (shrunk to 96×96) run
+// TestRunJacobiMatchesPlainGo_D3: the Jacobi example (shrunk to 96×96 with
+// its n param) run
 // through Run on the embedded runtime equals a plain Go Jacobi bit for
 // bit — the 100 ping-pong iterations ran in submission order — and, on
 // CPU devices, nothing was copied (linked host allocation, L2).
 func TestRunJacobiMatchesPlainGo_D3(t *testing.T) {
-	job := writeJob(t, "jacobi.yaml", example(t, "jacobi.yaml", "1024", "96", "128", "16"))
+	job := "../../../examples/jobs/jacobi.yaml"
 	out := t.TempDir()
 	var calls, last int
-	res, err := Run(context.Background(), Config{JobFile: job, OutDir: out, Devices: []string{"cpu"}, Window: 8,
+	res, err := Run(context.Background(), Config{JobFile: job, Params: map[string]string{"n": "96"}, OutDir: out, Devices: []string{"cpu"}, Window: 8,
 		Progress: func(done, total int) { calls++; last = done; _ = total }})
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +126,7 @@ func TestRunJacobiMatchesPlainGo_D3(t *testing.T) {
 // results.
 func TestRunExamples(t *testing.T) {
 	out := t.TempDir()
-	if _, err := Run(context.Background(), Config{JobFile: writeJob(t, "saxpy.yaml", example(t, "saxpy.yaml", "4194304", "65536")), OutDir: out}); err != nil {
+	if _, err := Run(context.Background(), Config{JobFile: "../../../examples/jobs/saxpy.yaml", Params: map[string]string{"n": "65536"}, OutDir: out}); err != nil {
 		t.Fatal(err)
 	}
 	for i, v := range f32(readNPY(t, filepath.Join(out, "saxpy.npy")).Data) {
@@ -144,7 +134,7 @@ func TestRunExamples(t *testing.T) {
 			t.Fatalf("saxpy y[%d] = %v, want 2.5", i, v)
 		}
 	}
-	if _, err := Run(context.Background(), Config{JobFile: writeJob(t, "reduction.yaml", example(t, "reduction.yaml")), OutDir: out}); err != nil {
+	if _, err := Run(context.Background(), Config{JobFile: "../../../examples/jobs/reduction.yaml", OutDir: out}); err != nil {
 		t.Fatal(err)
 	}
 	if s := f32(readNPY(t, filepath.Join(out, "sum.npy")).Data); len(s) != 1 || s[0] != 1048576 {
@@ -352,6 +342,8 @@ func TestMainCommands(t *testing.T) {
 		{"cluster run", []string{"run", "--cluster", "127.0.0.1:7946", bad}, 1, "", "not yet supported"},
 		{"nodes without cluster", []string{"nodes"}, 2, "", "needs --cluster"},
 		{"status", []string{"status", "--cluster", "127.0.0.1:7946"}, 1, "", "not yet supported"},
+		{"check with set", []string{"check", "--set", "n=2048", "../../../examples/jobs/jacobi.yaml"}, 0, "params: iters=100 n=2048", ""},
+		{"set unknown param", []string{"check", "--set", "m=2048", "../../../examples/jobs/jacobi.yaml"}, 1, "", `--set m: the job declares no param "m" (did you mean "n"?) (params: iters, n)`},
 		{"kernels", []string{"kernels"}, 0, "saxpy(a float32, x *float32, y *float32)", ""},
 		{"bad progress", []string{"run", "--progress", "sometimes", bad}, 2, "", "use auto, always or never"},
 	} {

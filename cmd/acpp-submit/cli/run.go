@@ -30,6 +30,8 @@ type Config struct {
 	// JobFile is the job file's path. Input files named in it are relative
 	// to its directory.
 	JobFile string
+	// Params override the job's params (--set n=4096).
+	Params map[string]string
 	// OutDir is where outputs are written (created if missing); "" means
 	// the current directory.
 	OutDir string
@@ -117,7 +119,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	job, err := Load(cfg.JobFile)
+	job, err := Load(cfg.JobFile, cfg.Params)
 	if err != nil {
 		return nil, err
 	}
@@ -167,8 +169,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 }
 
 // Load reads and validates a job file against the kernel registry with the
-// built-in kernels registered.
-func Load(path string) (*jobfile.Job, error) {
+// built-in kernels registered, with params overriding the job's params.
+func Load(path string, params map[string]string) (*jobfile.Job, error) {
 	if err := kernels.Register(); err != nil {
 		return nil, err
 	}
@@ -176,7 +178,7 @@ func Load(path string) (*jobfile.Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the job file: %w", err)
 	}
-	return jobfile.Parse(path, data, jobfile.Options{Kernels: device.Kernels, ParamType: kernels.ParamType})
+	return jobfile.Parse(path, data, jobfile.Options{Kernels: device.Kernels, ParamType: kernels.ParamType, Params: params})
 }
 
 func deviceOption(s string) (acpp.Option, error) {
