@@ -219,9 +219,12 @@ func (d *decoder) number(n *yaml.Node, path string) (Number, bool) {
 // 1-element list).
 func (d *decoder) extents(n *yaml.Node, path string, lo int) ([]int, bool) {
 	n = d.resolve(n)
-	if n.Kind == yaml.ScalarNode {
+	if n.Kind == yaml.ScalarNode && n.Tag != "!!null" {
 		v, ok := d.integer(n, path, lo, 1<<40)
-		return []int{v}, ok
+		if !ok {
+			return nil, false
+		}
+		return []int{v}, true
 	}
 	if n.Kind != yaml.SequenceNode || len(n.Content) < 1 || len(n.Content) > 3 {
 		d.errf(n, path, "want a list of 1 to 3 integers ≥ %d ([rows, cols]), got %s", lo, kindName(n))
@@ -233,7 +236,10 @@ func (d *decoder) extents(n *yaml.Node, path string, lo int) ([]int, bool) {
 		v, good := d.integer(c, fmt.Sprintf("%s[%d]", path, i), lo, 1<<40)
 		out[i], ok = v, ok && good
 	}
-	return out, ok
+	if !ok {
+		return nil, false
+	}
+	return out, true
 }
 
 func (d *decoder) list(n *yaml.Node, path string) ([]*yaml.Node, bool) {

@@ -444,7 +444,7 @@ func (v *validator) kernelStep(s *Step) {
 			v.errf(s.Line, s.Path+".work_group", "has %d dimensions, the range %v has %d", len(s.WorkGroup), s.Range, len(s.Range))
 		} else {
 			for i := range s.Range {
-				if s.Range[i]%s.WorkGroup[i] != 0 {
+				if s.WorkGroup[i] <= 0 || s.Range[i]%s.WorkGroup[i] != 0 {
 					v.errf(s.Line, s.Path+".work_group", "range %v is not a multiple of the work-group size %v; round the range up (the built-in grouped kernels skip items past n)", s.Range, s.WorkGroup)
 					break
 				}
