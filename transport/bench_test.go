@@ -432,3 +432,52 @@ func BenchmarkFrameCodec(b *testing.B) {
 		framePool.Put(f)
 	}
 }
+
+// BenchmarkRawConnections alternates raw quic-go transfers over one
+// connection and over two (half the bytes each), to see whether a second
+// connection per peer, a second quic-go run loop, would move pages faster
+// ("x-one" is two connections' throughput as a multiple of one's).
+func BenchmarkRawConnections(b *testing.B) {
+	size := benchPageBytes(b)
+	n1 := loadNode(b, credDir, "n1")
+	n2 := loadNode(b, credDir, "n2")
+	srv := startRawServer(b, n2, size)
+	one := dialRaw(b, n1, srv.ln.Addr().String())
+	two := []*quic.Conn{dialRaw(b, n1, srv.ln.Addr().String()), dialRaw(b, n1, srv.ln.Addr().String())}
+	src := make([]byte, size)
+	sendOne := func() error { return rawTransfer(one, src) }
+	sendTwo := func() error {
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i, qc := range two {
+			wg.Go(func() { errs[i] = rawTransfer(qc, src[i*size/2:(i+1)*size/2]) })
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	}
+	var w1, w2, c1, c2 time.Duration
+	timed := func(f func() error, wall, cpu *time.Duration) {
+		t0, c0 := time.Now(), cpuTime()
+		if err := f(); err != nil {
+			b.Fatal(err)
+		}
+		*wall += time.Since(t0)
+		*cpu += cpuTime() - c0
+	}
+	for i := 0; b.Loop(); i++ {
+		if i%2 == 0 {
+			timed(sendOne, &w1, &c1)
+			timed(sendTwo, &w2, &c2)
+		} else {
+			timed(sendTwo, &w2, &c2)
+			timed(sendOne, &w1, &c1)
+		}
+	}
+	gb := float64(size) * float64(b.N) / 1e9
+	b.ReportMetric(gb/w1.Seconds(), "GB/s-one")
+	b.ReportMetric(gb/w2.Seconds(), "GB/s-two")
+	b.ReportMetric(w1.Seconds()/w2.Seconds(), "x-one")
+	if c1 > 0 && c2 > 0 {
+		b.ReportMetric(c1.Seconds()/c2.Seconds(), "x-one-cpu")
+	}
+}
