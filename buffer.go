@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/acpp/acpp/coherence"
@@ -26,8 +27,8 @@ type bufState struct {
 	// allocation, B3).
 	bound *coherence.AllocID
 
-	mu     sync.Mutex
-	closed bool // guarded by mu
+	mu     sync.Mutex  // serialises close
+	closed atomic.Bool // set once by close
 }
 
 // Buffer is a fixed-size 1–3D array of T that the runtime keeps coherent
@@ -274,11 +275,7 @@ func (b *Buffer[T]) pageRange(off, rng coherence.Dims) (coherence.Box, error) {
 	return b.st.geo.ViewPageRange(coherence.View{Range: b.rng.dims3(), ElemSize: b.elem()}, off, rng)
 }
 
-func (st *bufState) isClosed() bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.closed
-}
+func (st *bufState) isClosed() bool { return st.closed.Load() }
 
 // WriteBack makes the host allocation up to date and waits for it: for a
 // buffer made over a slice (L1), the slice then holds the buffer's contents.
@@ -318,12 +315,10 @@ func (b *Buffer[T]) Close() error {
 
 func (st *bufState) close(ctx context.Context) error {
 	st.mu.Lock()
-	if st.closed {
-		st.mu.Unlock()
+	defer st.mu.Unlock()
+	if st.closed.Swap(true) {
 		return nil
 	}
-	st.closed = true
-	st.mu.Unlock()
 	// A read-write host group over every page conflicts with every earlier
 	// user, so waiting for it waits for them all; it copies only when the
 	// data must go back to the user's slice (otherwise it discards, T1).

@@ -39,10 +39,17 @@ type pool struct {
 	queue   []*job       // jobs with unclaimed chunks, oldest first; guarded by mu
 	closed  bool         // workers stop once the queue is empty; guarded by mu
 	closing bool         // submit refuses new jobs; guarded by mu
-	idle    int          // workers waiting on cond; guarded by mu
+	idle    int          // workers spinning or waiting on cond; guarded by mu
 	queued  atomic.Int64 // len(queue), readable without mu by spinning workers
-	wg      sync.WaitGroup
-	busy    sync.WaitGroup // jobs not yet done
+	// spinning counts idle workers that still poll queued: they need no
+	// signal. inDone counts workers inside a job's done callback: they
+	// claim again as soon as it returns, so a job submitted from a callback
+	// (the next command group of a chain) needs no wake-up for its first
+	// chunk. Skipping those wake-ups saves two futex calls per group.
+	spinning atomic.Int64
+	inDone   atomic.Int64
+	wg       sync.WaitGroup
+	busy     sync.WaitGroup // jobs not yet done
 }
 
 func newPool(workers int) *pool {
@@ -66,10 +73,8 @@ func (p *pool) submit(j *job) error {
 	p.busy.Add(1)
 	p.queue = append(p.queue, j)
 	p.queued.Store(int64(len(p.queue)))
-	wake := p.idle
-	if int64(wake) > j.n {
-		wake = int(j.n)
-	}
+	sleepers := int64(p.idle) - p.spinning.Load()
+	wake := min(sleepers, j.n-p.inDone.Load())
 	p.mu.Unlock()
 	for range wake {
 		p.cond.Signal()
@@ -105,12 +110,14 @@ func (p *pool) claim() (*job, int64) {
 			return nil, 0
 		}
 		p.idle++
+		p.spinning.Add(1)
 		p.mu.Unlock()
 		// Spin briefly: follow-up work usually arrives within a microsecond
 		// (a done callback enqueueing the next command group).
 		for i := 0; i < 16 && p.queued.Load() == 0; i++ {
 			runtime.Gosched()
 		}
+		p.spinning.Add(-1)
 		p.mu.Lock()
 		if len(p.queue) == 0 && !p.closed {
 			p.cond.Wait()
@@ -137,7 +144,9 @@ func (p *pool) worker() {
 			j.errMu.Lock()
 			err := j.err
 			j.errMu.Unlock()
+			p.inDone.Add(1)
 			j.done(err)
+			p.inDone.Add(-1)
 			p.busy.Done()
 		}
 	}

@@ -80,6 +80,7 @@ type Runtime struct {
 	nodes       map[coherence.CGID]*Node // submitted, not finished; guarded by mu
 	bufs        map[coherence.BufferID]*bufInfo
 	allocs      map[allocKey]*allocEntry // guarded by mu (entries have their own once)
+	ready       sync.Map                 // allocKey → *device.Mem of made allocations; written under mu
 	outstanding int                      // nodes not finished; guarded by mu
 	idle        []chan struct{}          // closed when outstanding drops to 0; guarded by mu
 	errs        []error                  // async errors not yet taken; guarded by mu
@@ -187,19 +188,31 @@ func (rt *Runtime) AddBuffer(geo coherence.Geometry, user *device.Mem, at cohere
 // The result is the same for the buffer's lifetime (B2) unless Release
 // frees it. It may block in the device's allocator.
 func (rt *Runtime) Alloc(buf coherence.BufferID, a coherence.AllocID) (*device.Mem, error) {
+	k := allocKey{buf, a}
+	if m, ok := rt.ready.Load(k); ok { // made already: no lock
+		return m.(*device.Mem), nil
+	}
 	rt.mu.Lock()
 	bi := rt.bufs[buf]
 	if bi == nil {
 		rt.mu.Unlock()
 		return nil, fmt.Errorf("%w: buffer %d", coherence.ErrUnknownBuffer, buf)
 	}
-	k := allocKey{buf, a}
 	e := rt.allocs[k]
 	if e == nil {
 		e = &allocEntry{}
 		rt.allocs[k] = e
 	}
 	rt.mu.Unlock()
+	defer func() {
+		if e.err == nil && e.mem != nil {
+			rt.mu.Lock()
+			if rt.allocs[k] == e { // not released meanwhile
+				rt.ready.Store(k, e.mem)
+			}
+			rt.mu.Unlock()
+		}
+	}()
 	e.once.Do(func() {
 		d := rt.devOf[a.Mem]
 		if d == nil {
@@ -623,6 +636,7 @@ func (rt *Runtime) RemoveBuffer(buf coherence.BufferID) error {
 			if e := rt.allocs[k]; e != nil {
 				entries = append(entries, e)
 				delete(rt.allocs, k)
+				rt.ready.Delete(k)
 			}
 		}
 		// Allocations made by the API (accessor creation) that coherence
@@ -631,6 +645,7 @@ func (rt *Runtime) RemoveBuffer(buf coherence.BufferID) error {
 			if k.buf == buf {
 				entries = append(entries, e)
 				delete(rt.allocs, k)
+				rt.ready.Delete(k)
 			}
 		}
 		delete(rt.bufs, buf)
@@ -657,6 +672,7 @@ func (rt *Runtime) FreeReleased(r ReleaseReq) error {
 	k := allocKey{r.Buffer, r.Alloc}
 	e := rt.allocs[k]
 	delete(rt.allocs, k)
+	rt.ready.Delete(k)
 	rt.mu.Unlock()
 	if e == nil || e.user || e.mem == nil {
 		return nil
