@@ -26,42 +26,38 @@ import "slices"
 // region to its successor once per access (memo), so a uniform range stays one
 // segment.
 //
-// Groups are referenced by their *cgInfo, whose done flag Complete sets, so
-// liveness checks cost a load, not a map lookup.
+// Groups are referenced by CGID; whether one is still incomplete is a bit
+// test in the core's liveSet. Lists of up to four groups live inside the
+// region (small), so a region is usually one allocation.
 type region struct {
-	one     [1]*cgInfo // storage for a lone writer
-	writers []*cgInfo
+	small   [4]CGID
+	writers []CGID
 	reduce  bool
 	op      ReduceOp
 	target  AllocID
-	before  []*cgInfo
-	readers []*cgInfo
+	before  []CGID
+	readers []CGID
 	fills   []fill
 }
 
 type fill struct {
 	gen uint32
-	cg  *cgInfo
+	cg  CGID
 }
 
-func appendIDs(deps []CGID, gs []*cgInfo) []CGID {
-	for _, g := range gs {
-		deps = append(deps, g.id)
-	}
-	return deps
-}
+func appendIDs(deps []CGID, gs []CGID) []CGID { return append(deps, gs...) }
 
 // allDone reports whether every group r names has completed.
-func (r *region) allDone() bool {
-	for _, l := range [][]*cgInfo{r.writers, r.before, r.readers} {
+func (c *Core) allDone(r *region) bool {
+	for _, l := range [][]CGID{r.writers, r.before, r.readers} {
 		for _, g := range l {
-			if !g.done {
+			if c.isLive(g) {
 				return false
 			}
 		}
 	}
 	for _, f := range r.fills {
-		if !f.cg.done {
+		if c.isLive(f.cg) {
 			return false
 		}
 	}
@@ -73,12 +69,12 @@ func (r *region) empty() bool {
 }
 
 // liveIDs returns gs without completed groups (a new slice only if needed).
-func (c *Core) liveIDs(gs []*cgInfo) []*cgInfo {
+func (c *Core) liveIDs(gs []CGID) []CGID {
 	for i, g := range gs {
-		if g.done {
-			out := append([]*cgInfo(nil), gs[:i]...)
+		if !c.isLive(g) {
+			out := append([]CGID(nil), gs[:i]...)
 			for _, g := range gs[i+1:] {
-				if !g.done {
+				if c.isLive(g) {
 					out = append(out, g)
 				}
 			}
@@ -90,10 +86,10 @@ func (c *Core) liveIDs(gs []*cgInfo) []*cgInfo {
 
 func (c *Core) liveFills(fs []fill) []fill {
 	for i, f := range fs {
-		if f.cg.done {
+		if !c.isLive(f.cg) {
 			out := append([]fill(nil), fs[:i]...)
 			for _, f := range fs[i+1:] {
-				if !f.cg.done {
+				if c.isLive(f.cg) {
 					out = append(out, f)
 				}
 			}
@@ -121,7 +117,7 @@ func (c *Core) pruned(r *region) *region {
 
 // accessCtx is one access being applied to the conflict map.
 type accessCtx struct {
-	self    *cgInfo
+	self    CGID
 	mode    Mode
 	op      ReduceOp
 	target  AllocID
@@ -140,11 +136,11 @@ func (c *Core) applyAccess(r *region, x *accessCtx, addFill bool, deps []CGID) (
 	}
 	// Live views of the old lists, in scratch space.
 	sc := c.scratch[:0]
-	sc = appendLive(sc, old.writers)
+	sc = c.appendLive(sc, old.writers)
 	nw := len(sc)
-	sc = appendLive(sc, old.before)
+	sc = c.appendLive(sc, old.before)
 	nb := len(sc)
-	sc = appendLive(sc, old.readers)
+	sc = c.appendLive(sc, old.readers)
 	c.scratch = sc
 	w, bf, rd := sc[:nw:nw], sc[nw:nb:nb], sc[nb:]
 	fl := c.liveFills(old.fills)
@@ -164,7 +160,7 @@ func (c *Core) applyAccess(r *region, x *accessCtx, addFill bool, deps []CGID) (
 		}
 		for _, f := range fl {
 			if f.gen == x.gen {
-				deps = append(deps, f.cg.id)
+				deps = append(deps, f.cg)
 			}
 		}
 	}
@@ -190,7 +186,7 @@ func (c *Core) applyAccess(r *region, x *accessCtx, addFill bool, deps []CGID) (
 			prev = w
 		}
 		deps = appendIDs(deps, prev)
-		return newRegion([]*cgInfo{x.self}, prev, nil, withFill(nil), true, x.op, x.target), deps
+		return newRegion([]CGID{x.self}, prev, nil, withFill(nil), true, x.op, x.target), deps
 	default: // Write, ReadWrite, release
 		if len(rd) > 0 {
 			deps = appendIDs(deps, rd)
@@ -198,15 +194,15 @@ func (c *Core) applyAccess(r *region, x *accessCtx, addFill bool, deps []CGID) (
 			deps = appendIDs(deps, w)
 		}
 		n := &region{}
-		n.one[0] = x.self
-		n.writers = n.one[:]
+		n.small[0] = x.self
+		n.writers = n.small[:1:1]
 		return n, deps
 	}
 }
 
-func appendLive(dst, gs []*cgInfo) []*cgInfo {
+func (c *Core) appendLive(dst, gs []CGID) []CGID {
 	for _, g := range gs {
-		if !g.done {
+		if c.isLive(g) {
 			dst = append(dst, g)
 		}
 	}
@@ -214,14 +210,16 @@ func appendLive(dst, gs []*cgInfo) []*cgInfo {
 }
 
 // newRegion copies the lists into one fresh backing array.
-func newRegion(w, bf, rd []*cgInfo, fl []fill, reduce bool, op ReduceOp, target AllocID) *region {
+func newRegion(w, bf, rd []CGID, fl []fill, reduce bool, op ReduceOp, target AllocID) *region {
 	n := &region{reduce: reduce, op: op, target: target}
 	total := len(w) + len(bf) + len(rd)
-	if total == 1 && len(w) == 1 {
-		n.one[0] = w[0]
-		n.writers = n.one[:]
-	} else if total > 0 {
-		all := make([]*cgInfo, 0, total)
+	if total > 0 {
+		var all []CGID
+		if total <= len(n.small) {
+			all = n.small[:0:total]
+		} else {
+			all = make([]CGID, 0, total)
+		}
 		all = append(all, w...)
 		all = append(all, bf...)
 		all = append(all, rd...)
@@ -257,7 +255,7 @@ func (c *Core) conflictPass(b *buffer, box Box, x *accessCtx, filled []span, dep
 			// Regions whose groups all completed share one successor, so
 			// stale fragmentation coalesces.
 			var n *region
-			if r != nil && r.allDone() {
+			if r != nil && c.allDone(r) {
 				if n, ok := memo.get(nil); ok {
 					memo.put(r, n)
 					return n
@@ -301,8 +299,8 @@ func (c *Core) fillDeps(b *buffer, lo, hi int, gen uint32, deps []CGID) []CGID {
 			return
 		}
 		for _, f := range r.fills {
-			if f.gen == gen && !f.cg.done {
-				deps = append(deps, f.cg.id)
+			if f.gen == gen && c.isLive(f.cg) {
+				deps = append(deps, f.cg)
 			}
 		}
 	})
@@ -368,16 +366,16 @@ func (c *Core) conflictDeps(cg CommandGroup) []CGID {
 				if r == nil {
 					return
 				}
-				live := func(gs []*cgInfo) {
+				live := func(gs []CGID) {
 					for _, g := range gs {
-						if !g.done {
-							deps = append(deps, g.id)
+						if c.isLive(g) {
+							deps = append(deps, g)
 						}
 					}
 				}
-				anyLive := func(gs []*cgInfo) bool {
+				anyLive := func(gs []CGID) bool {
 					for _, g := range gs {
-						if !g.done {
+						if c.isLive(g) {
 							return true
 						}
 					}

@@ -17,9 +17,10 @@ type Core struct {
 	last     CGID
 	started  bool
 	live     map[CGID]*cgInfo // submitted, not completed
+	alive    liveSet          // the keys of live, for fast tests
 	memo     regionMemo
 	memoFill regionMemo // successors of regions that also record a fill
-	scratch  []*cgInfo  // applyAccess's live lists
+	scratch  []CGID     // applyAccess's live lists
 
 	completions int // since the last history sweep
 	sweepAt     int // conflict segments after the last sweep
@@ -27,8 +28,7 @@ type Core struct {
 
 // cgInfo is what the core remembers of an incomplete group.
 type cgInfo struct {
-	id   CGID
-	done bool // set by Complete; regions still pointing here drop it
+	id CGID
 	// uses lists the allocations (by buffer and generation) the group's
 	// kernel or copies touch; a later group that depends on it needs no
 	// separate edge to the group that allocated them.
@@ -80,10 +80,7 @@ func New(cfg Config) *Core {
 	return &Core{cost: cost, bufs: map[BufferID]*buffer{}, live: map[CGID]*cgInfo{}}
 }
 
-func (c *Core) isLive(id CGID) bool {
-	_, ok := c.live[id]
-	return ok
-}
+func (c *Core) isLive(id CGID) bool { return c.alive.has(id) }
 
 // AddBuffer registers a buffer. With HostData set, that allocation exists and
 // holds every page up to date (B5); otherwise the buffer holds no initialised
@@ -252,6 +249,7 @@ func (c *Core) Submit(cg CommandGroup) (Step, error) {
 	c.last, c.started = cg.ID, true
 	info := &cgInfo{id: cg.ID}
 	c.live[cg.ID] = info
+	c.alive.add(cg.ID)
 
 	step := Step{ID: cg.ID}
 	// B5: first use of a buffer on an allocation creates it.
@@ -285,7 +283,7 @@ func (c *Core) Submit(cg CommandGroup) (Step, error) {
 	for _, a := range cg.Accesses {
 		b := c.bufs[a.Buffer]
 		t, _ := b.slotOf(a.Target)
-		x := accessCtx{self: info, mode: a.Mode, op: a.Op, target: a.Target, gen: b.slots[t].gen, discard: a.Discard}
+		x := accessCtx{self: cg.ID, mode: a.Mode, op: a.Op, target: a.Target, gen: b.slots[t].gen, discard: a.Discard}
 		var filled []span
 		if !a.Discard && (a.Mode == Read || a.Mode == Reduce) {
 			for i := range planned {
@@ -512,7 +510,7 @@ func (c *Core) pickSource(b *buffer, cands uint64, r *region, prev int) int {
 			s := bits.TrailingZeros64(m)
 			filling := false
 			for _, f := range r.fills {
-				if f.gen == b.slots[s].gen && !f.cg.done {
+				if f.gen == b.slots[s].gen && c.isLive(f.cg) {
 					filling = true
 					break
 				}
@@ -730,12 +728,11 @@ func lostError(id CGID, lost []LostPages) error {
 // leaves the tracking state; later groups no longer depend on it. Completing
 // an unknown or already completed group does nothing.
 func (c *Core) Complete(id CGID) {
-	info, ok := c.live[id]
-	if !ok {
+	if _, ok := c.live[id]; !ok {
 		return
 	}
-	info.done = true
 	delete(c.live, id)
+	c.alive.remove(id)
 	c.completions++
 	c.maybeSweep()
 }
@@ -819,8 +816,9 @@ func (c *Core) Release(id CGID, buf BufferID, alloc AllocID) (Step, error) {
 	c.last, c.started = id, true
 	info := &cgInfo{id: id, covers: b}
 	c.live[id] = info
+	c.alive.add(id)
 	step := Step{ID: id}
-	x := accessCtx{self: info, mode: release, target: alloc, gen: b.slots[s].gen}
+	x := accessCtx{self: id, mode: release, target: alloc, gen: b.slots[s].gen}
 	deps := c.conflictPass(b, b.geo.All(), &x, nil, nil)
 	// The allocation to free (and the host one evacuated into) may still be
 	// in the making.

@@ -1,0 +1,38 @@
+package coherence
+
+import (
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// TestLiveSetAgainstMap: dense and sparse (far) IDs, random completions.
+func TestLiveSetAgainstMap(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var s liveSet
+		ref := map[CGID]bool{}
+		var ids []CGID
+		next := CGID(rapid.Uint64Range(0, 1000).Draw(t, "start"))
+		for range rapid.IntRange(1, 300).Draw(t, "steps") {
+			if rapid.IntRange(0, 2).Draw(t, "op") > 0 || len(ids) == 0 {
+				gap := CGID(rapid.SampledFrom([]uint64{1, 1, 1, 2, 63, 64, 200, maxSpan + 5}).Draw(t, "gap"))
+				next += gap
+				s.add(next)
+				ref[next] = true
+				ids = append(ids, next)
+			} else {
+				id := rapid.SampledFrom(ids).Draw(t, "complete")
+				s.remove(id)
+				delete(ref, id)
+			}
+			for _, id := range ids {
+				if s.has(id) != ref[id] {
+					t.Fatalf("has(%d) = %v, want %v", id, s.has(id), ref[id])
+				}
+			}
+			if s.has(next+1) || (next > 0 && !ref[next-1] && s.has(next-1)) {
+				t.Fatalf("has() true for an ID never added")
+			}
+		}
+	})
+}
