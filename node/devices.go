@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/acpp/acpp/cluster"
 	"github.com/acpp/acpp/cpu"
@@ -59,6 +60,64 @@ type memory struct {
 	dev   device.Device // allocates it
 	host  bool
 	bytes uint64
+
+	// pool keeps pinned staging buffers of this (device) memory for reuse:
+	// allocating pinned memory costs far more than moving the pages.
+	pool stagingPool
+}
+
+// stagingPool caches pinned host buffers of one device.
+type stagingPool struct {
+	mu    sync.Mutex    // guards free and bytes
+	free  []*device.Mem // idle buffers, any order
+	bytes int           // their total size
+}
+
+// Limits of a staging pool: idle buffers kept per device memory.
+const (
+	poolMaxBuffers = 4
+	poolMaxBytes   = 1 << 30
+)
+
+// get returns an idle buffer of at least n bytes (the smallest that fits),
+// or nil.
+func (p *stagingPool) get(n int) *device.Mem {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	best := -1
+	for i, m := range p.free {
+		if m.Bytes >= n && (best < 0 || m.Bytes < p.free[best].Bytes) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return nil
+	}
+	m := p.free[best]
+	p.free = append(p.free[:best], p.free[best+1:]...)
+	p.bytes -= m.Bytes
+	return m
+}
+
+// put keeps m for reuse if the pool has room; it reports whether it did
+// (if not, the caller frees m).
+func (p *stagingPool) put(m *device.Mem) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.free) >= poolMaxBuffers || p.bytes+m.Bytes > poolMaxBytes {
+		return false
+	}
+	p.free = append(p.free, m)
+	p.bytes += m.Bytes
+	return true
+}
+
+func (p *stagingPool) drain() []*device.Mem {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := p.free
+	p.free, p.bytes = nil, 0
+	return out
 }
 
 // devices is the node's device manager. It is built once by openDevices and
@@ -153,6 +212,13 @@ func (d *devices) mem(id uint32) (*memory, error) {
 
 func (d *devices) close() error {
 	var errs []error
+	for _, m := range d.mems {
+		for _, pm := range m.pool.drain() {
+			if err := m.dev.Free(pm); err != nil {
+				errs = append(errs, fmt.Errorf("free staging of %s: %w", m.dev.Info().ID, err))
+			}
+		}
+	}
 	for _, dev := range d.all {
 		if err := dev.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close %s: %w", dev.Info().ID, err))

@@ -393,7 +393,7 @@ func (j *job) send(ctx context.Context, a *alloc, peer credentials.Identity, hdr
 		if err := <-done; err != nil { // device ops always finish; never abandon staging they write
 			return fmt.Errorf("copy pages out of %s: %w", a.m.dev.Info().ID, err)
 		}
-		runs = [][]byte{st.mem.Host}
+		runs = [][]byte{st.data()}
 	}
 	return j.n.tr.SendPages(ctx, peer, hdr, runs)
 }
@@ -462,7 +462,7 @@ func matches(in *instr, peer string, h *proto.PageHeader) bool {
 // The staged bytes were reserved against the limits; apply releases them
 // and the staging memory.
 func (j *job) apply(in *instr, a *alloc, st stagingBuf) {
-	data := st.mem.Host
+	data := st.data()
 	release := func() {
 		j.mu.Lock()
 		j.releaseLocked(uint64(len(data)))
@@ -493,36 +493,49 @@ func (j *job) apply(in *instr, a *alloc, st stagingBuf) {
 
 // stagingBuf is host memory that pages pass through on their way to or
 // from device memory without a host view, or that holds pages which came
-// before their Recv was ready.
+// before their Recv was ready. Its first n bytes are used.
 type stagingBuf struct {
 	mem  *device.Mem
-	free func() // returns pinned memory to its device; nil for Go memory
+	n    int
+	free func() // returns pinned memory to its pool or device; nil for Go memory
 }
+
+// data is the used part of the buffer.
+func (s stagingBuf) data() []byte { return s.mem.Host[:s.n] }
 
 // newStaging returns n bytes of staging for pages of memory m (nil:
 // unknown): pinned host memory of m's device when m is device memory and
-// the device has host USM (copies to and from it run at full speed), Go
-// memory otherwise.
+// the device has host USM (copies to and from it run at full speed),
+// reused from the memory's pool when one fits; Go memory otherwise.
 func (j *job) newStaging(m *memory, n int) stagingBuf {
 	if m != nil && !m.host && m.dev.Info().Caps.Supports(device.MemHost) {
-		if pm, err := m.dev.Alloc(device.MemHost, n); err == nil && len(pm.Host) >= n {
-			dev := m.dev
-			return stagingBuf{mem: pm, free: func() {
+		pm := m.pool.get(n)
+		if pm == nil {
+			var err error
+			if pm, err = m.dev.Alloc(device.MemHost, n); err != nil || len(pm.Host) < n {
+				j.n.log.Debug("no pinned staging; using pageable memory", "device", m.dev.Info().ID, "error", err)
+				pm = nil
+			}
+		}
+		if pm != nil {
+			return stagingBuf{mem: pm, n: n, free: func() {
+				if m.pool.put(pm) {
+					return
+				}
 				j.n.goFunc(func() {
-					if err := dev.Free(pm); err != nil {
-						j.n.log.Warn("free of pinned staging failed", "job", j.id, "device", dev.Info().ID, "error", err)
+					if err := m.dev.Free(pm); err != nil {
+						j.n.log.Warn("free of pinned staging failed", "job", j.id, "device", m.dev.Info().ID, "error", err)
 					}
 				})
 			}}
-		} else if err != nil {
-			j.n.log.Debug("no pinned staging; using pageable memory", "device", m.dev.Info().ID, "error", err)
 		}
 	}
-	return stagingBuf{mem: j.hostMem(cpu.AllocHost(n))}
+	return stagingBuf{mem: j.hostMem(cpu.AllocHost(n)), n: n}
 }
 
-// release frees pinned staging (on a node goroutine: a device's Free may
-// block, and release may run in a device callback).
+// release returns pinned staging to its pool, or frees it on a node
+// goroutine (a device's Free may block, and release may run in a device
+// callback).
 func (s stagingBuf) release() {
 	if s.free != nil {
 		s.free()

@@ -337,7 +337,7 @@ func (j *job) close(cause error) uint64 {
 	}
 	for _, a := range j.early {
 		if a.claim == nil && a.landed {
-			j.releaseLocked(uint64(len(a.st.mem.Host)))
+			j.releaseLocked(uint64(a.st.n))
 			a.st.release()
 		}
 	}
@@ -400,7 +400,7 @@ func (j *job) peerLost(name, how string) {
 	}
 	j.early = slices.DeleteFunc(j.early, func(a *arrival) bool {
 		if a.from == name && a.claim == nil && a.landed {
-			j.releaseLocked(uint64(len(a.st.mem.Host)))
+			j.releaseLocked(uint64(a.st.n))
 			a.st.release()
 			return true
 		}

@@ -88,7 +88,7 @@ func (n *Node) onPages(_ context.Context, from credentials.Identity, h *proto.Pa
 		}
 		j.mu.Unlock()
 		st := j.newStaging(a.m, int(total))
-		return transport.PageSink{Dst: [][]byte{st.mem.Host}, Done: func(err error) error {
+		return transport.PageSink{Dst: [][]byte{st.data()}, Done: func(err error) error {
 			count(err)
 			if err != nil {
 				j.mu.Lock()
@@ -114,7 +114,7 @@ func (n *Node) onPages(_ context.Context, from credentials.Identity, h *proto.Pa
 	j.mu.Unlock()
 	m, _ := n.devs.mem(h.Mem)
 	arr.st = j.newStaging(m, int(total)) // before any Done: no lock needed to set it
-	return transport.PageSink{Dst: [][]byte{arr.st.mem.Host}, Done: func(err error) error {
+	return transport.PageSink{Dst: [][]byte{arr.st.data()}, Done: func(err error) error {
 		count(err)
 		j.mu.Lock()
 		if err != nil {
