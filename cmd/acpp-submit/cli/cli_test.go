@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/acpp/acpp/device"
@@ -148,6 +149,46 @@ func TestRunExamples(t *testing.T) {
 		if v != 16384 {
 			t.Fatalf("partial2[%d] = %v, want 16384 (256 groups of 256×0.25 each)", i, v)
 		}
+	}
+}
+
+// TestRunMatmulExample_A3: the matmul example (2D work-groups with local
+// tiles), at an odd size that needs the range rounded up.
+func TestRunMatmulExample_A3(t *testing.T) {
+	out := t.TempDir()
+	params := map[string]string{"m": "37", "n": "21", "k": "50", "t": "8"}
+	if _, err := Run(context.Background(), Config{JobFile: "../../../examples/jobs/matmul.yaml", Params: params, OutDir: out}); err != nil {
+		t.Fatal(err)
+	}
+	a := readNPY(t, filepath.Join(out, "matmul.npy"))
+	if len(a.Shape) != 2 || a.Shape[0] != 37 || a.Shape[1] != 21 {
+		t.Fatalf("matmul.npy shape %v, want [37 21]", a.Shape)
+	}
+	for i, v := range f32(a.Data) {
+		if v != 100 {
+			t.Fatalf("C[%d] = %v, want 2·50 = 100", i, v)
+		}
+	}
+}
+
+// TestRunCancelled: cancelling the context stops a long job promptly with
+// the cause, and leaves no goroutine behind (TestMain checks).
+func TestRunCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	stop := errors.New("operator pressed ctrl-c")
+	start := time.Now()
+	_, err := Run(ctx, Config{JobFile: "../../../examples/jobs/jacobi.yaml", Params: map[string]string{"n": "64", "iters": "100000"},
+		OutDir: t.TempDir(), Window: 16, Progress: func(done, total int) {
+			if done == 5 {
+				cancel(stop)
+			}
+		}})
+	if !errors.Is(err, stop) || !strings.Contains(err.Error(), "job jacobi stopped") {
+		t.Fatalf("Run after cancel = %v, want the cause", err)
+	}
+	if el := time.Since(start); el > 10*time.Second {
+		t.Errorf("Run took %s after a cancel, want it to stop promptly", el)
 	}
 }
 

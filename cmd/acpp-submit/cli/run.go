@@ -427,6 +427,9 @@ func (r *runner) submit(ctx context.Context, g *Group, dev string, cgf func(h *a
 		return nil
 	}, opts...)
 	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("job %s stopped: %w", r.job.Name, context.Cause(ctx))
+		}
 		return r.job.At(g.Line, g.Path, err)
 	}
 	g.ID = ev.ID()
