@@ -252,29 +252,28 @@ func (h *Handler) SingleTask(k func()) {
 // consecutive phases, and local memory (LocalAccessor) is shared by the
 // group's items across phases (A3).
 type Group struct {
-	w    *device.Work
-	dims int
+	w *device.Work
 }
 
+// ix maps a user dimension to the internal one (dimension 2 fastest).
+func (g Group) ix(d int) int { return 3 - g.w.Range.Dims + d }
+
 // ID is the group's id in dimension d.
-func (g Group) ID(d int) int { return fromInternal(g.dims, g.w.Group, 0)[d] }
+func (g Group) ID(d int) int { return g.w.Group[g.ix(d)] }
 
 // LocalRange is the group's size in dimension d.
-func (g Group) LocalRange(d int) int { return fromInternal(g.dims, g.w.Range.Local, 1)[d] }
+func (g Group) LocalRange(d int) int { return g.w.Range.Local[g.ix(d)] }
 
 // GlobalRange is the launch's size in dimension d.
-func (g Group) GlobalRange(d int) int { return fromInternal(g.dims, g.w.Range.Global, 1)[d] }
+func (g Group) GlobalRange(d int) int { return g.w.Range.Global[g.ix(d)] }
 
 // Groups is the number of groups in dimension d.
 func (g Group) Groups(d int) int { return g.GlobalRange(d) / g.LocalRange(d) }
 
 // Linear is the group's row-major linear id.
 func (g Group) Linear() int {
-	gr := [3]int{}
-	for d := range 3 {
-		gr[d] = g.w.Range.Global[d] / g.w.Range.Local[d]
-	}
-	return (g.w.Group[0]*gr[1]+g.w.Group[1])*gr[2] + g.w.Group[2]
+	gr, l := g.w.Range.Global, g.w.Range.Local
+	return (g.w.Group[0]*(gr[1]/l[1])+g.w.Group[1])*(gr[2]/l[2]) + g.w.Group[2]
 }
 
 // Items runs f for every item of the group. Returning from Items is a
@@ -283,45 +282,53 @@ func (g Group) Items(f func(it NDItem)) {
 	w := g.w
 	for i := w.Lo[0]; i < w.Hi[0]; i++ {
 		for j := w.Lo[1]; j < w.Hi[1]; j++ {
-			for k := w.Lo[2]; k < w.Hi[2]; k++ {
-				f(NDItem{g: g, global: [3]int{i, j, k}})
+			for k, hi := w.Lo[2], w.Hi[2]; k < hi; k++ {
+				f(NDItem{w, i, j, k})
 			}
 		}
 	}
 }
 
-// NDItem is a work-item of a ParallelForND.
+// NDItem is a work-item of a ParallelForND. It is four words, so it
+// travels in registers.
 type NDItem struct {
-	g      Group
-	global [3]int // internal order
+	w       *device.Work
+	i, j, k int // global id, internal order
+}
+
+func (it NDItem) at(x int) int {
+	switch x {
+	case 0:
+		return it.i
+	case 1:
+		return it.j
+	}
+	return it.k
 }
 
 // GlobalID is the item's global id in dimension d.
-func (it NDItem) GlobalID(d int) int { return fromInternal(it.g.dims, it.global, 0)[d] }
+func (it NDItem) GlobalID(d int) int { return it.at(3 - it.w.Range.Dims + d) }
 
 // LocalID is the item's id in its group in dimension d.
 func (it NDItem) LocalID(d int) int {
-	var l [3]int
-	for x := range 3 {
-		l[x] = it.global[x] - it.g.w.Lo[x]
-	}
-	return fromInternal(it.g.dims, l, 0)[d]
+	x := 3 - it.w.Range.Dims + d
+	return it.at(x) - it.w.Lo[x]
 }
 
 // LocalLinear is the item's row-major linear id within its group.
 func (it NDItem) LocalLinear() int {
-	w := it.g.w
-	return ((it.global[0]-w.Lo[0])*w.Range.Local[1]+(it.global[1]-w.Lo[1]))*w.Range.Local[2] + it.global[2] - w.Lo[2]
+	w := it.w
+	return ((it.i-w.Lo[0])*w.Range.Local[1]+(it.j-w.Lo[1]))*w.Range.Local[2] + it.k - w.Lo[2]
 }
 
 // GlobalLinear is the item's row-major linear global id.
 func (it NDItem) GlobalLinear() int {
-	g := it.g.w.Range.Global
-	return (it.global[0]*g[1]+it.global[1])*g[2] + it.global[2]
+	g := it.w.Range.Global
+	return (it.i*g[1]+it.j)*g[2] + it.k
 }
 
 // Group is the item's group.
-func (it NDItem) Group() Group { return it.g }
+func (it NDItem) Group() Group { return Group{it.w} }
 
 // Local is a local accessor: n elements of work-group local memory, one
 // allocation per work-group (A3).
@@ -366,9 +373,8 @@ func (h *Handler) ParallelForND(global, local Range, k func(g Group)) {
 	if !h.runsGo("ParallelForND") {
 		return
 	}
-	dims := global.dims
 	h.setAction("parallel_for_nd", device.LaunchOp{Name: h.nameOr("parallel_for_nd"), Range: nd, Args: h.local,
-		Func: func(w *device.Work) { k(Group{w: w, dims: dims}) }})
+		Func: func(w *device.Work) { k(Group{w: w}) }})
 }
 
 func (h *Handler) ndRange(global, local Range) (device.NDRange, error) {
@@ -390,7 +396,7 @@ func (h *Handler) ndRange(global, local Range) (device.NDRange, error) {
 	if caps.MaxGroupSize > 0 && local.Count() > caps.MaxGroupSize {
 		return device.NDRange{}, fmt.Errorf("%w: work-group of %d items, %s allows %d", ErrBadRange, local.Count(), h.dev.Info().ID, caps.MaxGroupSize)
 	}
-	return device.NDRange{Global: global.dims3(), Local: local.dims3()}, nil
+	return device.NDRange{Global: global.dims3(), Local: local.dims3(), Dims: global.dims}, nil
 }
 
 // ---- named kernels ----

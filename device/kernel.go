@@ -36,6 +36,9 @@ type NDRange struct {
 	Global [3]int
 	Local  [3]int
 	Offset [3]int // added to every global id
+	// Dims is the number of dimensions the program used (1–3), for APIs
+	// that report ids in the program's order; backends ignore it.
+	Dims int
 }
 
 // Grouped reports whether the launch has work-groups.

@@ -3,5 +3,5 @@
 // barrier-separated phases and writes one partial sum, then a SingleTask
 // that adds the partial sums. The result is checked against n(n-1)/2.
 //
-//	go run ./examples/reduction [-n 16777216] [-group 256]
+//	go run ./examples/reduction [-n 4194304] [-group 256]
 package main

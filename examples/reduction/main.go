@@ -20,7 +20,7 @@ func main() {
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("reduction", flag.ContinueOnError)
-	n := fs.Int("n", 1<<24, "elements; a multiple of -group")
+	n := fs.Int("n", 1<<22, "elements; a multiple of -group")
 	group := fs.Int("group", 256, "work-group size; a power of two")
 	if err := fs.Parse(args); err != nil {
 		return err
