@@ -1,0 +1,98 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/acpp/acpp/device"
+	"github.com/acpp/acpp/device/devicetest"
+)
+
+func TestConfigValidateNamesEveryBadField(t *testing.T) {
+	cfg := Config{
+		Name:        "bad name!",
+		GossipAddr:  "no-port",
+		Join:        []string{"nowhere"},
+		Devices:     "gpu",
+		CPUWorkers:  -1,
+		JobLease:    -1,
+		MaxBytes:    10,
+		MaxJobBytes: 20,
+	}
+	err := cfg.Validate()
+	if !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("Validate = %v, want ErrInvalidConfig", err)
+	}
+	for _, field := range []string{"Name", "CredentialsDir", "GossipAddr", "Join", "Devices", "CPUWorkers", "JobLease", "MaxJobBytes"} {
+		if !strings.Contains(err.Error(), field) {
+			t.Errorf("Validate error does not name %s:\n%v", field, err)
+		}
+	}
+	ok := DefaultLocalConfig()
+	ok.Name, ok.CredentialsDir = "n1", "/etc/acpp"
+	if err := ok.Validate(); err != nil {
+		t.Errorf("Validate(local preset) = %v", err)
+	}
+}
+
+func TestDeviceFilter(t *testing.T) {
+	tests := []struct {
+		filter  string
+		want    []string // exposed devices
+		wantErr string
+	}{
+		{"", []string{"cpu:0", "fake:0", "fake:1"}, ""},
+		{"all", []string{"cpu:0", "fake:0", "fake:1"}, ""},
+		{"cpu", []string{"cpu:0"}, ""},
+		{"fake:1", []string{"fake:1"}, ""},
+		{"cpu, fake:0", []string{"cpu:0", "fake:0"}, ""},
+		{"cuda", nil, "selects none"},
+		{"gpu", nil, "unknown device kind"},
+		{"fake:x", nil, "must be a number"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.filter, func(t *testing.T) {
+			extra := []device.Device{
+				devicetest.NewFake(devicetest.FakeConfig{Index: 0}),
+				devicetest.NewFake(devicetest.FakeConfig{Index: 1, HostUnified: true}),
+			}
+			d, err := openDevices(context.Background(), Config{Devices: tt.filter, CPUWorkers: 1, ExtraDevices: extra})
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Errorf("openDevices(%q) = %v, want an error saying %q", tt.filter, err, tt.wantErr)
+				}
+				if err == nil {
+					d.close()
+				} else {
+					for _, e := range extra {
+						e.Close()
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.close()
+			var got []string
+			for _, dev := range d.list {
+				got = append(got, dev.Info().ID.String())
+			}
+			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
+				t.Errorf("openDevices(%q) exposes %v, want %v", tt.filter, got, tt.want)
+			}
+			// Host memory always exists; non-unified devices get their own.
+			if !d.mems[0].host {
+				t.Errorf("memory 0 is not host memory")
+			}
+			for _, dev := range d.list {
+				id := dev.Info().ID.String()
+				if dev.Info().Caps.HostUnified != (d.memOf[id] == 0) {
+					t.Errorf("%s (unified %v) uses memory %d", id, dev.Info().Caps.HostUnified, d.memOf[id])
+				}
+			}
+		})
+	}
+}
