@@ -140,10 +140,10 @@ func (t *tbuf[T]) region(off, rng []int) (acpp.ID, acpp.Range, bool) {
 
 func (t *tbuf[T]) arg(h *acpp.Handler, kind device.ArgKind, a *jobfile.Accessor) acpp.KernelArg {
 	var opts []acpp.AccessOption
-	if a.NoInit {
+	off, rng, whole := t.region(a.Offset, a.Range)
+	if a.NoInit && (whole || t.pageAligned(a.Offset, a.Range)) {
 		opts = append(opts, acpp.NoInit)
 	}
-	off, rng, whole := t.region(a.Offset, a.Range)
 	switch kind {
 	case device.ArgPointer:
 		if !whole {
@@ -172,6 +172,33 @@ func (t *tbuf[T]) arg(h *acpp.Handler, kind device.ArgKind, a *jobfile.Accessor)
 		return acpp.WriteRange(h, t.b, rng, off, opts...)
 	}
 	return acpp.ReadWriteRange(h, t.b, rng, off, opts...)
+}
+
+// pageAligned reports whether a region starts and ends on page boundaries
+// of the buffer's declared page size (or the buffer's end). The runtime
+// discards whole pages for a no_init access, so a region that covers part
+// of a page must not be no_init: the rest of the page would be lost on a
+// device that holds no copy of it. Without a declared page size only the
+// whole buffer is known to be safe.
+func (t *tbuf[T]) pageAligned(off, rng []int) bool {
+	ps := t.s.PageSize
+	if ps == nil {
+		return false
+	}
+	for i, e := range t.s.Range {
+		o := 0
+		if off != nil {
+			o = off[i]
+		}
+		end := e
+		if rng != nil {
+			end = o + rng[i]
+		}
+		if o%ps[i] != 0 || (end%ps[i] != 0 && end != e) {
+			return false
+		}
+	}
+	return true
 }
 
 func (t *tbuf[T]) fill(h *acpp.Handler, off, rng []int, v []byte) {

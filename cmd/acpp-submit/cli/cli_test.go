@@ -135,15 +135,16 @@ func TestRunExamples(t *testing.T) {
 			t.Fatalf("saxpy y[%d] = %v, want 2.5", i, v)
 		}
 	}
-	if _, err := Run(context.Background(), Config{JobFile: "../../../examples/jobs/reduction.yaml", OutDir: out}); err != nil {
+	// 2^18 items: 1024 partial sums, then 4, then 1.
+	if _, err := Run(context.Background(), Config{JobFile: "../../../examples/jobs/reduction.yaml", Params: map[string]string{"n": "262144"}, OutDir: out}); err != nil {
 		t.Fatal(err)
 	}
-	if s := f32(readNPY(t, filepath.Join(out, "sum.npy")).Data); len(s) != 1 || s[0] != 1048576 {
-		t.Errorf("sum = %v, want [1048576]", s)
+	if s := f32(readNPY(t, filepath.Join(out, "sum.npy")).Data); len(s) != 1 || s[0] != 65536 {
+		t.Errorf("sum = %v, want [65536]", s)
 	}
 	raw, err := os.ReadFile(filepath.Join(out, "partial2.raw"))
-	if err != nil || len(raw) != 64*4 {
-		t.Fatalf("partial2.raw: %d bytes, %v; want 256", len(raw), err)
+	if err != nil || len(raw) != 4*4 {
+		t.Fatalf("partial2.raw: %d bytes, %v; want 16", len(raw), err)
 	}
 	for i, v := range f32(raw) {
 		if v != 16384 {
@@ -189,6 +190,63 @@ func TestRunCancelled(t *testing.T) {
 	}
 	if el := time.Since(start); el > 10*time.Second {
 		t.Errorf("Run took %s after a cancel, want it to stop promptly", el)
+	}
+}
+
+// TestInitFromFiles: .npy and raw inputs become the buffers' contents.
+func TestInitFromFiles(t *testing.T) {
+	dir := t.TempDir()
+	x := make([]float32, 10)
+	for i := range x {
+		x[i] = float32(i)
+	}
+	xb := unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 40)
+	var nb bytes.Buffer
+	npy.Write(&nb, "<f4", []int{10}, xb)
+	os.WriteFile(filepath.Join(dir, "x.npy"), nb.Bytes(), 0o644)
+	os.WriteFile(filepath.Join(dir, "y.bin"), xb, 0o644)
+	job := writeJob(t, "f.yaml", `buffers:
+  x: {type: float32, range: 10, init: {file: `+filepath.Join(dir, "x.npy")+`}}
+  y: {type: float32, range: 10, init: {file: `+filepath.Join(dir, "y.bin")+`}}
+steps:
+  - {kernel: saxpy, scalars: {a: 3}, accessors: [{buffer: x, mode: read}, {buffer: y, mode: read_write}]}
+outputs:
+  - {buffer: y, file: y.npy}
+`)
+	out := t.TempDir()
+	if _, err := Run(context.Background(), Config{JobFile: job, OutDir: out}); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range f32(readNPY(t, filepath.Join(out, "y.npy")).Data) {
+		if v != 4*float32(i) {
+			t.Fatalf("y[%d] = %v, want %v", i, v, 4*float32(i))
+		}
+	}
+}
+
+// TestNoInitOnlyOnWholePages_T1: a no_init accessor is passed as no_init
+// only when it covers whole pages of the declared page size (or the whole
+// buffer): the runtime discards whole pages.
+func TestNoInitOnlyOnWholePages_T1(t *testing.T) {
+	s := &jobfile.Buffer{Name: "b", Type: "float32", Range: []int{64, 32}, PageSize: []int{16, 32}}
+	b := &tbuf[float32]{s: s}
+	for _, tc := range []struct {
+		off, rng []int
+		want     bool
+	}{
+		{nil, nil, true},
+		{[]int{16, 0}, []int{32, 32}, true},
+		{[]int{48, 0}, nil, true},
+		{[]int{8, 0}, []int{16, 32}, false},
+		{[]int{0, 0}, []int{16, 16}, false},
+	} {
+		if got := b.pageAligned(tc.off, tc.rng); got != tc.want {
+			t.Errorf("pageAligned(%v, %v) = %v, want %v", tc.off, tc.rng, got, tc.want)
+		}
+	}
+	s.PageSize = nil
+	if b.pageAligned([]int{16, 0}, []int{16, 32}) {
+		t.Error("pageAligned without a declared page size = true, want false")
 	}
 }
 
