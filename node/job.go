@@ -159,6 +159,10 @@ func (j *job) submit(batch []proto.Instr) (int, error) {
 			j.mu.Unlock()
 			return 0, reply(proto.CodeBadInstr, "%v", err)
 		}
+		if (in.Kind == proto.InstrSend || in.Kind == proto.InstrRecv) && in.Peer == j.n.cfg.Name {
+			j.mu.Unlock()
+			return 0, reply(proto.CodeBadInstr, "instruction %d: %v with this node itself (%s); move pages within a node with a copy instruction", in.ID, in.Kind, in.Peer)
+		}
 		if _, dup := j.instrs[in.ID]; dup || seen[in.ID] {
 			j.mu.Unlock()
 			return 0, reply(proto.CodeBadInstr, "instruction %d: ID already used in job %d; IDs are unique per job and node", in.ID, j.id)

@@ -334,6 +334,7 @@ func TestSubmitRejectsBadBatches(t *testing.T) {
 		{"overlapping boxes", proto.Instr{ID: 2, Kind: proto.InstrCopy, Boxes: []proto.Box{{Hi: [3]uint64{1, 1, 4}}, {Lo: [3]uint64{0, 0, 2}, Hi: [3]uint64{1, 1, 5}}}}},
 		{"zero element size", proto.Instr{ID: 2, Kind: proto.InstrAlloc, Range: [3]uint64{1, 1, 1}}},
 		{"launch without kernel", proto.Instr{ID: 2, Kind: proto.InstrLaunch}},
+		{"send to itself", proto.Instr{ID: 2, Kind: proto.InstrSend, Buffer: 1, Boxes: []proto.Box{{Hi: [3]uint64{1, 1, 1}}}, Peer: "n0"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
