@@ -41,6 +41,9 @@ type Node struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	wg     sync.WaitGroup
+	wgMu   sync.Mutex // guards stopping and wg.Add
+	// stopping is set when Close starts waiting for wg.
+	stopping bool
 
 	// clp is cl, for the transport's callbacks, which may run before the
 	// cluster has started.
@@ -361,9 +364,18 @@ func (n *Node) reapLeases() {
 	}
 }
 
-// goFunc runs f on a goroutine owned by the node.
+// goFunc runs f on a goroutine owned by the node; once Close waits for
+// the node's goroutines, it runs f on the caller's instead (a late device
+// callback), so that Close never races with a new goroutine.
 func (n *Node) goFunc(f func()) {
+	n.wgMu.Lock()
+	if n.stopping {
+		n.wgMu.Unlock()
+		f()
+		return
+	}
 	n.wg.Add(1)
+	n.wgMu.Unlock()
 	go func() {
 		defer n.wg.Done()
 		f()
@@ -457,6 +469,9 @@ func (n *Node) Close() error {
 		if n.tr != nil {
 			errs = append(errs, n.tr.Close())
 		}
+		n.wgMu.Lock()
+		n.stopping = true
+		n.wgMu.Unlock()
 		n.wg.Wait()
 		if n.cl != nil {
 			errs = append(errs, n.cl.Close())
