@@ -80,7 +80,8 @@ type Runtime struct {
 	nodes       map[coherence.CGID]*Node // submitted, not finished; guarded by mu
 	bufs        map[coherence.BufferID]*bufInfo
 	allocs      map[allocKey]*allocEntry // guarded by mu (entries have their own once)
-	ready       sync.Map                 // allocKey → *device.Mem of made allocations; written under mu
+	readyMu     sync.RWMutex             // guards ready; taken after mu, never before
+	ready       map[allocKey]*device.Mem // made allocations, for lookups without mu
 	outstanding int                      // nodes not finished; guarded by mu
 	idle        []chan struct{}          // closed when outstanding drops to 0; guarded by mu
 	errs        []error                  // async errors not yet taken; guarded by mu
@@ -104,6 +105,7 @@ func New(cfg Config) (*Runtime, error) {
 		nodes:  map[coherence.CGID]*Node{},
 		bufs:   map[coherence.BufferID]*bufInfo{},
 		allocs: map[allocKey]*allocEntry{},
+		ready:  map[allocKey]*device.Mem{},
 	}
 	if rt.log == nil {
 		rt.log = slog.New(slog.DiscardHandler)
@@ -189,8 +191,11 @@ func (rt *Runtime) AddBuffer(geo coherence.Geometry, user *device.Mem, at cohere
 // frees it. It may block in the device's allocator.
 func (rt *Runtime) Alloc(buf coherence.BufferID, a coherence.AllocID) (*device.Mem, error) {
 	k := allocKey{buf, a}
-	if m, ok := rt.ready.Load(k); ok { // made already: no lock
-		return m.(*device.Mem), nil
+	rt.readyMu.RLock()
+	m := rt.ready[k]
+	rt.readyMu.RUnlock()
+	if m != nil { // made already: no contended lock
+		return m, nil
 	}
 	rt.mu.Lock()
 	bi := rt.bufs[buf]
@@ -208,7 +213,9 @@ func (rt *Runtime) Alloc(buf coherence.BufferID, a coherence.AllocID) (*device.M
 		if e.err == nil && e.mem != nil {
 			rt.mu.Lock()
 			if rt.allocs[k] == e { // not released meanwhile
-				rt.ready.Store(k, e.mem)
+				rt.readyMu.Lock()
+				rt.ready[k] = e.mem
+				rt.readyMu.Unlock()
 			}
 			rt.mu.Unlock()
 		}
@@ -226,6 +233,12 @@ func (rt *Runtime) Alloc(buf coherence.BufferID, a coherence.AllocID) (*device.M
 		}
 	})
 	return e.mem, e.err
+}
+
+func (rt *Runtime) dropReady(k allocKey) {
+	rt.readyMu.Lock()
+	delete(rt.ready, k)
+	rt.readyMu.Unlock()
 }
 
 // Geometry returns a buffer's geometry.
@@ -636,7 +649,7 @@ func (rt *Runtime) RemoveBuffer(buf coherence.BufferID) error {
 			if e := rt.allocs[k]; e != nil {
 				entries = append(entries, e)
 				delete(rt.allocs, k)
-				rt.ready.Delete(k)
+				rt.dropReady(k)
 			}
 		}
 		// Allocations made by the API (accessor creation) that coherence
@@ -645,7 +658,7 @@ func (rt *Runtime) RemoveBuffer(buf coherence.BufferID) error {
 			if k.buf == buf {
 				entries = append(entries, e)
 				delete(rt.allocs, k)
-				rt.ready.Delete(k)
+				rt.dropReady(k)
 			}
 		}
 		delete(rt.bufs, buf)
@@ -672,7 +685,7 @@ func (rt *Runtime) FreeReleased(r ReleaseReq) error {
 	k := allocKey{r.Buffer, r.Alloc}
 	e := rt.allocs[k]
 	delete(rt.allocs, k)
-	rt.ready.Delete(k)
+	rt.dropReady(k)
 	rt.mu.Unlock()
 	if e == nil || e.user || e.mem == nil {
 		return nil
