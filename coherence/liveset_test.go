@@ -13,7 +13,7 @@ func TestLiveSetAgainstMap(t *testing.T) {
 		ref := map[CGID]bool{}
 		var ids []CGID
 		next := CGID(rapid.Uint64Range(0, 1000).Draw(t, "start"))
-		for range rapid.IntRange(1, 300).Draw(t, "steps") {
+		for range rapid.IntRange(1, 120).Draw(t, "steps") {
 			if rapid.IntRange(0, 2).Draw(t, "op") > 0 || len(ids) == 0 {
 				gap := CGID(rapid.SampledFrom([]uint64{1, 1, 1, 2, 63, 64, 200, maxSpan + 5}).Draw(t, "gap"))
 				next += gap

@@ -625,6 +625,9 @@ func (m *model) loseNode(t *rapid.T) {
 
 func (m *model) checkStates(t *rapid.T) {
 	for _, b := range m.bufs {
+		if err := m.c.bufs[b.id].states.check(); err != nil {
+			t.Fatalf("buffer %d page states: %v", b.id, err)
+		}
 		allocs := m.c.Allocations(b.id)
 		var want []AllocID
 		for a := range b.valid {

@@ -1,6 +1,7 @@
 package coherence
 
 import (
+	"fmt"
 	"math/bits"
 	"slices"
 )
@@ -462,4 +463,45 @@ func (p *pageStates) denseChunks() int {
 		}
 	}
 	return n
+}
+
+// check verifies the representation's invariants (tests call it after
+// random updates): run starts increase from 0 within the chunk, adjacent
+// runs differ, the lost bit never appears with another bit, dense chunks
+// hold one bitmap per present slot.
+func (p *pageStates) check() error {
+	for ci := range p.chunks {
+		c := &p.chunks[ci]
+		size := p.chunkSize(ci)
+		if c.dense != nil {
+			if len(c.starts) != 0 || len(c.dense.words) != bits.OnesCount64(c.dense.slots)*chunkWords {
+				return fmt.Errorf("chunk %d: dense with %d runs and %d words for slots %b", ci, len(c.starts), len(c.dense.words), c.dense.slots)
+			}
+			var bad error
+			c.dense.visit(0, size, func(a, b int, m uint64) {
+				if m&lostBit != 0 && m != lostBit && bad == nil {
+					bad = fmt.Errorf("chunk %d pages [%d,%d): lost with other bits %b", ci, a, b, m)
+				}
+			})
+			if bad != nil {
+				return bad
+			}
+			continue
+		}
+		if len(c.starts) == 0 || c.starts[0] != 0 || len(c.starts) != len(c.masks) {
+			return fmt.Errorf("chunk %d: malformed run list (%d starts, %d masks)", ci, len(c.starts), len(c.masks))
+		}
+		for i := range c.starts {
+			if i > 0 && (c.starts[i] <= c.starts[i-1] || c.masks[i] == c.masks[i-1]) {
+				return fmt.Errorf("chunk %d run %d: start %d after %d, mask %b after %b", ci, i, c.starts[i], c.starts[i-1], c.masks[i], c.masks[i-1])
+			}
+			if int(c.starts[i]) >= size {
+				return fmt.Errorf("chunk %d run %d starts at %d beyond the chunk (%d)", ci, i, c.starts[i], size)
+			}
+			if m := c.masks[i]; m&lostBit != 0 && m != lostBit {
+				return fmt.Errorf("chunk %d run %d: lost with other bits %b", ci, i, m)
+			}
+		}
+	}
+	return nil
 }

@@ -23,11 +23,11 @@ func TestPageStatesAgainstDense_P2(t *testing.T) {
 		// towards small values): uniform and long enough to fragment chunks
 		// into the dense form.
 		rng := rand.New(rand.NewPCG(rapid.Uint64().Draw(t, "seed"), 1))
-		n := 1 + rng.IntN(3*chunkLen+100)
-		maxSteps := 400
+		n := 1 + rng.IntN(2*chunkLen+100)
+		maxSteps := 200
 		if rapid.Bool().Draw(t, "small") {
-			n = 1 + rng.IntN(900)
-			maxSteps = 1500
+			n = 1 + rng.IntN(700)
+			maxSteps = 1200
 		}
 		init := []uint64{0, 1, 3}[rng.IntN(3)]
 		ps := newPageStates(n, init)
@@ -59,6 +59,9 @@ func TestPageStatesAgainstDense_P2(t *testing.T) {
 			for p := lo; p < hi; p++ {
 				ref[p] = op.apply(ref[p])
 			}
+		}
+		if err := ps.check(); err != nil {
+			t.Fatal(err)
 		}
 		denseSeen += ps.denseChunks()
 		// A slot that appears only now (new allocation) enters dense chunks.
@@ -204,4 +207,36 @@ func TestSpansToBoxesExactAndMerged_T4(t *testing.T) {
 			t.Fatalf("spansToBoxes(box %v) = %v, want the box", box, got)
 		}
 	})
+}
+
+// TestHotPathsDoNotAllocate guards the P3 update and the plan step.
+func TestHotPathsDoNotAllocate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation counts")
+	}
+	c, buf := bigCore(t, 1<<20)
+	tslot, _ := buf.slotOf(gpu1)
+	i := 0
+	markWritten := func() {
+		lo := (i * 7919) % (1<<20 - 4096)
+		buf.states.update(lo, lo+4096, stateOp{kind: opSet, m: 1 << (i % 3)})
+		i++
+	}
+	for range 5000 { // reach the steady fragmentation (run lists stop growing)
+		markWritten()
+	}
+	if n := testing.AllocsPerRun(200, markWritten); n > 0.1 {
+		t.Errorf("mark written: %.2f allocs/op, want 0", n)
+	}
+	var copies []*copyAcc
+	var planned []plannedTo
+	var deps []CGID
+	if n := testing.AllocsPerRun(100, func() {
+		lo := (i * 7919) % (1<<20 - 4096)
+		copies, planned, deps = copies[:0], planned[:0], deps[:0]
+		deps = c.planAccess(buf, span1(lo, lo+4096), tslot, &copies, &planned, deps)
+		i++
+	}); n > 6 {
+		t.Errorf("plan: %.1f allocs/op, want ≤ 6", n)
+	}
 }
