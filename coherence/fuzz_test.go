@@ -119,3 +119,69 @@ func FuzzCoreOps(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDiscardPages: full and partial pages partition the page range; full
+// pages lie inside the accessed elements (up to the buffer's end); every
+// partial page is only partly accessed.
+func FuzzDiscardPages(f *testing.F) {
+	f.Add(int64(10), int64(37), int64(3), int64(4), int64(2), int64(9), int64(5), int64(20))
+	f.Add(int64(1), int64(64), int64(1), int64(8), int64(0), int64(0), int64(1), int64(64))
+	f.Add(int64(7), int64(7), int64(7), int64(7), int64(1), int64(1), int64(6), int64(6))
+	f.Fuzz(func(t *testing.T, r1, r2, p1, p2, o1, o2, n1, n2 int64) {
+		c := func(x int64, lo, hi int) int {
+			if x < 0 {
+				x = -x
+			}
+			return lo + int(x%int64(hi-lo+1))
+		}
+		rng := Dims{1, c(r1, 1, 40), c(r2, 1, 40)}
+		geo, err := NewGeometry(rng, 4, Dims{1, c(p1, 1, 9), c(p2, 1, 9)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		off := Dims{0, c(o1, 0, rng[1]-1), c(o2, 0, rng[2]-1)}
+		n := Dims{1, c(n1, 1, rng[1]-off[1]), c(n2, 1, rng[2]-off[2])}
+		full, partial, err := geo.DiscardPages(off, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages, _ := geo.PageRange(off, n)
+		all := append([]Box{full}, partial...)
+		count := 0
+		for i, b := range all {
+			if b.Empty() {
+				continue
+			}
+			if b.Intersect(pages) != b {
+				t.Fatalf("box %v outside the page range %v", b, pages)
+			}
+			for _, o := range all[i+1:] {
+				if b.Overlaps(o) {
+					t.Fatalf("boxes %v and %v overlap", b, o)
+				}
+			}
+			count += b.Volume()
+		}
+		if count != pages.Volume() {
+			t.Fatalf("DiscardPages(%v, %v) = %v + %v covers %d of %d pages", off, n, full, partial, count, pages.Volume())
+		}
+		acc := Box{Lo: off, Hi: Dims{off[0] + n[0], off[1] + n[1], off[2] + n[2]}}
+		if !full.Empty() {
+			if eb := geo.ElementBox(full); eb.Intersect(acc) != eb {
+				t.Fatalf("full pages %v (elements %v) leave the accessed elements %v", full, eb, acc)
+			}
+		}
+		for _, b := range partial {
+			for z := b.Lo[0]; z < b.Hi[0]; z++ {
+				for y := b.Lo[1]; y < b.Hi[1]; y++ {
+					for x := b.Lo[2]; x < b.Hi[2]; x++ {
+						pb := geo.ElementBox(Box{Lo: Dims{z, y, x}, Hi: Dims{z + 1, y + 1, x + 1}})
+						if pb.Intersect(acc) == pb {
+							t.Fatalf("page %v counted partial but fully accessed", Dims{z, y, x})
+						}
+					}
+				}
+			}
+		}
+	})
+}

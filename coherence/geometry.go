@@ -422,3 +422,52 @@ func (DefaultCost) Cost(src, dst AllocID) int {
 	}
 	return 2
 }
+
+// DiscardPages splits the page range of a discard (no_init) accessor into
+// the pages it covers completely and the pages it covers only in part (as up
+// to six disjoint boxes). A page at the end of the buffer counts as covered
+// when the accessor reaches the buffer's end.
+//
+// Why it matters: the core tracks whole pages, so a Discard access marks its
+// whole page range valid on the target only (P3) without a transfer (T1);
+// elements of a partly covered page outside the accessor then keep whatever
+// the target held, and the other allocations' copies are outdated. A caller
+// that must preserve those elements submits full as Discard and each partial
+// box as a non-discard Write (which transfers the page first, T3). With page
+// sized or page aligned accessors partial is empty and nothing changes.
+func (g Geometry) DiscardPages(offset, rng Dims) (full Box, partial []Box, err error) {
+	pages, err := g.PageRange(offset, rng)
+	if err != nil || pages.Empty() {
+		return Box{}, nil, err
+	}
+	full = pages
+	for d := range 3 {
+		full.Lo[d] = ceilDiv(offset[d], g.PageSize[d])
+		end := offset[d] + rng[d]
+		if end == g.Range[d] {
+			full.Hi[d] = pages.Hi[d]
+		} else {
+			full.Hi[d] = end / g.PageSize[d]
+		}
+	}
+	if full.Empty() {
+		return Box{}, []Box{pages}, nil
+	}
+	// pages minus full, slab by slab: dimension 0, then 1 inside full's
+	// dimension-0 extent, then 2 inside full's dimensions 0 and 1.
+	rest := pages
+	for d := range 3 {
+		if rest.Lo[d] < full.Lo[d] {
+			b := rest
+			b.Hi[d] = full.Lo[d]
+			partial = append(partial, b)
+		}
+		if full.Hi[d] < rest.Hi[d] {
+			b := rest
+			b.Lo[d] = full.Hi[d]
+			partial = append(partial, b)
+		}
+		rest.Lo[d], rest.Hi[d] = full.Lo[d], full.Hi[d]
+	}
+	return full, partial, nil
+}
