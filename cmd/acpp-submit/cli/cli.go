@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/acpp/acpp"
 	"github.com/acpp/acpp/device"
 	"github.com/acpp/acpp/jobfile"
 	"github.com/acpp/acpp/kernels"
@@ -93,7 +94,7 @@ By default a job runs on the embedded runtime: the CPU and the GPUs of this mach
 		SilenceErrors: true,
 	}
 	root.SetContext(ctx)
-	root.AddCommand(newRunCmd(env), newCheckCmd(env), newKernelsCmd(env), newClusterCmd("nodes", "List the members of a cluster with their devices", env),
+	root.AddCommand(newRunCmd(env), newCheckCmd(env), newKernelsCmd(env), newDevicesCmd(env), newClusterCmd("nodes", "List the members of a cluster with their devices", env),
 		newClusterCmd("status", "List the jobs running on a cluster", env))
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
@@ -321,6 +322,34 @@ func kernelSignature(k *device.Kernel) string {
 		}
 	}
 	return k.Name + "(" + strings.Join(parts, ", ") + ")"
+}
+
+func newDevicesCmd(env Env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "devices",
+		Short: "List the devices of this machine that jobs can run on",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			q, err := acpp.NewQueue(cmd.Context())
+			if err != nil {
+				return fmt.Errorf("open the local devices: %w", err)
+			}
+			defer q.Close()
+			fmt.Fprintf(env.Stdout, "%-8s %-34s %10s %7s %-12s %s\n", "device", "name", "memory", "queues", "host-linked", "kernels")
+			for _, d := range q.Devices() {
+				mem := "host"
+				if d.Caps.MemBytes > 0 {
+					mem = bytesStr(d.Caps.MemBytes)
+				}
+				forms := make([]string, len(d.Caps.KernelForms))
+				for i, f := range d.Caps.KernelForms {
+					forms[i] = f.String()
+				}
+				fmt.Fprintf(env.Stdout, "%-8s %-34s %10s %7d %-12v %s\n", d.ID, d.Name, mem, d.Caps.Queues, d.Caps.HostUnified, strings.Join(forms, ", "))
+			}
+			return nil
+		},
+	}
 }
 
 func newClusterCmd(name, short string, env Env) *cobra.Command {

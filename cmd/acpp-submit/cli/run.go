@@ -146,6 +146,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	qopts = append(qopts, acpp.WithLogger(log))
 	q, err := acpp.NewQueue(ctx, qopts...)
 	if err != nil {
+		if errors.Is(err, acpp.ErrNoDevice) {
+			return nil, fmt.Errorf("--device %s: %w (acpp-submit devices lists this machine's devices)", strings.Join(cfg.Devices, ","), err)
+		}
 		return nil, fmt.Errorf("open the local devices: %w", err)
 	}
 	r.q = q
