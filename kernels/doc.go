@@ -44,8 +44,11 @@
 //
 // Register returns the error of the first registration for every later
 // call; a kernel of the same name registered by someone else first is a
-// clash (device.ErrDuplicateKernel) that names the kernel. Kernels panic on
-// malformed launches (local memory smaller than documented, a work-group
-// size that is not a power of two for reduce_sum_f32 is fine but sums what
-// CUDA sums); the CPU backend turns the panic into the launch's error.
+// clash (device.ErrDuplicateKernel) that names the kernel. The Go
+// implementations panic, with a message that says what to pass, on launches
+// the CUDA kernels would run out of bounds on (local memory smaller than
+// documented, nbins 0, a range larger than the buffers); the CPU backend
+// turns the panic into the launch's error. Launches that CUDA defines, the
+// Go code computes alike: reduce_sum_f32 with a group size that is not a
+// power of two sums what the CUDA tree sums.
 package kernels
