@@ -476,6 +476,16 @@ func TestRunCommandWritesReports(t *testing.T) {
 	if !strings.Contains(out.String(), "job small: 5 command groups") || !strings.Contains(errb.String(), "progress: 5/5") {
 		t.Errorf("stdout %q stderr %q; want the summary and a plain progress line", out.String(), errb.String())
 	}
+	// On a terminal: a progress bar instead of lines.
+	out.Reset()
+	errb.Reset()
+	args = []string{"run", "-o", dir, job}
+	if code := Main(context.Background(), args, Env{Stdout: &out, Stderr: &errb, Terminal: true}); code != 0 {
+		t.Fatalf("Main(%q) on a terminal = %d: %s", args, code, errb.String())
+	}
+	if strings.Contains(errb.String(), "progress:") || !strings.Contains(errb.String(), "small.yaml") {
+		t.Errorf("stderr on a terminal = %q, want a progress bar (labelled with the job file), no plain lines", errb.String())
+	}
 }
 
 var _ = jobfile.ErrInvalid
