@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/acpp/acpp/cluster"
 	"github.com/acpp/acpp/credentials"
 	"github.com/acpp/acpp/node"
 	"github.com/acpp/acpp/node/nodeclient"
@@ -109,6 +110,10 @@ func startNodes(t testing.TB, count int, mod func(i int, cfg *node.Config)) []*n
 	nodes := make([]*node.Node, count)
 	for i := range count {
 		cfg := node.DefaultLocalConfig()
+		// LAN failure detection: the local preset's one-second verdicts
+		// flap on a loaded 2-core machine under -race. Tests about failure
+		// detection ask for the local timing.
+		cfg.Cluster.Timing = cluster.DefaultLANConfig().Timing
 		cfg.Name = fmt.Sprintf("n%d", i)
 		cfg.CredentialsDir = credDir
 		cfg.CPUWorkers = 2

@@ -209,7 +209,7 @@ func TestPageBoxesMoveAlongNodes_C3(t *testing.T) {
 // fails with an error naming it, within the failure detection time; its
 // dependents fail too; a Send to the dead node fails at once.
 func TestWaitersFailWhenPeerStops_C5(t *testing.T) {
-	nodes := startNodes(t, 3, nil)
+	nodes := startNodes(t, 3, func(_ int, cfg *node.Config) { cfg.Cluster.Timing = cluster.DefaultLocalConfig().Timing })
 	c := startClient(t, credDir, "alice", nodes[0])
 	j := openJob(t, c, "n0", 1)
 	rng := [3]uint64{1, 1, 1024}
