@@ -3,13 +3,20 @@ package integration
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -313,4 +320,77 @@ func BenchmarkConvergence3Processes(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(total.Milliseconds())/float64(n), "ms/converge")
+}
+
+// TestConfigFileEnvAndJSONLogs: acpp-node run takes its settings from a
+// YAML file and ACPP_* variables, logs JSON when told to, serves /metrics
+// and stops cleanly on SIGINT.
+func TestConfigFileEnvAndJSONLogs(t *testing.T) {
+	credDir := makeCredentials(t, "itest", []string{"cfgnode"}, nil)
+	health := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	file := filepath.Join(t.TempDir(), "node.yaml")
+	yaml := fmt.Sprintf("name: cfgnode\ncredentials: %s\ntiming: local\ngossip_addr: 127.0.0.1:%d\nquic_addr: 127.0.0.1:%d\nhttp_addr: %s\ndevices: cpu\n",
+		credDir, freePort(t), freePort(t), health)
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(nodeBinary(t), "run")
+	cmd.Env = append(os.Environ(), "ACPP_CONFIG="+file, "ACPP_LOG_FORMAT=json", "ACPP_MAX_JOB_BYTES=64MiB")
+	var out bytes.Buffer
+	var mu sync.Mutex
+	cmd.Stdout, cmd.Stderr = syncWriter{&mu, &out}, syncWriter{&mu, &out}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-done
+	})
+	p := &proc{name: "cfgnode", health: health, done: make(chan struct{})}
+	deadline := time.Now().Add(15 * time.Second)
+	for !strings.Contains(p.healthz(), "ok cfgnode members=1") {
+		if time.Now().After(deadline) {
+			mu.Lock()
+			t.Fatalf("node from a config file not healthy:\n%s", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	resp, err := http.Get("http://" + health + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "acpp_node_cluster_members 1") {
+		t.Errorf("/metrics lacks acpp_node_cluster_members 1")
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-done:
+		done <- err // for the cleanup
+		if err != nil {
+			t.Errorf("unclean exit after SIGINT: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no exit within 10 s of SIGINT")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var sawStart bool
+	for _, l := range lines {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Errorf("log line is not JSON: %q", l)
+			continue
+		}
+		if rec["msg"] == "job opened" || rec["msg"] == "node started" {
+			sawStart = true
+		}
+	}
+	if !sawStart {
+		t.Errorf("no \"node started\" record in the JSON log:\n%s", out.String())
+	}
 }
