@@ -212,3 +212,13 @@ func TestClosedQueue(t *testing.T) {
 		t.Errorf("NewBuffer on a closed queue = %v, want ErrClosed", err)
 	}
 }
+
+func TestNilArguments(t *testing.T) {
+	if _, err := NewQueue(nil); err == nil || !strings.Contains(err.Error(), "context.Background()") { //nolint:staticcheck
+		t.Errorf("NewQueue(nil) = %v, want an error that says what to pass", err)
+	}
+	q := newQueue(t)
+	if _, err := q.Submit(nil); !errors.Is(err, ErrNoKernel) {
+		t.Errorf("Submit(nil) = %v, want ErrNoKernel", err)
+	}
+}

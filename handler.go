@@ -119,6 +119,9 @@ func (h *Handler) runsGo(what string) bool {
 // kernel without an implementation for the device, ...) are returned here;
 // errors while it runs are on the event.
 func (q *Queue) Submit(cgf func(h *Handler) error, opts ...SubmitOption) (*Event, error) {
+	if cgf == nil {
+		return nil, fmt.Errorf("%w: Submit got a nil command-group function", ErrNoKernel)
+	}
 	var cfg submitConfig
 	if len(opts) > 0 {
 		c := new(submitConfig)

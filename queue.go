@@ -92,6 +92,9 @@ type Queue struct {
 // selected ones. ctx bounds the queue's life: when it is done, command
 // groups not yet started fail with its cause and Submit refuses new ones.
 func NewQueue(ctx context.Context, opts ...Option) (*Queue, error) {
+	if ctx == nil {
+		return nil, errors.New("acpp: NewQueue needs a context; pass context.Background() for a queue that lives until Close")
+	}
 	var cfg queueConfig
 	for _, o := range opts {
 		o(&cfg)
@@ -220,7 +223,9 @@ func (q *Queue) takeErrors() error {
 }
 
 // Close writes back and closes the buffers still open, waits for all work,
-// and closes the devices the queue opened. Calling it twice is safe.
+// and closes the devices the queue opened. Calling it twice is safe. Close
+// any HostAccessor first: an open host access holds its buffer, and Close
+// waits for it.
 func (q *Queue) Close() error {
 	q.mu.Lock()
 	if q.closed {
