@@ -71,7 +71,7 @@ func FuzzSubmit(f *testing.F) {
 		j := newJob(n, 1, credentials.Client("alice"), time.Minute, 512<<10)
 		n.jobs[1] = j
 		batch := batchFrom(data)
-		_, err := j.submit(batch)
+		_, err := j.submit(batch, 0)
 		if err != nil {
 			var re *proto.ErrorReply
 			if !asReply(err, &re) || re.Code != proto.CodeBadInstr {

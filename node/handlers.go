@@ -41,7 +41,7 @@ func (n *Node) registerHandlers() {
 			return nil, reply(proto.CodeDraining, "node %s is shutting down and takes no new instructions; schedule on another node", n.cfg.Name)
 		}
 		j.touch()
-		pending, err := j.submit(req.Instrs)
+		pending, err := j.submit(req.Instrs, req.Forget)
 		if err != nil {
 			return nil, err
 		}

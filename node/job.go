@@ -143,7 +143,7 @@ func (j *job) releaseLocked(bytes uint64) {
 
 // submit checks a batch as a whole and adds it; nothing is added when any
 // instruction is bad. It returns the number of unfinished instructions.
-func (j *job) submit(batch []proto.Instr) (int, error) {
+func (j *job) submit(batch []proto.Instr, forget uint64) (int, error) {
 	if len(batch) > proto.MaxBatch {
 		return 0, reply(proto.CodeBadInstr, "batch of %d instructions, at most %d; split it", len(batch), proto.MaxBatch)
 	}
@@ -202,6 +202,14 @@ func (j *job) submit(batch []proto.Instr) (int, error) {
 			in.state = stRunning
 			j.running++
 			ready = append(ready, in)
+		}
+	}
+	if forget > 0 {
+		for id, in := range j.instrs {
+			if id < forget && in.finished() {
+				delete(j.instrs, id)
+				delete(j.failures, id)
+			}
 		}
 	}
 	pending := j.pending

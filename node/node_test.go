@@ -418,4 +418,17 @@ func TestLaunchKernelOnAllocation(t *testing.T) {
 	if evs, err := j.Events(ctx, 4, 0); err != nil || len(evs) != 0 {
 		t.Errorf("Events after the last = %v, %v; want none", evs, err)
 	}
+	// Forgotten instructions can no longer be named.
+	if err := j.Forget(testCtx(t), 3); err != nil {
+		t.Fatal(err)
+	}
+	var re *transport.RemoteError
+	if _, err := j.Poll(testCtx(t), 2); !errors.As(err, &re) || re.Code != proto.CodeBadInstr {
+		t.Errorf("Poll of a forgotten instruction = %v, want CodeBadInstr", err)
+	}
+	if _, err := j.Submit(testCtx(t), proto.Instr{ID: 5, Kind: proto.InstrFree, Deps: []uint64{1}, Buffer: 1}); !errors.As(err, &re) || re.Code != proto.CodeBadInstr {
+		t.Errorf("a dependency on a forgotten instruction = %v, want CodeBadInstr", err)
+	}
+	submit(t, j, proto.Instr{ID: 5, Kind: proto.InstrFree, Deps: []uint64{3}, Buffer: 1})
+	wait(t, j, 5)
 }

@@ -239,6 +239,10 @@ const MaxDeps = 1024
 type Submit struct {
 	Job    uint64  `msgpack:"j"`
 	Instrs []Instr `msgpack:"is"`
+	// Forget promises that no later instruction or Wait names a finished
+	// instruction with an ID below it: the node drops their records, so a
+	// long job does not grow the node's memory. 0 forgets nothing.
+	Forget uint64 `msgpack:"fg,omitempty"`
 }
 
 // Submitted is the reply to MsgSubmit: the whole batch was accepted.

@@ -255,6 +255,14 @@ func (j *Job) Submit(ctx context.Context, instrs ...proto.Instr) (int, error) {
 	return out.Pending, nil
 }
 
+// Forget tells the node that no later instruction or wait names a
+// finished instruction with an ID below id, so it may drop their records
+// (long jobs call it now and then). It takes effect with the next batch
+// (an empty Submit is sent).
+func (j *Job) Forget(ctx context.Context, id uint64) error {
+	return j.c.tr.Call(ctx, credentials.Node(j.node), proto.MsgSubmit, &proto.Submit{Job: j.id, Forget: id}, nil)
+}
+
 // Poll returns the state of ids now, or once they all finished if that is
 // before ctx's deadline.
 func (j *Job) Poll(ctx context.Context, ids ...uint64) (proto.WaitResult, error) {
