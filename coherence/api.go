@@ -92,9 +92,13 @@ type CommandGroup struct {
 // allocations in Free (Release only). All slices are sorted deterministically.
 type Step struct {
 	ID CGID
-	// Deps are earlier command groups that must complete first: those this
-	// group conflicts with (D1, D3), and those whose copies produced pages
-	// this group relies on. Edges implied by others are dropped where cheap.
+	// Deps are earlier, incomplete command groups that must complete first:
+	// those this group conflicts with (D1, D3: a read waits for the last
+	// writer, a write for the readers since), those whose copies are still
+	// bringing in pages this group relies on (on its target, or on a copy
+	// source), and those whose Allocate creates an allocation it uses.
+	// Edges implied by others are dropped where cheap. Never a completed
+	// group.
 	Deps     []CGID
 	Allocate []Allocation
 	Copies   []Copy

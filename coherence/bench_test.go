@@ -25,8 +25,8 @@ func bigCore(b testing.TB, n int) (*Core, *buffer) {
 		b.Fatal(err)
 	}
 	buf := c.bufs[1]
-	buf.addSlot(gpu1)
-	buf.addSlot(gpu2)
+	buf.addSlot(gpu1, c.newGen())
+	buf.addSlot(gpu2, c.newGen())
 	return c, buf
 }
 
@@ -210,4 +210,32 @@ func BenchmarkConflictHistory(b *testing.B) {
 		b.ReportMetric(float64(edges)/float64(b.N), "deps/op")
 		b.ReportMetric(float64(c.Stats().Live), "live-groups")
 	})
+}
+
+// BenchmarkWholeBuffer: a read of every page on a GPU followed by a discard
+// write of every page on the host (one op = the pair), uniform states: the
+// cost of big accessors grows with the page count (chunks touched), which
+// the default 64 KiB page size keeps small (2^20 pages = 64 GiB).
+func BenchmarkWholeBuffer(b *testing.B) {
+	for _, shift := range []int{12, 16, 20} {
+		b.Run(fmt.Sprintf("pages=2^%d", shift), func(b *testing.B) {
+			n := 1 << shift
+			c, _ := bigCore(b, n)
+			id := CGID(0)
+			b.ReportAllocs()
+			for b.Loop() {
+				id++
+				if _, err := c.Submit(CommandGroup{ID: id, Accesses: []Access{acc(Read, gpu1, span1(0, n))}}); err != nil {
+					b.Fatal(err)
+				}
+				c.Complete(id)
+				id++
+				if _, err := c.Submit(CommandGroup{ID: id, Accesses: []Access{{Buffer: 1, Pages: span1(0, n), Mode: Write, Discard: true, Target: host0}}}); err != nil {
+					b.Fatal(err)
+				}
+				c.Complete(id)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/page")
+		})
+	}
 }

@@ -41,7 +41,7 @@ type region struct {
 }
 
 type fill struct {
-	gen uint32
+	gen uint64
 	cg  CGID
 }
 
@@ -121,7 +121,7 @@ type accessCtx struct {
 	mode    Mode
 	op      ReduceOp
 	target  AllocID
-	gen     uint32 // allocation generation of the target
+	gen     uint64 // allocation generation of the target
 	discard bool
 }
 
@@ -293,7 +293,7 @@ func (c *Core) conflictPass(b *buffer, box Box, x *accessCtx, filled []span, dep
 
 // fillDeps appends the groups whose in-flight copies made [lo, hi) valid on
 // the allocation of generation gen.
-func (c *Core) fillDeps(b *buffer, lo, hi int, gen uint32, deps []CGID) []CGID {
+func (c *Core) fillDeps(b *buffer, lo, hi int, gen uint64, deps []CGID) []CGID {
 	b.conf.visit(lo, hi, func(_, _ int, r *region) {
 		if r == nil {
 			return

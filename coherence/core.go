@@ -22,8 +22,9 @@ type Core struct {
 	memoFill regionMemo // successors of regions that also record a fill
 	scratch  []CGID     // applyAccess's live lists
 
-	completions int // since the last history sweep
-	sweepAt     int // conflict segments after the last sweep
+	completions int    // since the last history sweep
+	sweepAt     int    // conflict segments after the last sweep
+	gens        uint64 // allocation generations handed out
 }
 
 // cgInfo is what the core remembers of an incomplete group.
@@ -40,26 +41,25 @@ type cgInfo struct {
 
 type allocRef struct {
 	buf BufferID
-	gen uint32
+	gen uint64
 }
 
 // buffer is one buffer's state.
 type buffer struct {
-	id      BufferID
-	geo     Geometry
-	pages   Dims
-	n       int
-	slots   [maxSlots]slot
-	used    uint64 // live slots
-	nextGen uint32
-	states  *pageStates
-	conf    *imap[*region]
-	lost    []lostRecord
+	id     BufferID
+	geo    Geometry
+	pages  Dims
+	n      int
+	slots  [maxSlots]slot
+	used   uint64 // live slots
+	states *pageStates
+	conf   *imap[*region]
+	lost   []lostRecord
 }
 
 type slot struct {
 	alloc AllocID
-	gen   uint32
+	gen   uint64
 	// by is the group whose Step.Allocate creates the allocation (0 for
 	// HostData): until it completes, later users of the allocation depend on
 	// it, so nobody touches memory that is not there yet.
@@ -96,7 +96,7 @@ func (c *Core) AddBuffer(s BufferSpec) error {
 	b.n = b.pages.Volume()
 	var initial uint64
 	if s.HostData != nil {
-		sl := b.addSlot(*s.HostData)
+		sl := b.addSlot(*s.HostData, c.newGen())
 		initial = 1 << sl
 	}
 	b.states = newPageStates(b.n, initial)
@@ -115,12 +115,19 @@ func (b *buffer) slotOf(a AllocID) (int, bool) {
 	return -1, false
 }
 
-func (b *buffer) addSlot(a AllocID) int {
+// addSlot gives allocation a a free slot and a generation unique in the
+// core (so fill and allocation records never match a later allocation, even
+// of a buffer re-added under the same ID).
+func (b *buffer) addSlot(a AllocID, gen uint64) int {
 	s := bits.TrailingZeros64(^b.used)
 	b.used |= 1 << s
-	b.nextGen++
-	b.slots[s] = slot{alloc: a, gen: b.nextGen}
+	b.slots[s] = slot{alloc: a, gen: gen}
 	return s
+}
+
+func (c *Core) newGen() uint64 {
+	c.gens++
+	return c.gens
 }
 
 func (b *buffer) allocation(s int) Allocation {
@@ -256,7 +263,7 @@ func (c *Core) Submit(cg CommandGroup) (Step, error) {
 	for _, a := range cg.Accesses {
 		b := c.bufs[a.Buffer]
 		if _, ok := b.slotOf(a.Target); !ok {
-			s := b.addSlot(a.Target)
+			s := b.addSlot(a.Target, c.newGen())
 			b.slots[s].by = cg.ID
 			step.Allocate = append(step.Allocate, b.allocation(s))
 		}
@@ -828,7 +835,7 @@ func (c *Core) Release(id CGID, buf BufferID, alloc AllocID) (Step, error) {
 	if len(only) > 0 {
 		h, ok := b.slotOf(host)
 		if !ok {
-			h = b.addSlot(host)
+			h = b.addSlot(host, c.newGen())
 			b.slots[h].by = id
 			step.Allocate = append(step.Allocate, b.allocation(h))
 		} else {

@@ -557,3 +557,30 @@ func TestTooManyAllocations(t *testing.T) {
 		t.Fatalf("%d allocations, want %d", got, maxSlots)
 	}
 }
+
+func TestRemoveBufferFreesAllocations_B1(t *testing.T) {
+	c, geo := newCore1D(t, 16, true)
+	mustSubmit(t, c, 1, acc(Read, gpu2, span1(0, 4)))
+	mustSubmit(t, c, 2, acc(Read, gpu1, span1(0, 4)))
+	c.Complete(1)
+	c.Complete(2)
+	got, err := c.RemoveBuffer(1)
+	want := []Allocation{{1, host0, geo.Bytes()}, {1, gpu1, geo.Bytes()}, {1, gpu2, geo.Bytes()}}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("RemoveBuffer = %v, %v; want %v", got, err, want)
+	}
+	if _, err := c.RemoveBuffer(1); !errors.Is(err, ErrUnknownBuffer) {
+		t.Fatalf("second RemoveBuffer: err = %v, want ErrUnknownBuffer", err)
+	}
+	if _, err := c.Submit(CommandGroup{ID: 3, Accesses: []Access{acc(Read, gpu1, span1(0, 1))}}); !errors.Is(err, ErrUnknownBuffer) {
+		t.Fatalf("Submit on a removed buffer: err = %v, want ErrUnknownBuffer", err)
+	}
+	// The ID can be reused for a new buffer, which starts afresh.
+	if err := c.AddBuffer(BufferSpec{ID: 1, Geometry: geo}); err != nil {
+		t.Fatal(err)
+	}
+	st := mustSubmit(t, c, 3, acc(Read, gpu1, span1(0, 16)))
+	if len(st.Copies) != 0 || len(st.Allocate) != 1 || st.Deps != nil {
+		t.Fatalf("first use of the re-added buffer = %+v; want one allocation, no copies, no deps", st)
+	}
+}
