@@ -135,7 +135,7 @@ func newRunCmd(env Env) *cobra.Command {
 			if verbose {
 				level = slog.LevelDebug
 			}
-			cfg := Config{JobFile: args[0], Params: params, OutDir: outDir, Devices: devices, Workers: workers, Window: window,
+			cfg := Config{JobFile: args[0], Params: params, OutDir: outDir, Record: trace != "" || dag != "", Devices: devices, Workers: workers, Window: window,
 				Logger: slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))}
 			show := progress == "always" || (progress == "auto" && env.Terminal && !quiet)
 			switch progress {

@@ -91,7 +91,7 @@ func TestRunJacobiMatchesPlainGo_D3(t *testing.T) {
 	job := "../../../examples/jobs/jacobi.yaml"
 	out := t.TempDir()
 	var calls, last int
-	res, err := Run(context.Background(), Config{JobFile: job, Params: map[string]string{"n": "96"}, OutDir: out, Devices: []string{"cpu"}, Window: 8,
+	res, err := Run(context.Background(), Config{JobFile: job, Params: map[string]string{"n": "96"}, OutDir: out, Devices: []string{"cpu"}, Window: 8, Record: true,
 		Progress: func(done, total int) { calls++; last = done; _ = total }})
 	if err != nil {
 		t.Fatal(err)
@@ -117,6 +117,9 @@ func TestRunJacobiMatchesPlainGo_D3(t *testing.T) {
 		if g.Timing.Started.Before(prev.Timing.Ended) {
 			t.Fatalf("group %d started before %d ended: conflicting groups must run in order (D3)", g.ID, prev.ID)
 		}
+	}
+	if res.Count != 102 || res.PerDevice[res.Devices[0].ID].N != 102 || res.PerStep[res.Devices[0].ID]["jacobi2d"].N != 100 {
+		t.Errorf("tallies: count %d, per device %+v", res.Count, res.PerDevice)
 	}
 	if s := res.Summary(); !strings.Contains(s, "jacobi2d ×100") || !strings.Contains(s, "102 command groups") {
 		t.Errorf("Summary() = %q, want the jacobi2d count and the group count", s)
@@ -273,7 +276,7 @@ outputs:
 // rules imply: the copy and the first saxpy both wait for a's init, each
 // saxpy waits for the writer of c before it.
 func TestTraceAndDAG_D1(t *testing.T) {
-	res, err := Run(context.Background(), Config{JobFile: writeJob(t, "small.yaml", smallJob), OutDir: t.TempDir(), Devices: []string{"cpu:0"}})
+	res, err := Run(context.Background(), Config{JobFile: writeJob(t, "small.yaml", smallJob), OutDir: t.TempDir(), Devices: []string{"cpu:0"}, Record: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,37 +20,8 @@ func (res *Result) Summary() string {
 	for i, d := range res.Devices {
 		devs[i] = d.ID.String()
 	}
-	fmt.Fprintf(&b, "job %s: %d command groups in %s on %s\n", res.Job.Name, len(res.Groups), round(res.Wall), strings.Join(devs, ", "))
-
-	type agg struct {
-		n    int
-		busy time.Duration
-	}
-	perDev := map[device.ID]*agg{}
-	perKernel := map[device.ID]map[string]*agg{}
-	failed := 0
-	for _, g := range res.Groups {
-		if g.Err != nil {
-			failed++
-		}
-		a := perDev[g.Device]
-		if a == nil {
-			a = &agg{}
-			perDev[g.Device] = a
-			perKernel[g.Device] = map[string]*agg{}
-		}
-		d := g.Timing.Duration()
-		a.n++
-		a.busy += d
-		key := g.Label
-		k := perKernel[g.Device][key]
-		if k == nil {
-			k = &agg{}
-			perKernel[g.Device][key] = k
-		}
-		k.n++
-		k.busy += d
-	}
+	fmt.Fprintf(&b, "job %s: %d command groups in %s on %s\n", res.Job.Name, res.Count, round(res.Wall), strings.Join(devs, ", "))
+	perDev, perKernel, failed := res.PerDevice, res.PerStep, res.Failed
 	ids := make([]device.ID, 0, len(perDev))
 	for id := range perDev {
 		ids = append(ids, id)
@@ -65,8 +36,8 @@ func (res *Result) Summary() string {
 		}
 		sort.Slice(names, func(i, j int) bool {
 			ki, kj := perKernel[id][names[i]], perKernel[id][names[j]]
-			if ki.busy != kj.busy {
-				return ki.busy > kj.busy
+			if ki.Busy != kj.Busy {
+				return ki.Busy > kj.Busy
 			}
 			return names[i] < names[j]
 		})
@@ -77,9 +48,9 @@ func (res *Result) Summary() string {
 				break
 			}
 			k := perKernel[id][n]
-			parts = append(parts, fmt.Sprintf("%s ×%d %s", n, k.n, round(k.busy)))
+			parts = append(parts, fmt.Sprintf("%s ×%d %s", n, k.N, round(k.Busy)))
 		}
-		fmt.Fprintf(&b, "  %-10s %7d %10s   %s\n", id, a.n, round(a.busy), strings.Join(parts, ", "))
+		fmt.Fprintf(&b, "  %-10s %7d %10s   %s\n", id, a.N, round(a.Busy), strings.Join(parts, ", "))
 	}
 	s := res.Stats
 	fmt.Fprintf(&b, "  data moved: host→device %s, device→host %s, %s in all; %d transfers of %d planned page boxes; %d device allocations\n",

@@ -51,6 +51,9 @@ type Config struct {
 	// Progress receives progress: called after each command group finishes
 	// with the number done and the total; nil means none.
 	Progress func(done, total int)
+	// Record keeps a record of every command group in Result.Groups (the
+	// trace and the DAG need them); without it Run keeps only tallies.
+	Record bool
 	// Logger receives debug events; nil means discard.
 	Logger *slog.Logger
 }
@@ -97,15 +100,54 @@ type OutputFile struct {
 	Moved      int64
 }
 
+// Tally counts command groups and their busy time (from start, when the
+// dependencies were done, to end; copies included).
+type Tally struct {
+	N    int
+	Busy time.Duration
+}
+
 // Result is what a run did.
 type Result struct {
 	Job     *jobfile.Job
 	Devices []device.Info
 	Start   time.Time
 	Wall    time.Duration
+	// Count is the number of command groups submitted; Failed of those
+	// that failed.
+	Count, Failed int
+	// PerDevice and PerStep (by step label) tally the finished groups.
+	PerDevice map[device.ID]*Tally
+	PerStep   map[device.ID]map[string]*Tally
+	// Groups has a record per command group when Config.Record is set
+	// (for the trace and the DAG); nil otherwise, so that long jobs run in
+	// constant memory.
 	Groups  []*Group
 	Stats   acpp.Stats
 	Outputs []OutputFile
+}
+
+// tally adds a finished group to the per-device and per-step counts.
+func (res *Result) tally(g *Group) {
+	if g.Err != nil {
+		res.Failed++
+	}
+	t := res.PerDevice[g.Device]
+	if t == nil {
+		t = &Tally{}
+		res.PerDevice[g.Device] = t
+		res.PerStep[g.Device] = map[string]*Tally{}
+	}
+	d := g.Timing.Duration()
+	t.N++
+	t.Busy += d
+	k := res.PerStep[g.Device][g.Label]
+	if k == nil {
+		k = &Tally{}
+		res.PerStep[g.Device][g.Label] = k
+	}
+	k.N++
+	k.Busy += d
 }
 
 // Run executes the job in cfg.JobFile on the embedded runtime and writes
@@ -127,7 +169,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if r.cfg.Window <= 0 {
 		r.cfg.Window = 1024
 	}
-	res := &Result{Job: job}
+	res := &Result{Job: job, PerDevice: map[device.ID]*Tally{}, PerStep: map[device.ID]map[string]*Tally{}}
 	r.res = res
 	if err := r.registerJobKernels(); err != nil {
 		return nil, err
@@ -436,9 +478,13 @@ func (r *runner) submit(ctx context.Context, g *Group, dev string, cgf func(h *a
 		return r.job.At(g.Line, g.Path, err)
 	}
 	g.ID = ev.ID()
-	g.RuntimeDeps = ev.Deps()
-	g.Deps = r.dag.add(g.ID, g.regions)
-	r.res.Groups = append(r.res.Groups, g)
+	r.res.Count++
+	if r.cfg.Record {
+		g.RuntimeDeps = ev.Deps()
+		g.Deps = r.dag.add(g.ID, g.regions)
+		r.res.Groups = append(r.res.Groups, g)
+	}
+	g.regions = nil
 	r.pending = append(r.pending, &pendingGroup{g: g, ev: ev})
 	return r.drain(ctx, r.cfg.Window)
 }
@@ -451,12 +497,13 @@ func (r *runner) drain(ctx context.Context, keep int) error {
 		err := p.ev.Wait(ctx)
 		p.g.Timing = p.ev.Timing()
 		p.g.StatsAfter = r.q.Stats()
+		p.g.Err = err
+		r.res.tally(p.g)
 		r.done++
 		if r.cfg.Progress != nil {
 			r.cfg.Progress(r.done, r.total)
 		}
 		if err != nil {
-			p.g.Err = err
 			if ctx.Err() != nil {
 				return fmt.Errorf("job %s stopped: %w", r.job.Name, context.Cause(ctx))
 			}
@@ -473,6 +520,7 @@ func (r *runner) settle() {
 		p.g.Timing = p.ev.Timing()
 		p.g.Err = p.ev.Err()
 		p.g.StatsAfter = r.res.Stats
+		r.res.tally(p.g)
 	}
 	r.pending = nil
 }
