@@ -1,0 +1,91 @@
+package coordinator
+
+import (
+	"fmt"
+
+	"github.com/acpp/acpp/coherence"
+)
+
+// BufferSpec describes a buffer of a job.
+type BufferSpec struct {
+	// Name is used in errors and reports; empty means "buffer <id>".
+	Name string
+	// Range is the extent in elements, dimension 2 fastest (required, every
+	// component ≥ 1).
+	Range Dims
+	// ElemSize is the element size in bytes (required).
+	ElemSize int
+	// PageSize is the page size per dimension (P1); zero means
+	// coherence.DefaultPageSize.
+	PageSize Dims
+	// Init, when set, is the initial contents (Range × ElemSize bytes,
+	// row-major). The client keeps a copy (its host allocation) and uploads
+	// each page once, to where it is first needed. Nil means uninitialised:
+	// nothing is transferred until a group writes it (T2).
+	Init []byte
+}
+
+// Buffer is a buffer of a job. Its pages live on the nodes; the client
+// holds the host image that Init filled and host reads bring up to date.
+type Buffer struct {
+	id   coherence.BufferID
+	name string
+	geo  coherence.Geometry
+	// host is the client's allocation (nil until it exists). Bytes of a
+	// page are written only by a read back of that page while it is
+	// outdated on the client, and read only while it is up to date there.
+	host []byte
+}
+
+// String names the buffer.
+func (b *Buffer) String() string {
+	if b.name != "" {
+		return fmt.Sprintf("buffer %q", b.name)
+	}
+	return fmt.Sprintf("buffer %d", b.id)
+}
+
+// Geometry is the buffer's page geometry.
+func (b *Buffer) Geometry() coherence.Geometry { return b.geo }
+
+// pageRange maps an element region to pages; a zero rng means from off to
+// the end of the buffer.
+func (b *Buffer) pageRange(off, rng Dims) (coherence.Box, error) {
+	if rng == (Dims{}) {
+		rng = sub(b.geo.Range, off)
+	}
+	p, err := b.geo.PageRange(off, rng)
+	if err != nil {
+		return coherence.Box{}, fmt.Errorf("%w: %s: %w", ErrInvalid, b, err)
+	}
+	return p, nil
+}
+
+// NewBuffer adds a buffer to the job.
+func (j *Job) NewBuffer(spec BufferSpec) (*Buffer, error) {
+	geo, err := coherence.NewGeometry(spec.Range, spec.ElemSize, spec.PageSize)
+	if err != nil {
+		return nil, fmt.Errorf("%w: buffer %q: %w", ErrInvalid, spec.Name, err)
+	}
+	if spec.Init != nil && len(spec.Init) != geo.Bytes() {
+		return nil, fmt.Errorf("%w: buffer %q: Init has %d bytes, the range %v × %d-byte elements needs %d", ErrInvalid, spec.Name, len(spec.Init), spec.Range, spec.ElemSize, geo.Bytes())
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.err != nil {
+		return nil, j.err
+	}
+	b := &Buffer{id: j.nextBuf, name: spec.Name, geo: geo}
+	bs := coherence.BufferSpec{ID: b.id, Geometry: geo}
+	if spec.Init != nil {
+		b.host = append([]byte(nil), spec.Init...)
+		a := clientAlloc
+		bs.HostData = &a
+	}
+	if err := j.core.AddBuffer(bs); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	j.nextBuf++
+	j.bufs[b.id] = b
+	return b, nil
+}

@@ -1,0 +1,170 @@
+package coordinator
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/acpp/acpp/credentials"
+)
+
+// Placement is the policy that picks a device for a command group that is
+// neither pinned nor split.
+type Placement uint8
+
+const (
+	// PlaceAuto (the default) chooses the device with the earliest
+	// estimated finish: time to move the pages it lacks (from the page
+	// directory) plus its queue (estimated from past kernel durations) plus
+	// the kernel's own estimate; devices that cannot run the kernel are
+	// never chosen. Ties go to the device holding most of the data, then
+	// to the first device in job order.
+	PlaceAuto Placement = iota
+	// PlaceRoundRobin cycles through the devices that can run the kernel,
+	// ignoring data and load: the baseline PlaceAuto is measured against.
+	PlaceRoundRobin
+)
+
+func (p Placement) String() string {
+	switch p {
+	case PlaceAuto:
+		return "auto"
+	case PlaceRoundRobin:
+		return "round-robin"
+	}
+	return fmt.Sprintf("placement(%d)", p)
+}
+
+// DeviceFilter selects the devices a job uses. Each non-empty list must
+// match (they combine with AND); an empty filter selects every device of
+// every node.
+type DeviceFilter struct {
+	// Kinds are device kinds ("cpu", "cuda").
+	Kinds []string
+	// Nodes are node names.
+	Nodes []string
+	// Devices are devices by their full name "node/kind:index"
+	// ("n1/cuda:0").
+	Devices []string
+	// Labels maps a node name to its labels ("gpu", "rack-a"); a device
+	// is selected when its node carries every label in MatchLabels. Nodes
+	// do not publish labels; the caller (acpp-submit, from its cluster
+	// file) supplies them.
+	Labels      map[string][]string
+	MatchLabels []string
+}
+
+func (f DeviceFilter) match(d Device) bool {
+	if len(f.Kinds) > 0 && !slices.Contains(f.Kinds, d.Kind) {
+		return false
+	}
+	if len(f.Nodes) > 0 && !slices.Contains(f.Nodes, d.Node) {
+		return false
+	}
+	if len(f.Devices) > 0 && !slices.Contains(f.Devices, d.String()) {
+		return false
+	}
+	for _, l := range f.MatchLabels {
+		if !slices.Contains(f.Labels[d.Node], l) {
+			return false
+		}
+	}
+	return true
+}
+
+// Config configures a job. Start from the zero value and set Nodes and
+// Credentials.
+type Config struct {
+	// Nodes are the QUIC addresses (host:port) of the acpp-node agents the
+	// job runs on (required). Node IDs in the page directory are 1, 2, …
+	// in this order; ClientNode (0) is the client itself.
+	Nodes []string
+	// Credentials are the client's certificate and key and the cluster CA
+	// (required; credentials.LoadClient).
+	Credentials *credentials.Credentials
+	// Devices selects the devices of those nodes the job may use; the
+	// zero value selects all of them.
+	Devices DeviceFilter
+	// Placement is the placement policy; the zero value is PlaceAuto.
+	Placement Placement
+	// JobID is the job's ID on every node; 0 picks one from the clock.
+	JobID uint64
+	// Lease is the job lease to ask the nodes for; 0 means each node's
+	// default (30 s). The job renews it while it is open.
+	Lease time.Duration
+	// MaxBytes asks each node for a per-job memory limit (0: the node's).
+	MaxBytes uint64
+	// LostTimeout is how long a node may stay unreachable (its completion
+	// feed failing) before the job treats it as lost; 0 means 5 seconds.
+	// Nodes report peers lost by membership much sooner (about 1 s on a
+	// local cluster, 5 s on a LAN).
+	LostTimeout time.Duration
+	// PollInterval bounds one long poll of a node's completion feed; 0
+	// means 2 seconds. A hung node is noticed within LostTimeout +
+	// PollInterval.
+	PollInterval time.Duration
+	// NetworkBandwidth and LocalBandwidth (bytes per second) convert bytes
+	// to move into time for placement; 0 means 500 MB/s between nodes and
+	// 5 GB/s within a node.
+	NetworkBandwidth, LocalBandwidth float64
+	// Logger receives the job's events; nil discards them.
+	Logger *slog.Logger
+}
+
+// Validate reports every bad field at once.
+func (c Config) Validate() error {
+	var errs []error
+	if len(c.Nodes) == 0 {
+		errs = append(errs, errors.New("Nodes is empty: give the QUIC address (host:port) of at least one acpp-node"))
+	}
+	seen := map[string]bool{}
+	for i, a := range c.Nodes {
+		if !strings.Contains(a, ":") {
+			errs = append(errs, fmt.Errorf("Nodes[%d] = %q is not host:port", i, a))
+		}
+		if seen[a] {
+			errs = append(errs, fmt.Errorf("Nodes[%d] = %q is listed twice", i, a))
+		}
+		seen[a] = true
+	}
+	if c.Credentials == nil {
+		errs = append(errs, errors.New("Credentials are required: load them with credentials.LoadClient(dir, name)"))
+	}
+	if c.Placement > PlaceRoundRobin {
+		errs = append(errs, fmt.Errorf("Placement %d is unknown; use PlaceAuto or PlaceRoundRobin", c.Placement))
+	}
+	if c.LostTimeout < 0 || c.PollInterval < 0 || c.Lease < 0 {
+		errs = append(errs, errors.New("LostTimeout, PollInterval and Lease must not be negative"))
+	}
+	if c.NetworkBandwidth < 0 || c.LocalBandwidth < 0 {
+		errs = append(errs, errors.New("NetworkBandwidth and LocalBandwidth must not be negative"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return nil
+}
+
+func (c *Config) populate() {
+	if c.LostTimeout == 0 {
+		c.LostTimeout = 5 * time.Second
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = 2 * time.Second
+	}
+	if c.NetworkBandwidth == 0 {
+		c.NetworkBandwidth = 500e6
+	}
+	if c.LocalBandwidth == 0 {
+		c.LocalBandwidth = 5e9
+	}
+	if c.JobID == 0 {
+		c.JobID = uint64(time.Now().UnixNano())
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}

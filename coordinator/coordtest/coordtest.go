@@ -1,0 +1,218 @@
+package coordtest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/acpp/acpp/coordinator"
+	"github.com/acpp/acpp/credentials"
+	"github.com/acpp/acpp/kernels"
+	"github.com/acpp/acpp/node"
+)
+
+// Options tune a test cluster.
+type Options struct {
+	// CPUWorkers per node; 0 means 2.
+	CPUWorkers int
+	// Modify, when set, adjusts each node's config before it starts.
+	Modify func(i int, cfg *node.Config)
+}
+
+// Cluster is a running test cluster.
+type Cluster struct {
+	t     testing.TB
+	Nodes []*node.Node
+	// Dir holds the credentials: the CA, nodes n0…, clients "alice" and
+	// "bob".
+	Dir   string
+	Creds *credentials.Credentials // client "alice"
+
+	mu      sync.Mutex
+	stopped map[int]bool
+}
+
+// Start starts n local nodes that know each other and registers the
+// built-in kernels in this process (nodes in one process share the
+// registry). It fails the test on error.
+func Start(t testing.TB, n int, opts Options) *Cluster {
+	t.Helper()
+	os.Setenv("QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING", "true")
+	if err := kernels.Register(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if _, err := credentials.CreateCA(dir, credentials.CAConfig{Cluster: "coordtest"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := credentials.CreateGossipKey(dir); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if _, err := credentials.CreateNode(dir, fmt.Sprintf("n%d", i), credentials.IssueConfig{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []string{"alice", "bob"} {
+		if _, err := credentials.CreateClient(dir, c, credentials.IssueConfig{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	creds, err := credentials.LoadClient(dir, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{t: t, Dir: dir, Creds: creds, stopped: map[int]bool{}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	workers := opts.CPUWorkers
+	if workers == 0 {
+		workers = 2
+	}
+	for i := range n {
+		cfg := node.DefaultLocalConfig()
+		cfg.Name = fmt.Sprintf("n%d", i)
+		cfg.CredentialsDir = dir
+		cfg.CPUWorkers = workers
+		cfg.Devices = "cpu"
+		cfg.Logger = Logger(t).With("node", cfg.Name)
+		cfg.DrainTimeout = 2 * time.Second
+		if i > 0 {
+			cfg.Join = []string{c.Nodes[0].GossipAddr()}
+		}
+		if opts.Modify != nil {
+			opts.Modify(i, &cfg)
+		}
+		nd, err := node.Start(ctx, cfg)
+		if err != nil {
+			t.Fatalf("start node %d: %v", i, err)
+		}
+		t.Cleanup(func() { c.Stop(i) })
+		c.Nodes = append(c.Nodes, nd)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ok := true
+		for _, nd := range c.Nodes {
+			if len(nd.Cluster().Members().Alive()) != n {
+				ok = false
+			}
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the %d nodes did not see each other within 20s", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return c
+}
+
+// Addrs are the nodes' QUIC addresses, in order.
+func (c *Cluster) Addrs() []string {
+	out := make([]string, len(c.Nodes))
+	for i, nd := range c.Nodes {
+		out[i] = nd.QUICAddr()
+	}
+	return out
+}
+
+// Config is a coordinator config for all nodes, with client alice's
+// credentials and a test logger.
+func (c *Cluster) Config() coordinator.Config {
+	return coordinator.Config{Nodes: c.Addrs(), Credentials: c.Creds, Logger: Logger(c.t), LostTimeout: 2 * time.Second, PollInterval: time.Second}
+}
+
+// Stop closes node i abruptly (peers see it fail). Calling it twice is safe.
+func (c *Cluster) Stop(i int) {
+	c.mu.Lock()
+	done := c.stopped[i]
+	c.stopped[i] = true
+	c.mu.Unlock()
+	if !done {
+		c.Nodes[i].Close()
+	}
+}
+
+// PeerBytes is the sum over nodes of the page bytes they sent to other
+// nodes, as counted by the nodes (acpp_node_page_bytes_total{direction=
+// "sent", peer≠"client"}).
+func (c *Cluster) PeerBytes() int64 {
+	var n int64
+	for i := range c.Nodes {
+		for peer, v := range c.Sent(i) {
+			if peer != "client" {
+				n += v
+			}
+		}
+	}
+	return n
+}
+
+// Sent is node i's sent page bytes per peer ("client" for the job's client).
+func (c *Cluster) Sent(i int) map[string]int64 { return c.counter(i, "sent") }
+
+// Received is node i's received page bytes per peer.
+func (c *Cluster) Received(i int) map[string]int64 { return c.counter(i, "received") }
+
+func (c *Cluster) counter(i int, dir string) map[string]int64 {
+	out := map[string]int64{}
+	mfs, err := c.Nodes[i].Metrics().Gather()
+	if err != nil {
+		c.t.Fatalf("metrics of node %d: %v", i, err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "acpp_node_page_bytes_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if label(m, "direction") == dir {
+				out[label(m, "peer")] += int64(m.GetCounter().GetValue())
+			}
+		}
+	}
+	return out
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// Logger logs to t at Warn (Debug with ACPP_TEST_DEBUG set) until the test ends.
+func Logger(t testing.TB) *slog.Logger {
+	w := &logWriter{w: t.Output()}
+	t.Cleanup(func() { w.mu.Lock(); w.done = true; w.mu.Unlock() })
+	lvl := slog.LevelWarn
+	if os.Getenv("ACPP_TEST_DEBUG") != "" {
+		lvl = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl}))
+}
+
+type logWriter struct {
+	mu   sync.Mutex
+	w    io.Writer
+	done bool
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done {
+		return len(p), nil
+	}
+	return w.w.Write(p)
+}

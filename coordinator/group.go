@@ -1,0 +1,765 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+
+	"github.com/acpp/acpp/coherence"
+	"github.com/acpp/acpp/device"
+	"github.com/acpp/acpp/proto"
+)
+
+// Mode is an access mode (coherence.Mode).
+type Mode = coherence.Mode
+
+// Access modes.
+const (
+	Read      = coherence.Read
+	Write     = coherence.Write
+	ReadWrite = coherence.ReadWrite
+)
+
+// Accessor is a buffer accessor of a command group.
+type Accessor struct {
+	Buffer *Buffer
+	Mode   Mode
+	// Offset and Range are the accessed region in elements (ranged
+	// accessor); a zero Range means from Offset to the end of the buffer.
+	// Ignored in split groups, where Map gives the region per chunk.
+	Offset, Range Dims
+	// NoInit (discard) accessors never cause a transfer (T1).
+	NoInit bool
+	// Kind is how the kernel receives it: device.ArgPointer (raw),
+	// device.ArgAccessor or device.ArgRangedAccessor. 0 means what the
+	// kernel declares when it is registered in this process
+	// (device.Kernels), else ArgAccessor.
+	Kind device.ArgKind
+	// Map gives the accessed region of each chunk of a split group
+	// (required there; OneToOne, Neighbourhood, All, Fixed or MapFunc).
+	Map RangeMapper
+}
+
+// Arg is one kernel argument: an accessor, a scalar or local memory, in
+// the kernel's parameter order.
+type Arg struct {
+	acc    *Accessor
+	scalar []byte
+	local  int
+}
+
+// Acc passes an accessor.
+func Acc(a Accessor) Arg { return Arg{acc: &a} }
+
+// Scalar passes bytes by value (little-endian, Go layout).
+func Scalar(b []byte) Arg { return Arg{scalar: slices.Clone(b)} }
+
+// ScalarF32 passes a float32.
+func ScalarF32(v float32) Arg {
+	return Arg{scalar: binary.LittleEndian.AppendUint32(nil, math.Float32bits(v))}
+}
+
+// ScalarU64 passes a uint64.
+func ScalarU64(v uint64) Arg { return Arg{scalar: binary.LittleEndian.AppendUint64(nil, v)} }
+
+// ScalarU32 passes a uint32.
+func ScalarU32(v uint32) Arg { return Arg{scalar: binary.LittleEndian.AppendUint32(nil, v)} }
+
+// LocalMem passes work-group local memory of the given size (A3).
+func LocalMem(bytes int) Arg { return Arg{local: bytes} }
+
+// Group is a command group: one kernel launch with its accessors.
+type Group struct {
+	// Kernel is the kernel's name in the nodes' registries.
+	Kernel string
+	// Range is the global ND range (every component ≥ 1); Local the
+	// work-group size (zero: a flat launch); Offset the launch offset.
+	Range, Local, Offset Dims
+	Args                 []Arg
+	// Device pins the group to a device ("node/kind:index"); empty lets
+	// the placement policy choose.
+	Device string
+	// Split, when set, divides the range across devices; each accessor
+	// must then have a Map.
+	Split *Split
+}
+
+// chunkPlan is one command group to submit: a chunk and its device.
+type chunkPlan struct {
+	chunk Chunk
+	dev   int // -1: choose by placement
+	regs  []accRegion
+}
+
+type accRegion struct {
+	off, rng Dims
+	pages    coherence.Box
+}
+
+// Submit submits a command group (or, with Split, one per chunk) and
+// returns their IDs. It returns once the groups are planned and queued for
+// their nodes; it never waits for earlier groups to finish. A failed job
+// returns its failure.
+func (j *Job) Submit(ctx context.Context, g Group) ([]GroupID, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := j.Err(); err != nil {
+		return nil, err
+	}
+	params, err := j.validate(&g)
+	if err != nil {
+		return nil, err
+	}
+	capable := j.capable(g.Kernel)
+	var plans []chunkPlan
+	switch {
+	case g.Split != nil:
+		devs := capable
+		if len(g.Split.Devices) > 0 {
+			devs = nil
+			for i, name := range g.Split.Devices {
+				d, ok := j.devByID[name]
+				if !ok {
+					return nil, fmt.Errorf("%w: Split.Devices[%d] %q is not a device of this job (%v)", ErrNoDevice, i, name, j.deviceNames())
+				}
+				if !slices.Contains(capable, d) {
+					return nil, fmt.Errorf("%w: Split.Devices[%d] %s cannot run kernel %q", ErrNoDevice, i, name, g.Kernel)
+				}
+				devs = append(devs, d)
+			}
+		}
+		if len(devs) == 0 {
+			return nil, fmt.Errorf("%w: no device of this job can run kernel %q", ErrNoDevice, g.Kernel)
+		}
+		n := g.Split.Chunks
+		if n == 0 {
+			n = len(devs)
+		}
+		chunks, _, err := splitRange(g.Offset, g.Range, g.Local, g.Split.Along, n)
+		if err != nil {
+			return nil, err
+		}
+		for i, c := range chunks {
+			p := chunkPlan{chunk: c, dev: devs[i%len(devs)]}
+			for k, a := range g.Args {
+				if a.acc == nil {
+					continue
+				}
+				if a.acc.Map == nil {
+					return nil, fmt.Errorf("%w: argument %d of split kernel %q has no range mapper; set Accessor.Map (OneToOne, Neighbourhood, All, Fixed or MapFunc)", ErrInvalid, k, g.Kernel)
+				}
+				off, rng, err := mapAccess(a.acc.Map, c, a.acc.Buffer.geo.Range)
+				if err != nil {
+					return nil, fmt.Errorf("argument %d of kernel %q: %w", k, g.Kernel, err)
+				}
+				p.regs = append(p.regs, accRegion{off: off, rng: rng})
+			}
+			plans = append(plans, p)
+		}
+	default:
+		p := chunkPlan{chunk: Chunk{Offset: g.Offset, Range: g.Range}, dev: -1}
+		if g.Device != "" {
+			d, ok := j.devByID[g.Device]
+			if !ok {
+				return nil, fmt.Errorf("%w: Device %q is not a device of this job (%v)", ErrNoDevice, g.Device, j.deviceNames())
+			}
+			if !slices.Contains(capable, d) {
+				return nil, fmt.Errorf("%w: device %s cannot run kernel %q (not in its node's registry, or no implementation for its backend)", ErrNoDevice, g.Device, g.Kernel)
+			}
+			p.dev = d
+		} else if len(capable) == 0 {
+			return nil, fmt.Errorf("%w: no device of this job can run kernel %q", ErrNoDevice, g.Kernel)
+		}
+		for _, a := range g.Args {
+			if a.acc == nil {
+				continue
+			}
+			rng := a.acc.Range
+			if rng == (Dims{}) {
+				rng = sub(a.acc.Buffer.geo.Range, a.acc.Offset)
+			}
+			p.regs = append(p.regs, accRegion{off: a.acc.Offset, rng: rng})
+		}
+		plans = append(plans, p)
+	}
+	// Map regions to pages before taking the lock (errors change nothing).
+	for pi := range plans {
+		k := 0
+		for ai, a := range g.Args {
+			if a.acc == nil {
+				continue
+			}
+			r := &plans[pi].regs[k]
+			pages, err := a.acc.Buffer.geo.PageRange(r.off, r.rng)
+			if err != nil {
+				return nil, fmt.Errorf("%w: argument %d (%s) of kernel %q: %w", ErrInvalid, ai, a.acc.Buffer, g.Kernel, err)
+			}
+			r.pages = pages
+			k++
+		}
+	}
+	ids := make([]GroupID, 0, len(plans))
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, p := range plans {
+		if j.err != nil {
+			return ids, j.err
+		}
+		id, err := j.submitLocked(&g, params, p, capable)
+		if err != nil {
+			return ids, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+func (j *Job) deviceNames() []string {
+	out := make([]string, len(j.devices))
+	for i, d := range j.devices {
+		out[i] = d.String()
+	}
+	return out
+}
+
+// validate checks a group and returns the kernel's declared parameters
+// when the kernel is registered in this process (nil otherwise).
+func (j *Job) validate(g *Group) ([]device.Param, error) {
+	var errs []error
+	if g.Kernel == "" {
+		errs = append(errs, errors.New("Kernel is empty"))
+	}
+	for d := range 3 {
+		if g.Range[d] < 1 || g.Offset[d] < 0 || g.Local[d] < 0 {
+			errs = append(errs, fmt.Errorf("Range %v must be ≥ 1 and Offset %v, Local %v ≥ 0 in every dimension (a 1D range n is {1, 1, n})", g.Range, g.Offset, g.Local))
+			break
+		}
+		if g.Local != (Dims{}) && (g.Local[d] < 1 || g.Range[d]%g.Local[d] != 0) {
+			errs = append(errs, fmt.Errorf("Range %v is not a multiple of the work-group size Local %v", g.Range, g.Local))
+			break
+		}
+	}
+	var params []device.Param
+	if k, err := device.Kernels.Lookup(g.Kernel); err == nil {
+		params = k.Params
+		if len(g.Args) != len(params) {
+			errs = append(errs, fmt.Errorf("kernel %q takes %d arguments, got %d", g.Kernel, len(params), len(g.Args)))
+		}
+	}
+	j.mu.Lock()
+	for i, a := range g.Args {
+		switch {
+		case a.acc != nil:
+			if a.acc.Buffer == nil || j.bufs[a.acc.Buffer.id] != a.acc.Buffer {
+				errs = append(errs, fmt.Errorf("argument %d: the accessor's buffer is not a buffer of this job (make it with Job.NewBuffer)", i))
+			} else if m := a.acc.Mode; m != Read && m != Write && m != ReadWrite {
+				errs = append(errs, fmt.Errorf("argument %d: mode %v; use Read, Write or ReadWrite", i, m))
+			} else if a.acc.NoInit && m == Read {
+				errs = append(errs, fmt.Errorf("argument %d: a read-only accessor cannot be NoInit", i))
+			}
+		case a.scalar == nil && a.local <= 0:
+			errs = append(errs, fmt.Errorf("argument %d is empty; build it with Acc, Scalar… or LocalMem", i))
+		}
+	}
+	j.mu.Unlock()
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("%w: kernel %q: %w", ErrInvalid, g.Kernel, err)
+	}
+	return params, nil
+}
+
+// capable lists the job's devices (not lost) that can run kernel: the
+// node has it in its registry (an empty registry list is taken as "any"),
+// and, when this process knows the kernel, the device runs one of its
+// forms.
+func (j *Job) capable(kernel string) []int {
+	k, kerr := device.Kernels.Lookup(kernel)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var out []int
+	for i, d := range j.devices {
+		if d.lost {
+			continue
+		}
+		if ks := d.node.inv.Kernels; len(ks) > 0 && !slices.Contains(ks, kernel) {
+			continue
+		}
+		if kerr == nil && len(d.Forms) > 0 {
+			ok := false
+			for _, f := range d.Forms {
+				if (f == device.FormGo.String() && k.Has(device.FormGo)) || (f == device.FormPTX.String() && k.Has(device.FormPTX)) {
+					ok = true
+				}
+			}
+			if !ok {
+				continue
+			}
+		}
+		out = append(out, i)
+	}
+	return out
+}
+
+// submitLocked plans one command group on the core and queues its
+// instructions for the nodes.
+func (j *Job) submitLocked(g *Group, params []device.Param, p chunkPlan, capable []int) (GroupID, error) {
+	dev := p.dev
+	if dev >= 0 && j.devices[dev].lost {
+		return 0, fmt.Errorf("%w: device %s is on a lost node", ErrNoDevice, j.devices[dev])
+	}
+	if dev < 0 {
+		dev = j.placeLocked(g, p, capable)
+		if dev < 0 {
+			return 0, fmt.Errorf("%w: no device of this job can run kernel %q any more (nodes lost)", ErrNoDevice, g.Kernel)
+		}
+	}
+	d := j.devices[dev]
+	target := coherence.AllocID{Node: d.node.id, Mem: coherence.MemID(d.Mem)}
+	id := j.nextCG
+	cg := coherence.CommandGroup{ID: id}
+	k := 0
+	for _, a := range g.Args {
+		if a.acc == nil {
+			continue
+		}
+		r := p.regs[k]
+		k++
+		if r.pages.Empty() {
+			continue
+		}
+		cg.Accesses = append(cg.Accesses, coherence.Access{Buffer: a.acc.Buffer.id, Pages: r.pages, Mode: a.acc.Mode, Discard: a.acc.NoInit, Target: target})
+	}
+	step, err := j.core.Submit(cg)
+	if err != nil {
+		return 0, fmt.Errorf("coordinator: kernel %q: %w", g.Kernel, err)
+	}
+	j.nextCG++
+	items := p.chunk.Range.Volume()
+	gs := &groupState{id: id, kernel: g.Kernel, dev: dev, items: items, tails: map[coherence.NodeID][]uint64{}}
+	gs.estimate = j.est.estimate(g.Kernel, *d, items)
+	j.queued[dev] += gs.estimate
+	j.live[id] = gs
+	j.stats.Groups++
+	j.stats.Placed[d.String()]++
+
+	launch := &proto.Launch{Kernel: g.Kernel, Device: d.ID, Global: toU64(p.chunk.Range), Local: toU64(g.Local), Offset: toU64(p.chunk.Offset)}
+	k = 0
+	for i, a := range g.Args {
+		switch {
+		case a.acc != nil:
+			r := p.regs[k]
+			k++
+			kind := a.acc.Kind
+			if kind == 0 {
+				kind = device.ArgAccessor
+				if i < len(params) {
+					kind = params[i].Kind
+				}
+			}
+			b := a.acc.Buffer
+			ka := proto.KArg{Kind: uint8(kind), Buffer: uint64(b.id), Mem: d.Mem, ElemSize: uint32(b.geo.ElemSize), Range: toU64(b.geo.Range), ReadOnly: a.acc.Mode == Read}
+			if kind == device.ArgRangedAccessor {
+				ka.AccessOffset, ka.AccessRange = toU64(r.off), toU64(r.rng)
+			}
+			launch.Args = append(launch.Args, ka)
+			if a.acc.Mode != Read && !r.pages.Empty() {
+				j.recordWriteLocked(b.id, id, r.pages)
+			}
+		case a.local > 0:
+			launch.Args = append(launch.Args, proto.KArg{Kind: uint8(device.ArgLocal), LocalBytes: uint64(a.local)})
+		default:
+			launch.Args = append(launch.Args, proto.KArg{Kind: uint8(device.ArgScalar), Scalar: a.scalar})
+		}
+	}
+	j.issueLocked(gs, step, d.node, launch)
+	return id, nil
+}
+
+// recordWriteLocked keeps the lineage: which group last wrote which pages.
+// Older records covered by the new write are dropped, so the list stays
+// as long as the number of distinct live write regions.
+func (j *Job) recordWriteLocked(buf coherence.BufferID, g GroupID, pages coherence.Box) {
+	l := j.lineage[buf][:0]
+	for _, w := range j.lineage[buf] {
+		if w.pages.Intersect(pages) != w.pages {
+			l = append(l, w)
+		}
+	}
+	j.lineage[buf] = append(l, writeRec{g: g, pages: pages})
+}
+
+// placeLocked picks a device for an unpinned, unsplit group.
+func (j *Job) placeLocked(g *Group, p chunkPlan, capable []int) int {
+	var cands []int
+	for _, i := range capable {
+		if !j.devices[i].lost {
+			cands = append(cands, i)
+		}
+	}
+	if len(cands) == 0 {
+		return -1
+	}
+	if j.cfg.Placement == PlaceRoundRobin {
+		d := cands[j.rr%len(cands)]
+		j.rr++
+		return d
+	}
+	cs := make([]candidate, len(cands))
+	for ci, di := range cands {
+		d := j.devices[di]
+		target := coherence.AllocID{Node: d.node.id, Mem: coherence.MemID(d.Mem)}
+		c := candidate{dev: di, queue: j.queued[di], kernel: j.est.estimate(g.Kernel, *d, p.chunk.Range.Volume())}
+		k := 0
+		for _, a := range g.Args {
+			if a.acc == nil {
+				continue
+			}
+			r := p.regs[k]
+			k++
+			if r.pages.Empty() {
+				continue
+			}
+			b := a.acc.Buffer
+			total := elemBytes(b, []coherence.Box{r.pages})
+			if a.acc.NoInit {
+				continue
+			}
+			out, err := j.core.Outdated(b.id, target, r.pages)
+			if err != nil {
+				continue
+			}
+			missing := elemBytes(b, out)
+			c.netBytes += missing
+			c.haveBytes += total - missing
+		}
+		cs[ci] = c
+	}
+	return cs[chooseAuto(cs, j.cfg.NetworkBandwidth, j.cfg.LocalBandwidth)].dev
+}
+
+func elemBytes(b *Buffer, pages []coherence.Box) int {
+	n := 0
+	for _, p := range pages {
+		n += b.geo.ElementBox(p).Volume()
+	}
+	return n * b.geo.ElemSize
+}
+
+// builder collects one group's instructions per node.
+type builder struct {
+	j       *Job
+	g       *groupState
+	entries map[coherence.NodeID]*entry
+	order   []coherence.NodeID
+}
+
+func (bd *builder) add(ns *nodeState, in proto.Instr) uint64 {
+	e := bd.entries[ns.id]
+	if e == nil {
+		e = &entry{}
+		bd.entries[ns.id] = e
+		bd.order = append(bd.order, ns.id)
+	}
+	ns.nextInstr++
+	in.ID = ns.nextInstr
+	e.instrs = append(e.instrs, in)
+	ns.instrs[in.ID] = instrRef{g: bd.g, launch: in.Kind == proto.InstrLaunch}
+	bd.g.pending++
+	return in.ID
+}
+
+// depsOn lists what instructions on ns must wait for: the tails there of
+// the step's live dependencies.
+func (j *Job) depsOn(ns *nodeState, deps []GroupID) []uint64 {
+	var out []uint64
+	for _, d := range deps {
+		if dg := j.live[d]; dg != nil {
+			out = append(out, dg.tails[ns.id]...)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// issueLocked turns a step into instructions and queues them (pipelined:
+// nothing here waits for a node).
+//
+// Ordering. Every instruction of the group on node N depends on the tails
+// on N of the step's dependencies (their launch there, or the sends they
+// made from N). Hazards exist only within one allocation, so node-local
+// edges plus Send→Recv pairs order all data. A dependency d whose tails
+// lie on a node from which this group receives nothing is ordered by the
+// coordinator instead: the launch entry waits (a gate) until d completes.
+// That keeps D3 across nodes and makes every completed group's
+// dependencies complete, which the node-local edges rely on.
+func (j *Job) issueLocked(g *groupState, step coherence.Step, x *nodeState, launch *proto.Launch) {
+	bd := &builder{j: j, g: g, entries: map[coherence.NodeID]*entry{}}
+	allocs := map[coherence.BufferID]uint64{} // this step's allocation instructions on x
+	for _, a := range step.Allocate {
+		b := j.bufs[a.Buffer]
+		if a.Alloc.Node == ClientNode {
+			if b.host == nil {
+				b.host = make([]byte, b.geo.Bytes())
+			}
+			continue
+		}
+		ns := j.nodes[a.Alloc.Node-1]
+		id := bd.add(ns, proto.Instr{Kind: proto.InstrAlloc, Buffer: uint64(a.Buffer), Mem: uint32(a.Alloc.Mem), Range: toU64(b.geo.Range), ElemSize: uint32(b.geo.ElemSize)})
+		if ns == x {
+			allocs[a.Buffer] = id
+		}
+	}
+	xDeps := j.depsOn(x, step.Deps)
+	local := []uint64{} // this group's instructions on x before the launch
+	for _, id := range allocs {
+		local = append(local, id)
+	}
+	recvFrom := map[coherence.NodeID]bool{}
+	var e *entry
+	for _, c := range step.Copies {
+		b := j.bufs[c.Buffer]
+		boxes := make([]proto.Box, 0, len(c.Boxes))
+		for _, pb := range c.Boxes {
+			boxes = append(boxes, protoBox(b.geo.ElementBox(pb)))
+		}
+		bytes := int64(elemBytes(b, c.Boxes))
+		j.stats.PlannedBytes[j.nodeName(c.Src.Node)+"->"+j.nodeName(c.Dst.Node)] += bytes
+		dst := j.nodes[c.Dst.Node-1] // copies always go to the target, on x
+		deps := append(slices.Clone(xDeps), withAlloc(allocs, c.Buffer)...)
+		for len(boxes) > 0 {
+			part := boxes[:min(len(boxes), proto.MaxBoxes)]
+			boxes = boxes[len(part):]
+			switch {
+			case c.Src.Node == ClientNode:
+				id := bd.add(dst, proto.Instr{Kind: proto.InstrUpload, Deps: deps, Buffer: uint64(c.Buffer), Mem: uint32(c.Dst.Mem), Boxes: part})
+				local = append(local, id)
+				e = bd.entries[dst.id]
+				e.uploads = append(e.uploads, upload{buf: b, mem: uint32(c.Dst.Mem), boxes: part})
+			case c.Src.Node == c.Dst.Node:
+				local = append(local, bd.add(dst, proto.Instr{Kind: proto.InstrCopy, Deps: deps, Buffer: uint64(c.Buffer), Mem: uint32(c.Src.Mem), DstMem: uint32(c.Dst.Mem), Boxes: part}))
+			default:
+				src := j.nodes[c.Src.Node-1]
+				sid := bd.add(src, proto.Instr{Kind: proto.InstrSend, Deps: j.depsOn(src, step.Deps), Buffer: uint64(c.Buffer), Mem: uint32(c.Src.Mem), Peer: dst.name, PeerMem: uint32(c.Dst.Mem), Boxes: part})
+				g.tails[src.id] = append(g.tails[src.id], sid)
+				local = append(local, bd.add(dst, proto.Instr{Kind: proto.InstrRecv, Deps: deps, Buffer: uint64(c.Buffer), Mem: uint32(c.Dst.Mem), Peer: src.name, Boxes: part}))
+				recvFrom[src.id] = true
+			}
+		}
+	}
+	ldeps := append(xDeps, local...)
+	slices.Sort(ldeps)
+	lid := bd.add(x, proto.Instr{Kind: proto.InstrLaunch, Deps: slices.Compact(ldeps), Launch: launch})
+	g.tails[x.id] = append(g.tails[x.id], lid)
+	ex := bd.entries[x.id]
+	ex.launch = g
+	// Gates: dependencies not ordered before the launch by node edges.
+	for _, d := range step.Deps {
+		dg := j.live[d]
+		if dg == nil {
+			continue
+		}
+		covered := !dg.host && len(dg.tails) > 0
+		for n := range dg.tails {
+			if n != x.id && !recvFrom[n] {
+				covered = false
+			}
+		}
+		if !covered {
+			ex.gate = append(ex.gate, dg)
+		}
+	}
+	if len(ex.gate) > 0 {
+		j.stats.Gated++
+	}
+	j.enqueueLocked(bd)
+}
+
+func withAlloc(allocs map[coherence.BufferID]uint64, b coherence.BufferID) []uint64 {
+	if id, ok := allocs[b]; ok {
+		return []uint64{id}
+	}
+	return nil
+}
+
+// enqueueLocked appends the builder's entries to their nodes' FIFOs and
+// wakes the senders.
+func (j *Job) enqueueLocked(bd *builder) {
+	for _, nid := range bd.order {
+		ns := j.nodes[nid-1]
+		e := bd.entries[nid]
+		if ns.lost {
+			continue
+		}
+		ns.enqSeq++
+		e.seq = ns.enqSeq
+		if len(e.gate) > 0 {
+			j.gated++
+		}
+		ns.outbox = append(ns.outbox, e)
+		select {
+		case ns.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Read brings an element region of a buffer up to date on the client (only
+// outdated pages travel, each from a node that holds it, straight to the
+// client) and returns a copy of it, row-major. A zero rng means from off to
+// the end of the buffer. Read waits for the groups that write the region.
+func (j *Job) Read(ctx context.Context, b *Buffer, off, rng Dims) ([]byte, error) {
+	if b == nil {
+		return nil, fmt.Errorf("%w: Read of a nil buffer", ErrInvalid)
+	}
+	if rng == (Dims{}) {
+		rng = sub(b.geo.Range, off)
+	}
+	pages, err := b.pageRange(off, rng)
+	if err != nil {
+		return nil, err
+	}
+	type rb struct {
+		ns    *nodeState
+		id    uint64
+		mem   uint32
+		boxes []proto.Box
+	}
+	var rbs []rb
+	j.mu.Lock()
+	if j.err != nil {
+		j.mu.Unlock()
+		return nil, j.err
+	}
+	if j.bufs[b.id] != b {
+		j.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s is not a buffer of this job", ErrInvalid, b)
+	}
+	id := j.nextCG
+	step, err := j.core.Submit(coherence.CommandGroup{ID: id, Accesses: []coherence.Access{{Buffer: b.id, Pages: pages, Mode: Read, Target: clientAlloc}}})
+	if err != nil {
+		j.mu.Unlock()
+		return nil, fmt.Errorf("coordinator: read %s: %w", b, err)
+	}
+	j.nextCG++
+	gs := &groupState{id: id, kernel: "host read", dev: -1, host: true, pending: 1} // the extra 1 is held until the copy-out
+	j.live[id] = gs
+	j.stats.Groups++
+	for _, a := range step.Allocate {
+		if a.Alloc.Node == ClientNode && b.host == nil {
+			b.host = make([]byte, b.geo.Bytes())
+		}
+	}
+	need := map[*nodeState]uint64{}
+	for _, c := range step.Copies {
+		src := j.nodes[c.Src.Node-1]
+		boxes := make([]proto.Box, 0, len(c.Boxes))
+		for _, pb := range c.Boxes {
+			boxes = append(boxes, protoBox(b.geo.ElementBox(pb)))
+		}
+		j.stats.PlannedBytes[src.name+"->client"] += int64(elemBytes(b, c.Boxes))
+		for len(boxes) > 0 {
+			part := boxes[:min(len(boxes), proto.MaxBoxes)]
+			boxes = boxes[len(part):]
+			src.nextInstr++
+			src.instrs[src.nextInstr] = instrRef{g: gs}
+			gs.pending++
+			rbs = append(rbs, rb{ns: src, id: src.nextInstr, mem: uint32(c.Src.Mem), boxes: part})
+		}
+		need[src] = src.enqSeq
+	}
+	j.mu.Unlock()
+
+	err = j.finishRead(ctx, gs, step.Deps, need, func(ctx context.Context) error {
+		errs := make([]error, len(rbs))
+		var wg sync.WaitGroup
+		for i, r := range rbs {
+			wg.Go(func() {
+				errs[i] = r.ns.nj.ReadBack(ctx, r.id, nil, uint64(b.id), r.mem, toU64(b.geo.Range), uint32(b.geo.ElemSize), r.boxes, b.host)
+			})
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := copyOut(b, off, rng)
+	j.mu.Lock()
+	gs.pending--
+	if gs.pending == 0 && !gs.completed {
+		j.completeLocked(gs)
+		j.signalLocked()
+		if j.gated > 0 {
+			j.wakeAllLocked()
+		}
+	}
+	j.mu.Unlock()
+	return out, nil
+}
+
+// finishRead waits for the read's dependencies and for the nodes' FIFOs to
+// have sent what was queued before it, then runs the read backs.
+func (j *Job) finishRead(ctx context.Context, gs *groupState, deps []GroupID, need map[*nodeState]uint64, run func(context.Context) error) error {
+	if err := j.waitGroups(ctx, deps); err != nil {
+		return err
+	}
+	for {
+		j.mu.Lock()
+		err, ch := j.err, j.changed
+		ready := true
+		for ns, seq := range need {
+			if ns.subSeq < seq {
+				ready = false
+			}
+		}
+		j.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if ready {
+			break
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	// A read back fails when its node is lost; the feed turns that into
+	// the job's failure, which we prefer to the transport's error.
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(j.ctx, cancel)
+	defer stop()
+	if err := run(rctx); err != nil {
+		if jerr := j.Err(); jerr != nil {
+			return jerr
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		err = fmt.Errorf("%w: read back: %w", ErrJobFailed, err)
+		j.fail(err)
+		return err
+	}
+	return nil
+}
+
+func copyOut(b *Buffer, off, rng Dims) []byte {
+	es := b.geo.ElemSize
+	br := b.geo.Range
+	out := make([]byte, 0, rng.Volume()*es)
+	for z := off[0]; z < off[0]+rng[0]; z++ {
+		for y := off[1]; y < off[1]+rng[1]; y++ {
+			s := ((z*br[1]+y)*br[2] + off[2]) * es
+			out = append(out, b.host[s:s+rng[2]*es]...)
+		}
+	}
+	return out
+}
+

@@ -1,0 +1,752 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/acpp/acpp/coherence"
+	"github.com/acpp/acpp/node/nodeclient"
+	"github.com/acpp/acpp/proto"
+	"github.com/acpp/acpp/transport"
+)
+
+// ClientNode is the page directory's node ID of the client itself: the
+// host data a buffer was created with, and the pages host reads bring
+// back, are the allocation AllocID{Node: ClientNode, Mem: HostMem}. Copies
+// from it become InstrUpload (+ nodeclient.Job.Upload); copies to it become
+// InstrReadBack. Nodes are 1…N in Config.Nodes order.
+const ClientNode coherence.NodeID = 0
+
+var clientAlloc = coherence.AllocID{Node: ClientNode, Mem: coherence.HostMem}
+
+// GroupID names a command group of a job (coherence.CGID): IDs grow in
+// submission order.
+type GroupID = coherence.CGID
+
+// Device is one device of one node that a job may use.
+type Device struct {
+	Node string // node name
+	ID   string // "kind:index" on that node ("cpu:0", "cuda:1")
+	Kind string // "cpu", "cuda"
+	// Mem is the node-local memory its kernels use (0: host memory).
+	Mem         uint32
+	Forms       []string // kernel forms it runs ("go", "ptx")
+	HostUnified bool
+	MemBytes    uint64
+
+	node *nodeState
+	lost bool // guarded by Job.mu
+}
+
+// String is "node/kind:index".
+func (d Device) String() string { return d.Node + "/" + d.ID }
+
+// Job is a job open on a set of nodes. Create it with Open, end it with
+// Close. Its methods are safe for concurrent use.
+type Job struct {
+	cfg     Config
+	log     *slog.Logger
+	cl      *nodeclient.Client
+	nodes   []*nodeState // index = NodeID-1
+	byName  map[string]*nodeState
+	devices []*Device
+	devByID map[string]int
+	start   time.Time
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	wg     sync.WaitGroup
+	closed sync.Once
+
+	mu      sync.Mutex // guards everything below, and the guarded fields of nodeState, groupState and Device
+	core    *coherence.Core
+	nextCG  GroupID
+	nextBuf coherence.BufferID
+	bufs    map[coherence.BufferID]*Buffer
+	live    map[GroupID]*groupState
+	err     error         // the job's failure; set once
+	changed chan struct{} // closed and replaced when groups complete, batches go out, or the job fails
+	gated   int           // entries in outboxes waiting for a gate
+	est     estimator
+	queued  []float64 // per device: estimated seconds of work placed and not finished
+	rr      int
+	stats   Stats
+	lineage map[coherence.BufferID][]writeRec
+}
+
+// nodeState is one node of a job.
+type nodeState struct {
+	id   coherence.NodeID
+	name string
+	addr string
+	inv  *proto.Inventory
+	nj   *nodeclient.Job
+	wake chan struct{} // capacity 1: something was queued or a gate may have opened
+
+	// Guarded by Job.mu.
+	nextInstr uint64
+	outbox    []*entry
+	enqSeq    uint64 // seq of the last entry queued
+	subSeq    uint64 // seq of the last entry submitted
+	instrs    map[uint64]instrRef
+	lost      bool
+	lastDone  map[int]time.Time // per device: when its last kernel finished
+}
+
+type instrRef struct {
+	g      *groupState
+	launch bool
+}
+
+// entry is one group's instructions for one node, in the node's FIFO.
+type entry struct {
+	seq     uint64
+	instrs  []proto.Instr
+	gate    []*groupState // groups that must complete before this goes out
+	uploads []upload
+	launch  *groupState // the group whose launch is in instrs
+}
+
+type upload struct {
+	buf   *Buffer
+	mem   uint32
+	boxes []proto.Box
+}
+
+// groupState is a command group from submission to completion.
+type groupState struct {
+	id        GroupID
+	kernel    string
+	dev       int // index into Job.devices; -1 for host reads
+	items     int
+	pending   int // instructions not finished (plus holds)
+	completed bool
+	host      bool                         // a host read: later groups wait for it in the coordinator
+	tails     map[coherence.NodeID][]uint64 // what later groups on that node must wait for
+	issued    time.Time                    // when its launch went out
+	estimate  float64
+}
+
+type writeRec struct {
+	g     GroupID
+	pages coherence.Box
+}
+
+// Stats are a job's counters so far.
+type Stats struct {
+	Groups    int // command groups submitted (chunks of split groups count one each)
+	Completed int
+	// Gated counts groups whose launch the coordinator held back until an
+	// earlier group on another node finished (an ordering with no data
+	// path between them, D3).
+	Gated int
+	// PlannedBytes are the bytes the plans move, per link "src->dst"
+	// (node names; "client" for the client).
+	PlannedBytes map[string]int64
+	// KernelTime is the observed kernel time per device (from completion
+	// events, so it includes queueing on the node while the device was busy).
+	KernelTime map[string]time.Duration
+	// Placed counts groups per device.
+	Placed map[string]int
+}
+
+// Open connects to the nodes, reads their inventories, selects the devices
+// and opens the job on every node.
+func Open(ctx context.Context, cfg Config) (*Job, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.populate()
+	cl, err := nodeclient.Start(nodeclient.Config{Credentials: cfg.Credentials, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: %w", err)
+	}
+	j := &Job{
+		cfg: cfg, log: cfg.Logger.With("job", cfg.JobID), cl: cl, byName: map[string]*nodeState{}, devByID: map[string]int{},
+		core: coherence.New(coherence.Config{}), nextCG: 1, nextBuf: 1, bufs: map[coherence.BufferID]*Buffer{},
+		live: map[GroupID]*groupState{}, changed: make(chan struct{}), lineage: map[coherence.BufferID][]writeRec{},
+		stats: Stats{PlannedBytes: map[string]int64{}, KernelTime: map[string]time.Duration{}, Placed: map[string]int{}},
+	}
+	j.ctx, j.cancel = context.WithCancelCause(context.Background())
+	fail := func(err error) (*Job, error) {
+		for _, ns := range j.nodes {
+			if ns.nj != nil {
+				cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				ns.nj.Close(cctx)
+				cancel()
+			}
+		}
+		cl.Close()
+		return nil, err
+	}
+	var all []string
+	for i, addr := range cfg.Nodes {
+		name, err := cl.Connect(ctx, addr)
+		if err != nil {
+			return fail(fmt.Errorf("coordinator: connect to node %s: %w; is acpp-node running there, and are the credentials of this cluster?", addr, err))
+		}
+		if j.byName[name] != nil {
+			return fail(fmt.Errorf("%w: Nodes[%d] %s is node %s again", ErrInvalidConfig, i, addr, name))
+		}
+		inv, err := cl.Inventory(ctx, name)
+		if err != nil {
+			return fail(fmt.Errorf("coordinator: inventory of node %s: %w", name, err))
+		}
+		if inv.Draining {
+			return fail(fmt.Errorf("coordinator: node %s is draining (shutting down); leave it out of Nodes", name))
+		}
+		ns := &nodeState{id: coherence.NodeID(i + 1), name: name, addr: addr, inv: inv, wake: make(chan struct{}, 1),
+			instrs: map[uint64]instrRef{}, lastDone: map[int]time.Time{}}
+		j.nodes = append(j.nodes, ns)
+		j.byName[name] = ns
+		for _, d := range inv.Devices {
+			dev := &Device{Node: name, ID: d.ID, Kind: kindOf(d.ID), Mem: d.Mem, Forms: d.Forms, HostUnified: d.HostUnified, MemBytes: d.MemBytes, node: ns}
+			all = append(all, dev.String())
+			if cfg.Devices.match(*dev) {
+				j.devByID[dev.String()] = len(j.devices)
+				j.devices = append(j.devices, dev)
+			}
+		}
+	}
+	if len(j.devices) == 0 {
+		return fail(fmt.Errorf("%w: the device filter selects none of %s; widen Config.Devices", ErrNoDevice, strings.Join(all, ", ")))
+	}
+	j.queued = make([]float64, len(j.devices))
+	for _, ns := range j.nodes {
+		nj, err := cl.Open(ctx, ns.name, cfg.JobID, nodeclient.JobOptions{Lease: cfg.Lease, MaxBytes: cfg.MaxBytes})
+		if err != nil {
+			return fail(fmt.Errorf("coordinator: open job %d on node %s: %w", cfg.JobID, ns.name, err))
+		}
+		ns.nj = nj
+	}
+	j.start = time.Now()
+	for _, ns := range j.nodes {
+		j.wg.Add(2)
+		go j.sender(ns)
+		go j.feed(ns)
+	}
+	j.log.Info("job open", "nodes", len(j.nodes), "devices", len(j.devices))
+	return j, nil
+}
+
+func kindOf(id string) string {
+	if k, _, ok := strings.Cut(id, ":"); ok {
+		return k
+	}
+	return id
+}
+
+// ID is the job's ID on the nodes.
+func (j *Job) ID() uint64 { return j.cfg.JobID }
+
+// Devices lists the job's devices, in job order (nodes in Config.Nodes
+// order, then each node's inventory order).
+func (j *Job) Devices() []Device {
+	out := make([]Device, len(j.devices))
+	for i, d := range j.devices {
+		out[i] = *d
+		out[i].node = nil
+	}
+	return out
+}
+
+// NodeNames lists the job's nodes by name, in Config.Nodes order.
+func (j *Job) NodeNames() []string {
+	out := make([]string, len(j.nodes))
+	for i, ns := range j.nodes {
+		out[i] = ns.name
+	}
+	return out
+}
+
+// Err is the job's failure, or nil while it runs.
+func (j *Job) Err() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.err
+}
+
+// Stats returns a copy of the job's counters.
+func (j *Job) Stats() Stats {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	s := j.stats
+	s.PlannedBytes, s.KernelTime, s.Placed = map[string]int64{}, map[string]time.Duration{}, map[string]int{}
+	for k, v := range j.stats.PlannedBytes {
+		s.PlannedBytes[k] = v
+	}
+	for k, v := range j.stats.KernelTime {
+		s.KernelTime[k] = v
+	}
+	for k, v := range j.stats.Placed {
+		s.Placed[k] = v
+	}
+	return s
+}
+
+// PageStates reports, for each allocation of the buffer (sorted: the
+// client first, then by node and memory), the page boxes of the given
+// element region that are up to date there (C2). A zero rng means the
+// whole buffer.
+func (j *Job) PageStates(b *Buffer, off, rng Dims) (map[string][]coherence.Box, error) {
+	pages, err := b.pageRange(off, rng)
+	if err != nil {
+		return nil, err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	out := map[string][]coherence.Box{}
+	for _, a := range j.core.Allocations(b.id) {
+		outdated, err := j.core.Outdated(b.id, a, pages)
+		if err != nil {
+			return nil, err
+		}
+		out[j.allocName(a)] = subtractBoxes(pages, outdated)
+	}
+	return out, nil
+}
+
+// allocName is "client" or "node/mN".
+func (j *Job) allocName(a coherence.AllocID) string {
+	if a.Node == ClientNode {
+		return "client"
+	}
+	return fmt.Sprintf("%s/m%d", j.nodes[a.Node-1].name, a.Mem)
+}
+
+func (j *Job) nodeName(n coherence.NodeID) string {
+	if n == ClientNode {
+		return "client"
+	}
+	return j.nodes[n-1].name
+}
+
+// signalLocked wakes everyone waiting on j.changed.
+func (j *Job) signalLocked() {
+	close(j.changed)
+	j.changed = make(chan struct{})
+}
+
+func (j *Job) failLocked(err error) {
+	if j.err != nil {
+		return
+	}
+	j.err = err
+	j.log.Error("job failed", "error", err)
+	j.signalLocked()
+	j.cancel(err)
+}
+
+func (j *Job) fail(err error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.failLocked(err)
+}
+
+// Wait waits until every command group submitted so far has finished, and
+// returns the job's failure if it failed.
+func (j *Job) Wait(ctx context.Context) error {
+	for {
+		j.mu.Lock()
+		err, n, ch := j.err, len(j.live), j.changed
+		j.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// waitGroups waits until every group in ids has completed.
+func (j *Job) waitGroups(ctx context.Context, ids []GroupID) error {
+	for {
+		j.mu.Lock()
+		err, ch := j.err, j.changed
+		pending := false
+		for _, id := range ids {
+			if j.live[id] != nil {
+				pending = true
+				break
+			}
+		}
+		j.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if !pending {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Close stops the job: its goroutines end, the job is closed on every
+// node (freeing its allocations there) and the connections are closed.
+// Pending command groups are abandoned. Calling it twice is safe.
+func (j *Job) Close(ctx context.Context) error {
+	var errs []error
+	j.closed.Do(func() {
+		j.mu.Lock()
+		if j.err == nil {
+			j.err = ErrClosed
+			j.signalLocked()
+		}
+		j.mu.Unlock()
+		j.cancel(ErrClosed)
+		j.wg.Wait()
+		var cwg sync.WaitGroup
+		var emu sync.Mutex
+		for _, ns := range j.nodes {
+			j.mu.Lock()
+			lost := ns.lost
+			j.mu.Unlock()
+			if lost {
+				continue
+			}
+			cwg.Add(1)
+			go func() {
+				defer cwg.Done()
+				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				defer cancel()
+				if err := ns.nj.Close(cctx); err != nil {
+					emu.Lock()
+					errs = append(errs, fmt.Errorf("close job on node %s: %w", ns.name, err))
+					emu.Unlock()
+				}
+			}()
+		}
+		cwg.Wait()
+		if err := j.cl.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		j.log.Info("job closed")
+	})
+	return errors.Join(errs...)
+}
+
+// sender owns ns's FIFO: it submits entries in order, as soon as their
+// gates are open, in batches, then starts their uploads.
+func (j *Job) sender(ns *nodeState) {
+	defer j.wg.Done()
+	for {
+		select {
+		case <-ns.wake:
+		case <-j.ctx.Done():
+			return
+		}
+		for {
+			var batch []proto.Instr
+			var ups []upload
+			var launches []*groupState
+			var last uint64
+			j.mu.Lock()
+			for len(ns.outbox) > 0 && len(batch) < proto.MaxBatch {
+				e := ns.outbox[0]
+				if !gateOpen(e.gate) {
+					break
+				}
+				if len(e.gate) > 0 {
+					j.gated--
+				}
+				batch = append(batch, e.instrs...)
+				ups = append(ups, e.uploads...)
+				if e.launch != nil {
+					launches = append(launches, e.launch)
+				}
+				last = e.seq
+				ns.outbox[0] = nil
+				ns.outbox = ns.outbox[1:]
+			}
+			j.mu.Unlock()
+			if len(batch) == 0 {
+				break
+			}
+			if _, err := ns.nj.Submit(j.ctx, batch...); err != nil {
+				if j.ctx.Err() == nil {
+					j.transportFailure(ns, "submit", err)
+				}
+				return
+			}
+			now := time.Now()
+			j.mu.Lock()
+			ns.subSeq = last
+			for _, g := range launches {
+				g.issued = now
+			}
+			j.signalLocked()
+			j.mu.Unlock()
+			for _, u := range ups {
+				j.wg.Add(1)
+				go j.upload(ns, u)
+			}
+		}
+	}
+}
+
+func gateOpen(gate []*groupState) bool {
+	for _, g := range gate {
+		if !g.completed {
+			return false
+		}
+	}
+	return true
+}
+
+// transportFailure handles a failed call to a node: a refusal by the node
+// fails the job; a connection failure means the node is lost.
+func (j *Job) transportFailure(ns *nodeState, what string, err error) {
+	var re *transport.RemoteError
+	if errors.As(err, &re) {
+		j.fail(fmt.Errorf("%w: %s to node %s: %w", ErrJobFailed, what, ns.name, err))
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.nodeLostLocked(ns, fmt.Sprintf("unreachable: %s failed: %v", what, err))
+}
+
+func (j *Job) upload(ns *nodeState, u upload) {
+	defer j.wg.Done()
+	b := u.buf
+	err := ns.nj.Upload(j.ctx, uint64(b.id), u.mem, toU64(b.geo.Range), uint32(b.geo.ElemSize), u.boxes, b.host)
+	if err != nil && j.ctx.Err() == nil {
+		j.transportFailure(ns, "upload", err)
+	}
+}
+
+// feed follows ns's completion feed until the job ends or the node is lost.
+func (j *Job) feed(ns *nodeState) {
+	defer j.wg.Done()
+	var after uint64
+	var failingSince time.Time
+	for {
+		ctx, cancel := context.WithTimeout(j.ctx, j.cfg.PollInterval)
+		evs, err := ns.nj.Events(ctx, after, 1024)
+		cancel()
+		if j.ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			now := time.Now()
+			if failingSince.IsZero() {
+				failingSince = now
+			} else if now.Sub(failingSince) >= j.cfg.LostTimeout {
+				j.mu.Lock()
+				j.nodeLostLocked(ns, fmt.Sprintf("unreachable for %v: %v", now.Sub(failingSince).Round(time.Millisecond), err))
+				j.mu.Unlock()
+				return
+			}
+			select {
+			case <-time.After(50 * time.Millisecond):
+			case <-j.ctx.Done():
+				return
+			}
+			continue
+		}
+		failingSince = time.Time{}
+		if len(evs) > 0 {
+			after = evs[len(evs)-1].Seq
+			if !j.onEvents(ns, evs) {
+				return
+			}
+		}
+	}
+}
+
+// onEvents records finished instructions; false when ns is lost.
+func (j *Job) onEvents(ns *nodeState, evs []proto.Event) bool {
+	now := time.Now()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if ns.lost {
+		return false
+	}
+	done := false
+	for _, ev := range evs {
+		ref, ok := ns.instrs[ev.ID]
+		if !ok {
+			continue
+		}
+		delete(ns.instrs, ev.ID)
+		if ev.Err != nil {
+			j.instrFailedLocked(ns, ref.g, ev.Err)
+			continue
+		}
+		g := ref.g
+		if ref.launch && g.dev >= 0 {
+			d := j.devices[g.dev]
+			begin := g.issued
+			if t := ns.lastDone[g.dev]; t.After(begin) {
+				begin = t
+			}
+			ns.lastDone[g.dev] = now
+			if !begin.IsZero() {
+				dur := now.Sub(begin)
+				j.est.observe(g.kernel, *d, g.items, dur)
+				j.stats.KernelTime[d.String()] += dur
+			}
+			j.queued[g.dev] = max(0, j.queued[g.dev]-g.estimate)
+		}
+		g.pending--
+		if g.pending == 0 {
+			j.completeLocked(g)
+			done = true
+		}
+	}
+	if done {
+		j.signalLocked()
+		if j.gated > 0 {
+			j.wakeAllLocked()
+		}
+	}
+	return true
+}
+
+func (j *Job) wakeAllLocked() {
+	for _, ns := range j.nodes {
+		if !ns.lost {
+			select {
+			case ns.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+func (j *Job) completeLocked(g *groupState) {
+	g.completed = true
+	g.tails = nil
+	delete(j.live, g.id)
+	j.core.Complete(g.id)
+	j.stats.Completed++
+}
+
+func (j *Job) instrFailedLocked(ns *nodeState, g *groupState, ie *proto.InstrError) {
+	if ie.Code == proto.CodeNodeLost && ie.Node != "" {
+		if lost := j.byName[ie.Node]; lost != nil {
+			j.nodeLostLocked(lost, "failed (reported by "+ns.name+")")
+			if j.err != nil {
+				return
+			}
+		}
+	}
+	j.failLocked(fmt.Errorf("%w: command group %d (%s) failed on node %s: instruction %d: %s (code %d)", ErrJobFailed, g.id, g.kernel, ns.name, ie.ID, ie.Message, ie.Code))
+}
+
+// nodeLostLocked drops node ns from the job (C5). Pages with another valid
+// copy are taken from it from now on; if pages were lost, or groups were
+// running there, the job fails with a *NodeLostError.
+func (j *Job) nodeLostLocked(ns *nodeState, how string) {
+	if ns.lost || j.err != nil {
+		return
+	}
+	ns.lost = true
+	for _, d := range j.devices {
+		if d.node == ns {
+			d.lost = true
+		}
+	}
+	j.gated -= countGated(ns.outbox)
+	ns.outbox = nil
+	lost := j.core.LoseNode(ns.id)
+	var groups []GroupID
+	for _, ref := range ns.instrs {
+		if !slices.Contains(groups, ref.g.id) {
+			groups = append(groups, ref.g.id)
+		}
+	}
+	slices.Sort(groups)
+	ns.instrs = map[uint64]instrRef{}
+	if len(lost) == 0 && len(groups) == 0 {
+		j.log.Warn("node lost; every page it held has another valid copy, going on without it", "node", ns.name, "how", how)
+		j.signalLocked()
+		return
+	}
+	e := &NodeLostError{Node: ns.name, How: how, Groups: groups}
+	for _, lp := range lost {
+		b := j.bufs[lp.Buffer]
+		lr := LostRange{Buffer: b.String()}
+		for _, pb := range lp.Boxes {
+			lr.Boxes = append(lr.Boxes, b.geo.ElementBox(pb))
+			for _, w := range j.lineage[lp.Buffer] {
+				if w.pages.Overlaps(pb) && !slices.Contains(lr.Producers, w.g) {
+					lr.Producers = append(lr.Producers, w.g)
+				}
+			}
+		}
+		slices.Sort(lr.Producers)
+		e.Lost = append(e.Lost, lr)
+	}
+	j.failLocked(e)
+}
+
+func countGated(es []*entry) int {
+	n := 0
+	for _, e := range es {
+		if len(e.gate) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+func toU64(d Dims) [3]uint64 { return [3]uint64{uint64(d[0]), uint64(d[1]), uint64(d[2])} }
+
+func protoBox(b coherence.Box) proto.Box {
+	return proto.Box{Lo: toU64(b.Lo), Hi: toU64(b.Hi)}
+}
+
+// subtractBoxes returns the part of box not covered by the disjoint boxes
+// holes, as boxes (slab decomposition, for reports).
+func subtractBoxes(box coherence.Box, holes []coherence.Box) []coherence.Box {
+	out := []coherence.Box{box}
+	for _, h := range holes {
+		var next []coherence.Box
+		for _, b := range out {
+			next = append(next, cut(b, h)...)
+		}
+		out = next
+	}
+	return out
+}
+
+// cut returns b minus h as up to six boxes.
+func cut(b, h coherence.Box) []coherence.Box {
+	if !b.Overlaps(h) {
+		return []coherence.Box{b}
+	}
+	var out []coherence.Box
+	rest := b
+	for d := range 3 {
+		if rest.Lo[d] < h.Lo[d] {
+			p := rest
+			p.Hi[d] = h.Lo[d]
+			out = append(out, p)
+			rest.Lo[d] = h.Lo[d]
+		}
+		if rest.Hi[d] > h.Hi[d] {
+			p := rest
+			p.Lo[d] = h.Hi[d]
+			out = append(out, p)
+			rest.Hi[d] = h.Hi[d]
+		}
+	}
+	return out
+}

@@ -1,0 +1,176 @@
+package coordinator
+
+import (
+	"fmt"
+
+	"github.com/acpp/acpp/coherence"
+)
+
+// Chunk is one part of a split command group's index space: the launch
+// offset and range of the group it becomes.
+type Chunk struct {
+	Offset, Range Dims
+}
+
+// RangeMapper says which part of a buffer an accessor of a split command
+// group touches for one chunk, as Celerity's range mappers do. Map returns
+// the accessed region (offset and range, in elements) of a buffer whose
+// range is buf; the coordinator clips it to the buffer.
+type RangeMapper interface {
+	Map(c Chunk, buf Dims) (offset, rng Dims)
+}
+
+// MapFunc is a RangeMapper from a function (custom mappers).
+type MapFunc func(c Chunk, buf Dims) (offset, rng Dims)
+
+// Map implements RangeMapper.
+func (f MapFunc) Map(c Chunk, buf Dims) (Dims, Dims) { return f(c, buf) }
+
+type oneToOne struct{}
+
+func (oneToOne) Map(c Chunk, _ Dims) (Dims, Dims) { return c.Offset, c.Range }
+
+// OneToOne maps work item i to element i: the chunk's own range.
+func OneToOne() RangeMapper { return oneToOne{} }
+
+type neighbourhood struct{ k Dims }
+
+func (n neighbourhood) Map(c Chunk, buf Dims) (Dims, Dims) {
+	var lo, hi Dims
+	for d := range 3 {
+		lo[d] = max(c.Offset[d]-n.k[d], 0)
+		hi[d] = min(c.Offset[d]+c.Range[d]+n.k[d], buf[d])
+	}
+	return lo, sub(hi, lo)
+}
+
+// Neighbourhood maps a chunk to its range grown by k elements on each
+// side, clipped to the buffer (stencils). One k applies to every
+// dimension; three give one per dimension (dimension 2 fastest).
+func Neighbourhood(k ...int) RangeMapper {
+	var n neighbourhood
+	switch len(k) {
+	case 1:
+		n.k = Dims{k[0], k[0], k[0]}
+	case 3:
+		n.k = Dims{k[0], k[1], k[2]}
+	default:
+		panic("coordinator: Neighbourhood takes one extent or three")
+	}
+	return n
+}
+
+type all struct{}
+
+func (all) Map(_ Chunk, buf Dims) (Dims, Dims) { return Dims{}, buf }
+
+// All maps every chunk to the whole buffer.
+func All() RangeMapper { return all{} }
+
+type fixed struct{ off, rng Dims }
+
+func (f fixed) Map(Chunk, Dims) (Dims, Dims) { return f.off, f.rng }
+
+// Fixed maps every chunk to the same region.
+func Fixed(offset, rng Dims) RangeMapper { return fixed{offset, rng} }
+
+// Split divides a command group's range across devices.
+type Split struct {
+	// Devices are the devices to split across ("node/kind:index"); empty
+	// means every device of the job that can run the kernel. Chunk i runs
+	// on Devices[i mod len(Devices)], so a loop of split groups keeps each
+	// chunk where its data is.
+	Devices []string
+	// Along is the dimension to cut: SplitAuto (the zero value) picks the
+	// outermost dimension whose extent is larger than 1.
+	Along SplitDim
+	// Chunks is the number of chunks; 0 means one per device.
+	Chunks int
+}
+
+// SplitDim names the dimension a split cuts.
+type SplitDim uint8
+
+// Split dimensions.
+const (
+	SplitAuto SplitDim = iota
+	SplitDim0
+	SplitDim1
+	SplitDim2
+)
+
+// splitRange cuts rng (at offset off) into n chunks along dimension dim,
+// each a multiple of the work-group size local[dim] (when set) except that
+// the chunks cover the range exactly. Chunks are as equal as possible; the
+// first ones get the remainder. Empty chunks are dropped.
+func splitRange(off, rng, local Dims, along SplitDim, n int) ([]Chunk, int, error) {
+	dim := -1
+	if along == SplitAuto {
+		for d := range 3 {
+			if rng[d] > 1 {
+				dim = d
+				break
+			}
+		}
+		if dim < 0 {
+			dim = 2
+		}
+	} else {
+		dim = int(along) - 1
+	}
+	if dim < 0 || dim > 2 {
+		return nil, 0, fmt.Errorf("%w: Split.Along %d: use SplitAuto or SplitDim0..SplitDim2", ErrInvalid, along)
+	}
+	unit := 1
+	if local[dim] > 0 {
+		unit = local[dim]
+		if rng[dim]%unit != 0 {
+			return nil, 0, fmt.Errorf("%w: range %v is not a multiple of the work-group size %v in dimension %d", ErrInvalid, rng, local, dim)
+		}
+	}
+	units := rng[dim] / unit
+	if n > units {
+		n = units
+	}
+	if n < 1 {
+		n = 1
+	}
+	var out []Chunk
+	start := 0
+	for i := range n {
+		cnt := units / n
+		if i < units%n {
+			cnt++
+		}
+		if cnt == 0 {
+			continue
+		}
+		c := Chunk{Offset: off, Range: rng}
+		c.Offset[dim] = off[dim] + start*unit
+		c.Range[dim] = cnt * unit
+		out = append(out, c)
+		start += cnt
+	}
+	return out, dim, nil
+}
+
+// mapAccess applies m to chunk c for a buffer of range buf and clips the
+// result to the buffer. An empty region (after clipping) is allowed.
+func mapAccess(m RangeMapper, c Chunk, buf Dims) (Dims, Dims, error) {
+	off, rng := m.Map(c, buf)
+	var lo, hi Dims
+	for d := range 3 {
+		if rng[d] < 0 {
+			return Dims{}, Dims{}, fmt.Errorf("%w: range mapper gave a negative range %v for chunk %v+%v", ErrInvalid, rng, c.Offset, c.Range)
+		}
+		lo[d] = min(max(off[d], 0), buf[d])
+		hi[d] = min(max(off[d]+rng[d], 0), buf[d])
+	}
+	return lo, sub(hi, lo), nil
+}
+
+func sub(a, b Dims) Dims { return Dims{a[0] - b[0], a[1] - b[1], a[2] - b[2]} }
+
+// Dims is a 3D extent or index, dimension 2 fastest: a 1D range n is
+// {1, 1, n}, a 2D range (rows, cols) is {1, rows, cols}.
+type Dims = coherence.Dims
