@@ -44,10 +44,10 @@ func TestExamplesParse(t *testing.T) {
 	}
 }
 
-// TestBadJobGolden: a job with many mistakes gets every one reported, each
+// TestBadJobGolden_V2: a job with many mistakes gets every one reported, each
 // with its line and field, in line order (testdata/bad.golden; regenerate
 // with go test ./jobfile -rewrite and review the diff).
-func TestBadJobGolden(t *testing.T) {
+func TestBadJobGolden_V2(t *testing.T) {
 	data, err := os.ReadFile("testdata/bad.yaml")
 	if err != nil {
 		t.Fatal(err)

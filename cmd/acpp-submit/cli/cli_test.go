@@ -82,12 +82,12 @@ func plainJacobi(n, iters int) []float32 {
 	return a
 }
 
-// TestRunJacobiMatchesPlainGo_D3: the Jacobi example (shrunk to 96×96 with
+// TestRunJacobiMatchesPlainGo_D3_L2: the Jacobi example (shrunk to 96×96 with
 // its n param) run
 // through Run on the embedded runtime equals a plain Go Jacobi bit for
 // bit — the 100 ping-pong iterations ran in submission order — and, on
 // CPU devices, nothing was copied (linked host allocation, L2).
-func TestRunJacobiMatchesPlainGo_D3(t *testing.T) {
+func TestRunJacobiMatchesPlainGo_D3_L2(t *testing.T) {
 	job := "../../../examples/jobs/jacobi.yaml"
 	out := t.TempDir()
 	var calls, last int
