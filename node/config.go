@@ -87,6 +87,11 @@ type Config struct {
 	// is zero) and loopback defaults for QUICAddr.
 	Local bool
 
+	// ReloadKeys, when not nil, makes Run reload the gossip keys from
+	// CredentialsDir/gossip.key at every receive (acpp-node sends on
+	// SIGHUP): key rotation without a restart.
+	ReloadKeys <-chan struct{}
+
 	// Logger receives the node's logs; nil discards them.
 	Logger *slog.Logger
 }

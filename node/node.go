@@ -69,7 +69,16 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	<-ctx.Done()
+	for waiting := true; waiting; {
+		select {
+		case <-ctx.Done():
+			waiting = false
+		case <-cfg.ReloadKeys:
+			if err := n.ReloadGossipKeys(); err != nil {
+				n.log.Error("gossip keys not reloaded", "error", err)
+			}
+		}
+	}
 	n.log.Info("draining", "cause", context.Cause(ctx))
 	dctx, cancel := context.WithTimeout(context.Background(), n.cfg.DrainTimeout+5*time.Second)
 	defer cancel()
@@ -164,11 +173,9 @@ func loadSecrets(cfg Config) (*credentials.Credentials, [][]byte, error) {
 		}
 	}
 	if len(keys) == 0 {
-		k, err := credentials.LoadGossipKey(filepath.Join(cfg.CredentialsDir, credentials.GossipKeyFile))
-		if err != nil {
-			return nil, nil, fmt.Errorf("node: load gossip key: %w (create it with `acpp-node credentials init`)", err)
+		if keys, err = loadGossipKeys(filepath.Join(cfg.CredentialsDir, credentials.GossipKeyFile)); err != nil {
+			return nil, nil, fmt.Errorf("node: %w", err)
 		}
-		keys = [][]byte{k}
 	}
 	if creds.Identity.Name != cfg.Name {
 		return nil, nil, fmt.Errorf("%w: the certificate is that of %s, the node is named %q", ErrInvalidConfig, creds.Identity, cfg.Name)

@@ -78,6 +78,26 @@ _ for -), else its default. See docs/OPERATIONS.md.`,
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
+			// SIGHUP reloads the gossip key file (key rotation, docs/CLUSTER.md).
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			reload := make(chan struct{})
+			go func() { // forwards SIGHUP to the node until ctx ends
+				for {
+					select {
+					case <-hup:
+						select {
+						case reload <- struct{}{}:
+						case <-ctx.Done():
+							return
+						}
+					case <-ctx.Done():
+						return
+					}
+				}
+			}()
+			cfg.ReloadKeys = reload
 			if err := node.Run(ctx, cfg); err != nil {
 				return err
 			}
