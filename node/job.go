@@ -272,6 +272,10 @@ func (j *job) finishLocked(in *instr, err error) []*instr {
 		if cerr != nil {
 			cur.state = stFailed
 			code := proto.CodeDevice
+			switch cur.in.Kind {
+			case proto.InstrSend, proto.InstrRecv, proto.InstrUpload, proto.InstrReadBack:
+				code = proto.CodeTransfer
+			}
 			var de *depError
 			switch {
 			case errors.As(cerr, &de):
@@ -492,6 +496,8 @@ func outcomeOf(c proto.ErrorCode) string {
 		return "node_lost"
 	case proto.CodeMemoryLimit:
 		return "memory_limit"
+	case proto.CodeTransfer:
+		return "transfer_failed"
 	}
 	return "failed"
 }

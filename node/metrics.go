@@ -33,7 +33,7 @@ func newMetrics() *metrics {
 			Name: "acpp_node_page_transfers_total", Help: "Completed page transfers, by direction and peer.",
 		}, []string{"direction", "peer"}),
 		instrs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "acpp_node_instructions_total", Help: "Finished instructions, by kind and outcome (ok, failed, dep_failed, node_lost, memory_limit, job_closed).",
+			Name: "acpp_node_instructions_total", Help: "Finished instructions, by kind and outcome (ok, failed, dep_failed, node_lost, memory_limit, job_closed, transfer_failed).",
 		}, []string{"kind", "outcome"}),
 		pending: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "acpp_node_queue_depth", Help: "Instructions submitted and not yet finished, over all jobs.",

@@ -296,6 +296,9 @@ const (
 	// CodeJobClosed: the job was closed (by its client, its lease ran out,
 	// or the node drained) before the instruction finished.
 	CodeJobClosed
+	// CodeTransfer: a page transfer failed or its receiver refused it (no
+	// such job or allocation there, wrong sizes, a broken connection).
+	CodeTransfer
 )
 
 // EventsRequest reads the job's completion feed: every instruction that
