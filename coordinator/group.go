@@ -548,6 +548,9 @@ func (j *Job) issueLocked(g *groupState, step coherence.Step, x *nodeState, laun
 				g.tails[src.id] = append(g.tails[src.id], sid)
 				local = append(local, bd.add(dst, proto.Instr{Kind: proto.InstrRecv, Deps: deps, Buffer: uint64(c.Buffer), Mem: uint32(c.Dst.Mem), Peer: src.name, Boxes: part}))
 				recvFrom[src.id] = true
+				if len(g.recvs) == 0 || g.recvs[len(g.recvs)-1].buf != c.Buffer || g.recvs[len(g.recvs)-1].src != src.id {
+					g.recvs = append(g.recvs, recvRec{buf: c.Buffer, src: src.id, dst: c.Dst, pages: c.Boxes})
+				}
 			}
 		}
 	}

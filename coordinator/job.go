@@ -131,6 +131,16 @@ type groupState struct {
 	tails     map[coherence.NodeID][]uint64 // what later groups on that node must wait for
 	issued    time.Time                    // when its launch went out
 	estimate  float64
+	// recvs are the pages this group brings from other nodes: if the
+	// source is lost before the group finishes, they never arrive.
+	recvs []recvRec
+}
+
+type recvRec struct {
+	buf   coherence.BufferID
+	src   coherence.NodeID
+	dst   coherence.AllocID
+	pages []coherence.Box
 }
 
 type writeRec struct {
@@ -256,11 +266,25 @@ func (j *Job) Devices() []Device {
 	return out
 }
 
-// NodeNames lists the job's nodes by name, in Config.Nodes order.
-func (j *Job) NodeNames() []string {
-	out := make([]string, len(j.nodes))
+// NodeStatus is one node of a job.
+type NodeStatus struct {
+	Name, Addr string
+	// ID is the node's ID in the page directory (1…N).
+	ID coherence.NodeID
+	// Lost: the job lost the node (C5) and goes on without it.
+	Lost bool
+	// Pending is the number of the job's instructions on the node not yet
+	// reported finished.
+	Pending int
+}
+
+// Nodes lists the job's nodes in Config.Nodes order.
+func (j *Job) Nodes() []NodeStatus {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	out := make([]NodeStatus, len(j.nodes))
 	for i, ns := range j.nodes {
-		out[i] = ns.name
+		out[i] = NodeStatus{Name: ns.name, Addr: ns.addr, ID: ns.id, Lost: ns.lost, Pending: len(ns.instrs)}
 	}
 	return out
 }
@@ -641,10 +665,18 @@ func (j *Job) completeLocked(g *groupState) {
 func (j *Job) instrFailedLocked(ns *nodeState, g *groupState, ie *proto.InstrError) {
 	if ie.Code == proto.CodeNodeLost && ie.Node != "" {
 		if lost := j.byName[ie.Node]; lost != nil {
-			j.nodeLostLocked(lost, "failed (reported by "+ns.name+")")
+			j.nodeLostLocked(lost, "failed, reported by "+ns.name)
 			if j.err != nil {
 				return
 			}
+		}
+	}
+	if ie.Code == proto.CodeJobClosed {
+		// We did not close it: the node is shutting down (drain, Close)
+		// or its lease on the job ran out. Either way it is gone for us.
+		j.nodeLostLocked(ns, "closed the job: "+ie.Message)
+		if j.err != nil {
+			return
 		}
 	}
 	j.failLocked(fmt.Errorf("%w: command group %d (%s) failed on node %s: instruction %d: %s (code %d)", ErrJobFailed, g.id, g.kernel, ns.name, ie.ID, ie.Message, ie.Code))
@@ -680,12 +712,57 @@ func (j *Job) nodeLostLocked(ns *nodeState, how string) {
 		return
 	}
 	e := &NodeLostError{Node: ns.name, How: how, Groups: groups}
+	byBuf := map[coherence.BufferID][]coherence.Box{}
+	var bufIDs []coherence.BufferID
+	addLost := func(buf coherence.BufferID, boxes []coherence.Box) {
+		if len(boxes) == 0 {
+			return
+		}
+		if _, ok := byBuf[buf]; !ok {
+			bufIDs = append(bufIDs, buf)
+		}
+		byBuf[buf] = append(byBuf[buf], boxes...)
+	}
 	for _, lp := range lost {
-		b := j.bufs[lp.Buffer]
+		addLost(lp.Buffer, lp.Boxes)
+	}
+	// Pages an unfinished group was bringing from the lost node count as
+	// valid at their destination in the core, but will never arrive: they
+	// are lost unless another allocation holds them.
+	var liveIDs []GroupID
+	for id := range j.live {
+		liveIDs = append(liveIDs, id)
+	}
+	slices.Sort(liveIDs)
+	for _, id := range liveIDs {
+		for _, r := range j.live[id].recvs {
+			if r.src != ns.id {
+				continue
+			}
+			remaining := r.pages
+			for _, a := range j.core.Allocations(r.buf) {
+				if a == r.dst {
+					continue
+				}
+				var next []coherence.Box
+				for _, pb := range remaining {
+					out, err := j.core.Outdated(r.buf, a, pb)
+					if err == nil {
+						next = append(next, out...)
+					}
+				}
+				remaining = next
+			}
+			addLost(r.buf, remaining)
+		}
+	}
+	slices.Sort(bufIDs)
+	for _, id := range bufIDs {
+		b := j.bufs[id]
 		lr := LostRange{Buffer: b.String()}
-		for _, pb := range lp.Boxes {
+		for _, pb := range mergeBoxes(byBuf[id]) {
 			lr.Boxes = append(lr.Boxes, b.geo.ElementBox(pb))
-			for _, w := range j.lineage[lp.Buffer] {
+			for _, w := range j.lineage[id] {
 				if w.pages.Overlaps(pb) && !slices.Contains(lr.Producers, w.g) {
 					lr.Producers = append(lr.Producers, w.g)
 				}
@@ -711,6 +788,38 @@ func toU64(d Dims) [3]uint64 { return [3]uint64{uint64(d[0]), uint64(d[1]), uint
 
 func protoBox(b coherence.Box) proto.Box {
 	return proto.Box{Lo: toU64(b.Lo), Hi: toU64(b.Hi)}
+}
+
+// mergeBoxes removes boxes contained in others and sorts them (reports
+// only; overlapping boxes that are not contained stay as they are).
+func mergeBoxes(bs []coherence.Box) []coherence.Box {
+	var out []coherence.Box
+	for i, b := range bs {
+		contained := false
+		for k, o := range bs {
+			if k != i && o.Intersect(b) == b && (o != b || k < i) {
+				contained = true
+				break
+			}
+		}
+		if !contained {
+			out = append(out, b)
+		}
+	}
+	slices.SortFunc(out, func(a, b coherence.Box) int {
+		for d := range 3 {
+			if a.Lo[d] != b.Lo[d] {
+				return a.Lo[d] - b.Lo[d]
+			}
+		}
+		for d := range 3 {
+			if a.Hi[d] != b.Hi[d] {
+				return a.Hi[d] - b.Hi[d]
+			}
+		}
+		return 0
+	})
+	return out
 }
 
 // subtractBoxes returns the part of box not covered by the disjoint boxes

@@ -1,0 +1,133 @@
+package coordinator_test
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/acpp/acpp/coherence"
+	"github.com/acpp/acpp/coordinator"
+	"github.com/acpp/acpp/coordinator/coordtest"
+)
+
+func fill(t *testing.T, j *coordinator.Job, b *coordinator.Buffer, n int, v float32, dev string) {
+	t.Helper()
+	if _, err := j.Submit(testCtx(t), coordinator.Group{Kernel: "fill_f32", Range: coordinator.Dims{1, 1, n}, Device: dev,
+		Args: []coordinator.Arg{coordinator.Acc(coordinator.Accessor{Buffer: b, Mode: coordinator.Write, NoInit: true}), coordinator.ScalarF32(v)}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A node stopped mid-job while it holds the only copy of a buffer: the
+// client gets a *NodeLostError naming the node, the buffer and its lost
+// range, within the detection time, and never hangs (C5).
+func TestNodeLostMidJobFailsWithLostRanges_C5(t *testing.T) {
+	c := coordtest.Start(t, 3, coordtest.Options{})
+	ctx := testCtx(t)
+	j := openJob(t, c, nil)
+	const n = 4096
+	d, _ := j.NewBuffer(coordinator.BufferSpec{Name: "d", Range: coordinator.Dims{1, 1, n}, ElemSize: 4})
+	out, _ := j.NewBuffer(coordinator.BufferSpec{Name: "out", Range: coordinator.Dims{1, 1, n}, ElemSize: 4})
+	fill(t, j, d, n, 3, "n2/cpu:0")
+	// A long kernel on n2 writing d, then a consumer on n0 that needs d.
+	if _, err := j.Submit(ctx, coordinator.Group{Kernel: "test_sleep", Range: coordinator.Dims{1, 1, 1}, Device: "n2/cpu:0",
+		Args: []coordinator.Arg{coordinator.ScalarU64(77), coordinator.ScalarU64(1500), coordinator.Acc(coordinator.Accessor{Buffer: d, Mode: coordinator.ReadWrite})}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Submit(ctx, coordinator.Group{Kernel: "copy_f32", Range: coordinator.Dims{1, 1, n}, Device: "n0/cpu:0",
+		Args: []coordinator.Arg{coordinator.Acc(coordinator.Accessor{Buffer: d, Mode: coordinator.Read}), coordinator.Acc(coordinator.Accessor{Buffer: out, Mode: coordinator.Write, NoInit: true})}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatal("the long kernel never started")
+	}
+	stopped := time.Now()
+	c.Stop(2)
+	err := j.Wait(ctx)
+	took := time.Since(stopped)
+	var nl *coordinator.NodeLostError
+	if !errors.As(err, &nl) || !errors.Is(err, coordinator.ErrNodeLost) {
+		t.Fatalf("Wait after stopping n2 = %v, want a *NodeLostError", err)
+	}
+	// Detection: membership (about 1 s locally) or the feed (LostTimeout 2 s + poll 1 s).
+	if took > 8*time.Second {
+		t.Errorf("the loss was reported %v after the stop, want within the detection time", took)
+	}
+	t.Logf("reported after %v: %v", took, err)
+	if nl.Node != "n2" {
+		t.Errorf("NodeLostError.Node = %q, want n2", nl.Node)
+	}
+	i := slices.IndexFunc(nl.Lost, func(l coordinator.LostRange) bool { return l.Buffer == `buffer "d"` })
+	if i < 0 {
+		t.Fatalf("NodeLostError.Lost = %+v, want buffer d", nl.Lost)
+	}
+	whole := coherence.Box{Hi: coordinator.Dims{1, 1, n}}
+	if got := nl.Lost[i].Boxes; !slices.Equal(got, []coherence.Box{whole}) {
+		t.Errorf("lost ranges of d = %v, want %v", got, whole)
+	}
+	if len(nl.Lost[i].Producers) == 0 {
+		t.Errorf("lost range of d has no producers (lineage)")
+	}
+	if !strings.Contains(err.Error(), "n2") || !strings.Contains(err.Error(), `"d"`) {
+		t.Errorf("error %q should name the node and the buffer", err)
+	}
+	if _, err := j.Submit(ctx, coordinator.Group{Kernel: "empty", Range: coordinator.Dims{1, 1, 1}}); !errors.Is(err, coordinator.ErrNodeLost) {
+		t.Errorf("Submit after the failure = %v, want the job's NodeLostError", err)
+	}
+}
+
+// A node lost while its pages have other valid copies: the job goes on,
+// and later groups take the pages from the surviving copy (C5).
+func TestNodeLostPagesTakenFromOtherCopy_C5(t *testing.T) {
+	c := coordtest.Start(t, 3, coordtest.Options{})
+	ctx := testCtx(t)
+	j := openJob(t, c, nil)
+	const n = 4096
+	x, _ := j.NewBuffer(coordinator.BufferSpec{Name: "x", Range: coordinator.Dims{1, 1, n}, ElemSize: 4})
+	y1, _ := j.NewBuffer(coordinator.BufferSpec{Name: "y1", Range: coordinator.Dims{1, 1, n}, ElemSize: 4})
+	y0, _ := j.NewBuffer(coordinator.BufferSpec{Name: "y0", Range: coordinator.Dims{1, 1, n}, ElemSize: 4})
+	fill(t, j, x, n, 5, "n2/cpu:0")
+	copyGroup := func(src, dst *coordinator.Buffer, dev string) {
+		t.Helper()
+		if _, err := j.Submit(ctx, coordinator.Group{Kernel: "copy_f32", Range: coordinator.Dims{1, 1, n}, Device: dev,
+			Args: []coordinator.Arg{coordinator.Acc(coordinator.Accessor{Buffer: src, Mode: coordinator.Read}), coordinator.Acc(coordinator.Accessor{Buffer: dst, Mode: coordinator.Write, NoInit: true})}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyGroup(x, y1, "n1/cpu:0") // x now valid on n2 and n1
+	if err := j.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.Stop(2)
+	deadline := time.Now().Add(10 * time.Second)
+	for !j.Nodes()[2].Lost {
+		if time.Now().After(deadline) {
+			t.Fatal("the job did not notice n2 stopping within 10s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := j.Err(); err != nil {
+		t.Fatalf("job failed after losing a node that held no last copy: %v", err)
+	}
+	sent1 := c.Sent(1)["n0"]
+	copyGroup(x, y0, "n0/cpu:0")
+	got, err := j.Read(ctx, y0, coordinator.Dims{}, coordinator.Dims{})
+	if err != nil {
+		t.Fatalf("Read after the loss: %v", err)
+	}
+	for i, v := range bytesF32(got) {
+		if v != 5 {
+			t.Fatalf("y0[%d] = %v, want 5", i, v)
+		}
+	}
+	if moved := c.Sent(1)["n0"] - sent1; moved != n*4 {
+		t.Errorf("n1 sent %d bytes to n0, want %d (x from the surviving copy)", moved, n*4)
+	}
+	if _, err := j.Submit(ctx, coordinator.Group{Kernel: "empty", Range: coordinator.Dims{1, 1, 1}, Device: "n2/cpu:0"}); !errors.Is(err, coordinator.ErrNoDevice) {
+		t.Errorf("Submit pinned to the lost node = %v, want ErrNoDevice", err)
+	}
+}
