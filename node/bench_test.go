@@ -90,3 +90,43 @@ func benchNodePath(b *testing.B, mem uint32) {
 	ja.Close(context.Background())
 	jb.Close(context.Background())
 }
+
+// BenchmarkInstrRoundTrip is the latency of one small instruction (a
+// 64-byte fill) from Submit to the end of its Wait, client to node on
+// loopback, against the transport's bare ping in the same run.
+func BenchmarkInstrRoundTrip(b *testing.B) {
+	nodes := startNodes(b, 1, nil)
+	c := startClient(b, credDir, "alice", nodes...)
+	j := openJob(b, c, "n0", 1)
+	submit(b, j, proto.Instr{ID: 1, Kind: proto.InstrAlloc, Buffer: 1, Range: [3]uint64{1, 1, 64}, ElemSize: 1})
+	wait(b, j, 1)
+	b.Run("ping", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := c.Ping(testCtx(b), "n0"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	id := uint64(1) // instruction IDs are unique per job, across sub-benchmark runs
+	b.Run("submit+wait", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			id++
+			submit(b, j, proto.Instr{ID: id, Kind: proto.InstrFill, Deps: []uint64{1}, Buffer: 1, Pattern: []byte{byte(id)}})
+			wait(b, j, id)
+		}
+	})
+	b.Run("batch-of-100", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			batch := make([]proto.Instr, 100)
+			for i := range batch {
+				id++
+				batch[i] = proto.Instr{ID: id, Kind: proto.InstrFill, Deps: []uint64{1}, Buffer: 1, Pattern: []byte{byte(id)}}
+			}
+			submit(b, j, batch...)
+			wait(b, j, id)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*100), "ns/instr")
+	})
+}
