@@ -41,7 +41,8 @@ type Option func(*queueConfig)
 
 // WithDevice selects a device by kind and index. Repeat it to select
 // several; the first selected is the default device of Submit. Without any
-// selection the queue uses every device it finds, CUDA devices first.
+// selection the queue uses every device it finds with the CPU as default
+// (Go closures run there; pick a GPU with WithKind(CUDA), WithDevice or On).
 func WithDevice(kind device.Kind, index int) Option {
 	return func(c *queueConfig) { c.selected = append(c.selected, DeviceID{Kind: kind, Index: index}) }
 }
@@ -89,7 +90,7 @@ type Queue struct {
 
 // NewQueue opens the local devices (the CPU always; CUDA devices when the
 // CUDA backend is imported and finds a GPU) and returns a queue over the
-// selected ones. ctx bounds the queue's life: when it is done, command
+// selected ones (all by default, cpu:0 the default device). ctx bounds the queue's life: when it is done, command
 // groups not yet started fail with its cause and Submit refuses new ones.
 func NewQueue(ctx context.Context, opts ...Option) (*Queue, error) {
 	if ctx == nil {
@@ -120,12 +121,11 @@ func NewQueue(ctx context.Context, opts ...Option) (*Queue, error) {
 		}
 		owned = append(owned, devs...)
 	}
-	// Default order: accelerators first, then caller devices, then CPUs.
-	for _, d := range owned[len(cpus):] {
-		all = append(all, d)
-	}
-	all = append(all, cfg.devices...)
+	// Default order: CPUs (the default device: every kernel form runs
+	// there), then caller devices, then accelerators.
 	all = append(all, cpus...)
+	all = append(all, cfg.devices...)
+	all = append(all, owned[len(cpus):]...)
 
 	var sel []device.Device
 	switch {

@@ -1,29 +1,51 @@
-package builtin_test
+package gpucheck
 
 import (
 	"context"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/acpp/acpp"
 	_ "github.com/acpp/acpp/cuda" // registers the CUDA backend (no devices without a driver)
+	"github.com/acpp/acpp/kernels"
 )
 
-// TestSameKernelOnCPUAndGPU runs the built-in Jacobi step through the
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// TestSameKernelOnCPUAndGPU_L3 runs the built-in Jacobi step (package kernels) through the
 // embedded runtime on a GPU (when the CUDA backend finds one) and on the
 // CPU, over the same buffer, and compares with a plain loop: NewQueue picks
 // up the registered backend, coherence moves the pages between host and
 // GPU, and both implementations agree bit for bit.
-func TestSameKernelOnCPUAndGPU(t *testing.T) {
+func TestSameKernelOnCPUAndGPU_L3(t *testing.T) {
 	ctx := context.Background()
+	if err := kernels.Register(); err != nil {
+		t.Fatal(err)
+	}
 	q, err := acpp.NewQueue(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	if q.Device().ID.Kind != acpp.CUDA {
-		t.Skip("no CUDA device: the default device is", q.Device().ID)
+	var gpu acpp.DeviceID
+	for _, d := range q.Devices() {
+		if d.ID.Kind == acpp.CUDA {
+			gpu = d.ID
+			break
+		}
 	}
-	gpu, cpu := q.Device().ID, acpp.DeviceID{Kind: acpp.CPU}
+	if gpu.Kind != acpp.CUDA {
+		t.Skip("no CUDA device")
+	}
+	cpu := acpp.DeviceID{Kind: acpp.CPU}
 	const r, c, iters = 64, 80, 6
 	in := make([]float32, r*c)
 	for i := range in {
