@@ -126,7 +126,7 @@ func TestThreeProcessesMovePagesAndDetectKill_C1_C3_C5(t *testing.T) {
 		t.Fatal("B's buffer must hold A's bytes in the boxes and zeros elsewhere")
 	}
 
-	// A built-in kernel (device/builtin) runs on B's CPU over buffer 2.
+	// A built-in kernel (package kernels) runs on B's CPU over buffer 2.
 	krng := [3]uint64{1, 16, 32}
 	v := make([]byte, 4)
 	binary.LittleEndian.PutUint32(v, math.Float32bits(2.5))

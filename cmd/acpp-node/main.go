@@ -17,8 +17,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/acpp/acpp/credentials"
-	_ "github.com/acpp/acpp/cuda"           // registers the CUDA backend: GPUs are found when a driver is present
-	_ "github.com/acpp/acpp/device/builtin" // the built-in kernel library (Go and PTX)
+	_ "github.com/acpp/acpp/cuda" // registers the CUDA backend: GPUs are found when a driver is present
+	"github.com/acpp/acpp/kernels"
 	"github.com/acpp/acpp/node"
 	"github.com/acpp/acpp/proto"
 )
@@ -71,7 +71,10 @@ _ for -), else its default. See docs/OPERATIONS.md.`,
 			if err != nil {
 				return err
 			}
-			slog.SetDefault(log) // backends that log without a logger of their own (cuda) follow the format
+			slog.SetDefault(log)                       // backends that log without a logger of their own (cuda) follow the format
+			if err := kernels.Register(); err != nil { // the built-in kernel library (Go and PTX)
+				return err
+			}
 			cfg, err := s.nodeConfig(log)
 			if err != nil {
 				return err
