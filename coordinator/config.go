@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/acpp/acpp/credentials"
+	"github.com/acpp/acpp/node/nodeclient"
 )
 
 // Placement is the policy that picks a device for a command group that is
@@ -85,6 +86,12 @@ type Config struct {
 	// Credentials are the client's certificate and key and the cluster CA
 	// (required; credentials.LoadClient).
 	Credentials *credentials.Credentials
+	// Client, when set, is a nodeclient.Client the job uses instead of
+	// starting its own (Credentials are then ignored). Several jobs of one
+	// process must share one client per identity: nodes send read-back
+	// pages to an identity over one connection, so a second client of the
+	// same identity would not receive them. The job does not close it.
+	Client *nodeclient.Client
 	// Devices selects the devices of those nodes the job may use; the
 	// zero value selects all of them.
 	Devices DeviceFilter
@@ -130,7 +137,7 @@ func (c Config) Validate() error {
 		}
 		seen[a] = true
 	}
-	if c.Credentials == nil {
+	if c.Credentials == nil && c.Client == nil {
 		errs = append(errs, errors.New("Credentials are required: load them with credentials.LoadClient(dir, name)"))
 	}
 	if c.Placement > PlaceRoundRobin {

@@ -50,9 +50,10 @@ func (d Device) String() string { return d.Node + "/" + d.ID }
 // Job is a job open on a set of nodes. Create it with Open, end it with
 // Close. Its methods are safe for concurrent use.
 type Job struct {
-	cfg     Config
-	log     *slog.Logger
-	cl      *nodeclient.Client
+	cfg       Config
+	log       *slog.Logger
+	cl        *nodeclient.Client
+	ownClient bool // cl was started by Open, and Close closes it
 	nodes   []*nodeState // index = NodeID-1
 	byName  map[string]*nodeState
 	devices []*Device
@@ -173,12 +174,16 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 		return nil, err
 	}
 	cfg.populate()
-	cl, err := nodeclient.Start(nodeclient.Config{Credentials: cfg.Credentials, Logger: cfg.Logger})
-	if err != nil {
-		return nil, fmt.Errorf("coordinator: %w", err)
+	cl, ownClient := cfg.Client, false
+	if cl == nil {
+		var err error
+		if cl, err = nodeclient.Start(nodeclient.Config{Credentials: cfg.Credentials, Logger: cfg.Logger}); err != nil {
+			return nil, fmt.Errorf("coordinator: %w", err)
+		}
+		ownClient = true
 	}
 	j := &Job{
-		cfg: cfg, log: cfg.Logger.With("job", cfg.JobID), cl: cl, byName: map[string]*nodeState{}, devByID: map[string]int{},
+		cfg: cfg, log: cfg.Logger.With("job", cfg.JobID), cl: cl, ownClient: ownClient, byName: map[string]*nodeState{}, devByID: map[string]int{},
 		core: coherence.New(coherence.Config{}), nextCG: 1, nextBuf: 1, bufs: map[coherence.BufferID]*Buffer{},
 		live: map[GroupID]*groupState{}, changed: make(chan struct{}), lineage: map[coherence.BufferID][]writeRec{},
 		stats: Stats{PlannedBytes: map[string]int64{}, KernelTime: map[string]time.Duration{}, Placed: map[string]int{}},
@@ -192,7 +197,9 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 				cancel()
 			}
 		}
-		cl.Close()
+		if ownClient {
+			cl.Close()
+		}
 		return nil, err
 	}
 	var all []string
@@ -457,8 +464,10 @@ func (j *Job) Close(ctx context.Context) error {
 			}()
 		}
 		cwg.Wait()
-		if err := j.cl.Close(); err != nil {
-			errs = append(errs, err)
+		if j.ownClient {
+			if err := j.cl.Close(); err != nil {
+				errs = append(errs, err)
+			}
 		}
 		j.log.Info("job closed")
 	})

@@ -16,6 +16,7 @@ import (
 	"github.com/acpp/acpp/credentials"
 	"github.com/acpp/acpp/kernels"
 	"github.com/acpp/acpp/node"
+	"github.com/acpp/acpp/node/nodeclient"
 )
 
 // Options tune a test cluster.
@@ -37,6 +38,7 @@ type Cluster struct {
 
 	mu      sync.Mutex
 	stopped map[int]bool
+	client  *nodeclient.Client
 }
 
 // Start starts n local nodes that know each other and registers the
@@ -126,9 +128,26 @@ func (c *Cluster) Addrs() []string {
 }
 
 // Config is a coordinator config for all nodes, with client alice's
-// credentials and a test logger.
+// credentials, the cluster's shared client (jobs of one process share one
+// client per identity) and a test logger.
 func (c *Cluster) Config() coordinator.Config {
-	return coordinator.Config{Nodes: c.Addrs(), Credentials: c.Creds, Logger: Logger(c.t), LostTimeout: 2 * time.Second, PollInterval: time.Second}
+	return coordinator.Config{Nodes: c.Addrs(), Credentials: c.Creds, Client: c.Client(), Logger: Logger(c.t), LostTimeout: 2 * time.Second, PollInterval: time.Second}
+}
+
+// Client is alice's nodeclient, shared by the cluster's jobs; it is closed
+// when the test ends (after the jobs opened later).
+func (c *Cluster) Client() *nodeclient.Client {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.client == nil {
+		cl, err := nodeclient.Start(nodeclient.Config{Credentials: c.Creds, Logger: Logger(c.t)})
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		c.client = cl
+		c.t.Cleanup(func() { cl.Close() })
+	}
+	return c.client
 }
 
 // Stop closes node i abruptly (peers see it fail). Calling it twice is safe.
