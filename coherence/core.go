@@ -60,10 +60,12 @@ type buffer struct {
 type slot struct {
 	alloc AllocID
 	gen   uint64
-	// by is the group whose Step.Allocate creates the allocation (0 for
-	// HostData): until it completes, later users of the allocation depend on
-	// it, so nobody touches memory that is not there yet.
-	by CGID
+	// by is the group whose Step.Allocate creates the allocation (hasBy
+	// false for HostData): until it completes, later users of the
+	// allocation depend on it, so nobody touches memory that is not there
+	// yet.
+	by    CGID
+	hasBy bool
 }
 
 type lostRecord struct {
@@ -264,7 +266,7 @@ func (c *Core) Submit(cg CommandGroup) (Step, error) {
 		b := c.bufs[a.Buffer]
 		if _, ok := b.slotOf(a.Target); !ok {
 			s := b.addSlot(a.Target, c.newGen())
-			b.slots[s].by = cg.ID
+			b.slots[s].by, b.slots[s].hasBy = cg.ID, true
 			step.Allocate = append(step.Allocate, b.allocation(s))
 		}
 	}
@@ -457,12 +459,13 @@ func (info *cgInfo) use(b *buffer, s int) {
 func (c *Core) allocDep(u allocRef, self CGID, others, deps []CGID) []CGID {
 	b := c.bufs[u.buf]
 	var by CGID
+	found := false
 	for m := b.used; m != 0; m &= m - 1 {
-		if s := bits.TrailingZeros64(m); b.slots[s].gen == u.gen {
-			by = b.slots[s].by
+		if s := bits.TrailingZeros64(m); b.slots[s].gen == u.gen && b.slots[s].hasBy {
+			by, found = b.slots[s].by, true
 		}
 	}
-	if by == 0 || !c.isLive(by) {
+	if !found || !c.isLive(by) {
 		return deps
 	}
 	for _, d := range others {
@@ -836,7 +839,7 @@ func (c *Core) Release(id CGID, buf BufferID, alloc AllocID) (Step, error) {
 		h, ok := b.slotOf(host)
 		if !ok {
 			h = b.addSlot(host, c.newGen())
-			b.slots[h].by = id
+			b.slots[h].by, b.slots[h].hasBy = id, true
 			step.Allocate = append(step.Allocate, b.allocation(h))
 		} else {
 			deps = c.allocDep(allocRef{b.id, b.slots[h].gen}, id, deps[:nconf], deps)

@@ -584,3 +584,16 @@ func TestRemoveBufferFreesAllocations_B1(t *testing.T) {
 		t.Fatalf("first use of the re-added buffer = %+v; want one allocation, no copies, no deps", st)
 	}
 }
+
+// TestGroupIDZero_D3: 0 is a valid first command group ID.
+func TestGroupIDZero_D3(t *testing.T) {
+	c, _ := newCore1D(t, 8, true)
+	mustSubmit(t, c, 0, acc(Read, gpu1, Box{}))
+	st := mustSubmit(t, c, 1, acc(Read, gpu1, span1(0, 8)))
+	if !slices.Equal(st.Deps, []CGID{0}) {
+		t.Fatalf("deps = %v, want [0] (group 0 creates gpu1's allocation)", st.Deps)
+	}
+	if _, err := c.Submit(CommandGroup{ID: 0}); !errors.Is(err, ErrOrder) {
+		t.Fatalf("ID 0 again: err = %v, want ErrOrder", err)
+	}
+}

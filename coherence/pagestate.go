@@ -363,19 +363,6 @@ func (d *denseChunk) update(a, b int, op stateOp) {
 	}
 }
 
-func (d *denseChunk) maskAt(p int) uint64 {
-	var m uint64
-	k := 0
-	wi, bit := p>>6, uint64(1)<<(p&63)
-	for s := d.slots; s != 0; s &= s - 1 {
-		if d.words[k*chunkWords+wi]&bit != 0 {
-			m |= uint64(1) << bits.TrailingZeros64(s)
-		}
-		k++
-	}
-	return m
-}
-
 // visit reports runs of equal mask in [a, b).
 func (d *denseChunk) visit(a, b int, fn func(a, b int, m uint64)) {
 	nslots := bits.OnesCount64(d.slots)
