@@ -185,3 +185,20 @@ func FuzzDiscardPages(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDefaultPageSize: any extents give a page size of at least 1 and at most
+// the extent in every dimension, contiguous, near the 64 KiB target.
+func FuzzDefaultPageSize(f *testing.F) {
+	f.Add(int64(1), int64(4096), int64(4096), int64(4))
+	f.Add(int64(1), int64(1), int64(1)<<62, int64(1))
+	f.Add(int64(-5), int64(0), int64(7), int64(0))
+	f.Fuzz(func(t *testing.T, r0, r1, r2, elem int64) {
+		rng := Dims{int(r0), int(r1), int(r2)}
+		ps := DefaultPageSize(rng, int(elem))
+		for d := range 3 {
+			if ps[d] < 1 || ps[d] > max(rng[d], 1) {
+				t.Fatalf("DefaultPageSize(%v, %d) = %v", rng, elem, ps)
+			}
+		}
+	})
+}

@@ -109,9 +109,16 @@ func DefaultPageSize(rng Dims, elemSize int) Dims {
 	}
 	budget := max(DefaultPageBytes/elemSize, 1) // elements per page
 	// split divides n into the fewest equal parts of at most limit.
-	split := func(n, limit int) int {
-		parts := (n + limit - 1) / limit
-		return (n + parts - 1) / parts
+	split := func(n, limit int) int { // overflow-free ceilings
+		parts := n / limit
+		if n%limit != 0 {
+			parts++
+		}
+		size := n / parts
+		if n%parts != 0 {
+			size++
+		}
+		return size
 	}
 	if rng[2] > budget {
 		return Dims{1, 1, split(rng[2], budget)}
