@@ -5,7 +5,11 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestJacobiExample_L2(t *testing.T) {
 	for _, args := range [][]string{{"-n", "64", "-iters", "10", "-blocks", "4"}, {"-n", "35", "-iters", "7", "-blocks", "3"}} {

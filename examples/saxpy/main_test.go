@@ -5,7 +5,11 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestSaxpyExample(t *testing.T) {
 	var out bytes.Buffer
