@@ -69,7 +69,7 @@ func BenchmarkSubmitEmpty(b *testing.B) {
 			}
 			var cid coherence.CGID
 			const batch = 256
-			var tq, tp, tc time.Duration
+			var tq, tp, tc, ts time.Duration
 			empty := func() {}
 			b.ReportAllocs()
 			for b.Loop() {
@@ -93,6 +93,7 @@ func BenchmarkSubmitEmpty(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
+				ts += time.Since(t0)
 				if err := q.Wait(ctx); err != nil {
 					b.Fatal(err)
 				}
@@ -122,6 +123,7 @@ func BenchmarkSubmitEmpty(b *testing.B) {
 			b.ReportMetric(float64(tp.Nanoseconds())/n, "ns/pooltask")
 			b.ReportMetric(float64(tq)/float64(tp), "x_pool")
 			b.ReportMetric(float64(tc.Nanoseconds())/n, "core_ns/group")
+			b.ReportMetric(float64(ts.Nanoseconds())/n, "submit_ns/group")
 		})
 	}
 }
