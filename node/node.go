@@ -303,6 +303,24 @@ func (n *Node) peerGone(name string) (string, bool) {
 
 func (n *Node) watchMembers() {
 	defer n.wg.Done()
+	// boots is the boot ID each member had when last seen alive: a member
+	// that comes back under the same name with another boot ID restarted,
+	// and the pages its previous run was to send will never come. (cluster/
+	// reports such a restart as a failure and a join already; this catches
+	// it after a resync too.)
+	boots := map[string]uint64{}
+	alive := func(m cluster.Member) {
+		if m.MetaErr != nil || m.Meta.BootID == 0 {
+			return
+		}
+		if old, ok := boots[m.Name]; ok && old != m.Meta.BootID {
+			n.peerLost(m.Name, "restarted")
+		}
+		boots[m.Name] = m.Meta.BootID
+	}
+	for _, m := range n.sub.Snapshot().Alive() {
+		alive(m)
+	}
 	for {
 		select {
 		case <-n.ctx.Done():
@@ -312,16 +330,23 @@ func (n *Node) watchMembers() {
 				return
 			}
 			switch ev.Type {
+			case cluster.EventJoin, cluster.EventUpdate:
+				alive(ev.Member)
 			case cluster.EventFail:
+				delete(boots, ev.Member.Name)
 				n.peerLost(ev.Member.Name, "failed")
 			case cluster.EventLeave:
+				delete(boots, ev.Member.Name)
 				n.peerLost(ev.Member.Name, "left")
 			case cluster.EventResync:
 				for _, m := range ev.Snapshot.Members {
-					if m.State == cluster.StateFailed {
+					switch m.State {
+					case cluster.StateFailed:
 						n.peerLost(m.Name, "failed")
-					} else if m.State == cluster.StateLeft {
+					case cluster.StateLeft:
 						n.peerLost(m.Name, "left")
+					case cluster.StateAlive:
+						alive(m)
 					}
 				}
 			}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -431,4 +432,39 @@ func TestLaunchKernelOnAllocation(t *testing.T) {
 	}
 	submit(t, j, proto.Instr{ID: 5, Kind: proto.InstrFree, Deps: []uint64{3}, Buffer: 1})
 	wait(t, j, 5)
+}
+
+// TestWaitersFailWhenPeerRestarts_C5: a peer that comes back under the
+// same name (same addresses, new boot) before anyone declared it failed
+// will never send what its previous run was to send: waiters on it fail,
+// naming it.
+func TestWaitersFailWhenPeerRestarts_C5(t *testing.T) {
+	var gossip, quic string
+	nodes := startNodes(t, 2, nil)
+	gossip, quic = nodes[1].GossipAddr(), nodes[1].QUICAddr()
+	c := startClient(t, credDir, "alice", nodes[0])
+	j := openJob(t, c, "n0", 1)
+	rng := [3]uint64{1, 1, 64}
+	submit(t, j,
+		proto.Instr{ID: 1, Kind: proto.InstrAlloc, Buffer: 1, Range: rng, ElemSize: 1},
+		proto.Instr{ID: 2, Kind: proto.InstrRecv, Deps: []uint64{1}, Buffer: 1, Boxes: []proto.Box{{Hi: rng}}, Peer: "n1"},
+	)
+	wait(t, j, 1)
+	nodes[1].Close() // no leave; with LAN timing nobody notices for seconds
+	cfg := node.DefaultLocalConfig()
+	cfg.Cluster.Timing = cluster.DefaultLANConfig().Timing
+	cfg.Name, cfg.CredentialsDir, cfg.CPUWorkers, cfg.Logger = "n1", credDir, 1, testLogger(t)
+	cfg.GossipAddr, cfg.QUICAddr = gossip, quic
+	cfg.Join = []string{nodes[0].GossipAddr()}
+	again, err := node.Start(testCtx(t), cfg)
+	if err != nil {
+		t.Fatalf("restart n1: %v", err)
+	}
+	defer again.Close()
+	err = j.Wait(testCtx(t), 2)
+	var fe *nodeclient.InstrFailedError
+	if !errors.As(err, &fe) || !slices.Equal(fe.LostNodes(), []string{"n1"}) || !strings.Contains(fe.Error(), "n1") {
+		t.Fatalf("Wait = %v, want a node-lost failure naming n1", err)
+	}
+	t.Logf("%v", err)
 }
