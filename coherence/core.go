@@ -37,6 +37,8 @@ type cgInfo struct {
 	// covers is set for a Release: it waited for every earlier user of
 	// this buffer, so every allocation created before it.
 	covers *buffer
+	// deps is the group's Step.Deps (sorted).
+	deps []CGID
 }
 
 type allocRef struct {
@@ -341,7 +343,8 @@ func (c *Core) Submit(cg CommandGroup) (Step, error) {
 			b.states.update(lo, hi, stateOp{kind: opSet, m: 1 << t})
 		})
 	}
-	step.Deps = finishDeps(deps, cg.ID)
+	step.Deps = c.reduceDeps(finishDeps(deps, cg.ID))
+	info.deps = step.Deps
 	sortStep(&step)
 	return step, nil
 }
@@ -544,6 +547,31 @@ func (c *Core) pickSource(b *buffer, cands uint64, r *region, prev int) int {
 		}
 	}
 	return best
+}
+
+// reduceDeps drops the dependencies that another one already has as a direct
+// dependency (one-hop transitive reduction: cheap, and waiting for the
+// other implies waiting for them).
+func (c *Core) reduceDeps(deps []CGID) []CGID {
+	if len(deps) < 2 {
+		return deps
+	}
+	out := deps[:0]
+	for i, d := range deps {
+		implied := false
+		for _, e := range deps[i+1:] { // only later groups can depend on d
+			if info := c.live[e]; info != nil {
+				if _, ok := slices.BinarySearch(info.deps, d); ok {
+					implied = true
+					break
+				}
+			}
+		}
+		if !implied {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 func finishDeps(deps []CGID, self CGID) []CGID {
@@ -854,7 +882,8 @@ func (c *Core) Release(id CGID, buf BufferID, alloc AllocID) (Step, error) {
 	step.Free = []Allocation{b.allocation(s)}
 	b.used &^= sbit
 	b.slots[s] = slot{}
-	step.Deps = finishDeps(deps, id)
+	step.Deps = c.reduceDeps(finishDeps(deps, id))
+	info.deps = step.Deps
 	sortStep(&step)
 	return step, nil
 }
