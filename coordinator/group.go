@@ -343,6 +343,7 @@ func (j *Job) submitLocked(g *Group, params []device.Param, p chunkPlan, capable
 	gs := &groupState{id: id, kernel: g.Kernel, dev: dev, items: items, tails: map[coherence.NodeID][]uint64{}}
 	gs.estimate = j.est.estimate(g.Kernel, *d, items)
 	j.queued[dev] += gs.estimate
+	j.pending[dev]++
 	j.live[id] = gs
 	j.stats.Groups++
 	j.stats.Placed[d.String()]++
@@ -413,7 +414,7 @@ func (j *Job) placeLocked(g *Group, p chunkPlan, capable []int) int {
 	for ci, di := range cands {
 		d := j.devices[di]
 		target := coherence.AllocID{Node: d.node.id, Mem: coherence.MemID(d.Mem)}
-		c := candidate{dev: di, queue: j.queued[di], kernel: j.est.estimate(g.Kernel, *d, p.chunk.Range.Volume())}
+		c := candidate{dev: di, queue: j.queued[di], pending: j.pending[di], kernel: j.est.estimate(g.Kernel, *d, p.chunk.Range.Volume())}
 		k := 0
 		for _, a := range g.Args {
 			if a.acc == nil {

@@ -76,6 +76,7 @@ type Job struct {
 	gated   int           // entries in outboxes waiting for a gate
 	est     estimator
 	queued  []float64 // per device: estimated seconds of work placed and not finished
+	pending []int     // per device: groups placed and not finished
 	rr      int
 	stats   Stats
 	lineage map[coherence.BufferID][]writeRec
@@ -235,6 +236,7 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 		return fail(fmt.Errorf("%w: the device filter selects none of %s; widen Config.Devices", ErrNoDevice, strings.Join(all, ", ")))
 	}
 	j.queued = make([]float64, len(j.devices))
+	j.pending = make([]int, len(j.devices))
 	for _, ns := range j.nodes {
 		nj, err := cl.Open(ctx, ns.name, cfg.JobID, nodeclient.JobOptions{Lease: cfg.Lease, MaxBytes: cfg.MaxBytes})
 		if err != nil {
@@ -636,6 +638,7 @@ func (j *Job) onEvents(ns *nodeState, evs []proto.Event) bool {
 				j.stats.KernelTime[d.String()] += dur
 			}
 			j.queued[g.dev] = max(0, j.queued[g.dev]-g.estimate)
+			j.pending[g.dev]--
 		}
 		g.pending--
 		if g.pending == 0 {

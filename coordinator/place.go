@@ -15,6 +15,9 @@ type candidate struct {
 	// haveBytes are the bytes of the group's accessors already valid
 	// there (a tie-break towards the data).
 	haveBytes int
+	// pending is the number of unfinished groups placed there (the last
+	// tie-break: spreads work while no kernel duration is known yet).
+	pending int
 }
 
 // finish is the estimated time until the group would be done on c: the
@@ -26,8 +29,8 @@ func (c candidate) finish(netBW, localBW float64) float64 {
 }
 
 // chooseAuto returns the index in cands with the earliest estimated
-// finish; ties go to more data already there, then to the earlier
-// candidate. It is pure and deterministic.
+// finish; ties go to more data already there, then to fewer unfinished
+// groups, then to the earlier candidate. It is pure and deterministic.
 func chooseAuto(cands []candidate, netBW, localBW float64) int {
 	best := -1
 	var bestT float64
@@ -36,7 +39,8 @@ func chooseAuto(cands []candidate, netBW, localBW float64) int {
 		switch {
 		case best < 0, t < bestT*(1-1e-9):
 			best, bestT = i, t
-		case t <= bestT*(1+1e-9) && c.haveBytes > cands[best].haveBytes:
+		case t <= bestT*(1+1e-9) && (c.haveBytes > cands[best].haveBytes ||
+			c.haveBytes == cands[best].haveBytes && c.pending < cands[best].pending):
 			best, bestT = i, t
 		}
 	}

@@ -1,0 +1,190 @@
+package coordinator
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/acpp/acpp/coherence"
+	"github.com/acpp/acpp/credentials"
+)
+
+func TestConfigValidate(t *testing.T) {
+	creds := &credentials.Credentials{}
+	tests := []struct {
+		name string
+		cfg  Config
+		want []string // substrings of the error; nil: valid
+	}{
+		{"valid", Config{Nodes: []string{"127.0.0.1:7947"}, Credentials: creds}, nil},
+		{"empty", Config{}, []string{"Nodes is empty", "Credentials are required"}},
+		{"bad address and duplicate", Config{Nodes: []string{"n1", "a:1", "a:1"}, Credentials: creds}, []string{`Nodes[0] = "n1" is not host:port`, `Nodes[2] = "a:1" is listed twice`}},
+		{"bad placement and negative durations", Config{Nodes: []string{"a:1"}, Credentials: creds, Placement: 9, LostTimeout: -1}, []string{"Placement 9", "must not be negative"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cfg.Validate()
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("Validate() = %v, want ErrInvalidConfig", err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Validate() = %q, want it to mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestSplitRange_C4(t *testing.T) {
+	tests := []struct {
+		name          string
+		off, rng, loc Dims
+		along         SplitDim
+		n             int
+		want          []Chunk
+		wantErr       bool
+	}{
+		{"1D in 3, remainder first", Dims{}, Dims{1, 1, 10}, Dims{}, SplitAuto, 3, []Chunk{
+			{Dims{0, 0, 0}, Dims{1, 1, 4}}, {Dims{0, 0, 4}, Dims{1, 1, 3}}, {Dims{0, 0, 7}, Dims{1, 1, 3}}}, false},
+		{"2D rows by default", Dims{}, Dims{1, 6, 8}, Dims{}, SplitAuto, 2, []Chunk{
+			{Dims{0, 0, 0}, Dims{1, 3, 8}}, {Dims{0, 3, 0}, Dims{1, 3, 8}}}, false},
+		{"explicit columns, with offset", Dims{0, 1, 2}, Dims{1, 6, 8}, Dims{}, SplitDim2, 2, []Chunk{
+			{Dims{0, 1, 2}, Dims{1, 6, 4}}, {Dims{0, 1, 6}, Dims{1, 6, 4}}}, false},
+		{"work-groups stay whole", Dims{}, Dims{1, 1, 12}, Dims{1, 1, 4}, SplitAuto, 2, []Chunk{
+			{Dims{0, 0, 0}, Dims{1, 1, 8}}, {Dims{0, 0, 8}, Dims{1, 1, 4}}}, false},
+		{"more chunks than items", Dims{}, Dims{1, 1, 2}, Dims{}, SplitAuto, 5, []Chunk{
+			{Dims{0, 0, 0}, Dims{1, 1, 1}}, {Dims{0, 0, 1}, Dims{1, 1, 1}}}, false},
+		{"single item", Dims{}, Dims{1, 1, 1}, Dims{}, SplitAuto, 3, []Chunk{{Dims{}, Dims{1, 1, 1}}}, false},
+		{"range not a multiple of the group", Dims{}, Dims{1, 1, 10}, Dims{1, 1, 4}, SplitAuto, 2, nil, true},
+		{"bad dimension", Dims{}, Dims{1, 1, 10}, Dims{}, SplitDim(7), 2, nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, _, err := splitRange(tt.off, tt.rng, tt.loc, tt.along, tt.n)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("splitRange() error = %v, want error %v", err, tt.wantErr)
+			}
+			if err != nil {
+				if !errors.Is(err, ErrInvalid) {
+					t.Errorf("error %v does not wrap ErrInvalid", err)
+				}
+				return
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("splitRange() = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRangeMappers_C4(t *testing.T) {
+	buf := Dims{1, 10, 20}
+	c := Chunk{Offset: Dims{0, 3, 0}, Range: Dims{1, 4, 20}}
+	tests := []struct {
+		name     string
+		m        RangeMapper
+		off, rng Dims
+	}{
+		{"one-to-one", OneToOne(), Dims{0, 3, 0}, Dims{1, 4, 20}},
+		{"neighbourhood 1, clipped", Neighbourhood(1), Dims{0, 2, 0}, Dims{1, 6, 20}},
+		{"neighbourhood per dimension", Neighbourhood(0, 5, 0), Dims{0, 0, 0}, Dims{1, 10, 20}},
+		{"all", All(), Dims{}, buf},
+		{"fixed", Fixed(Dims{0, 1, 1}, Dims{1, 2, 2}), Dims{0, 1, 1}, Dims{1, 2, 2}},
+		{"custom, clipped to the buffer", MapFunc(func(c Chunk, _ Dims) (Dims, Dims) { return Dims{0, 8, 0}, Dims{1, 8, 30} }), Dims{0, 8, 0}, Dims{1, 2, 20}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			off, rng, err := mapAccess(tt.m, c, buf)
+			if err != nil || off != tt.off || rng != tt.rng {
+				t.Errorf("mapAccess = %v, %v, %v; want %v, %v", off, rng, err, tt.off, tt.rng)
+			}
+		})
+	}
+	if _, _, err := mapAccess(MapFunc(func(Chunk, Dims) (Dims, Dims) { return Dims{}, Dims{1, -1, 1} }), c, buf); !errors.Is(err, ErrInvalid) {
+		t.Errorf("negative range from a custom mapper = %v, want ErrInvalid", err)
+	}
+}
+
+func TestChooseAuto(t *testing.T) {
+	const net, local = 1e9, 1e10
+	tests := []struct {
+		name  string
+		cands []candidate
+		want  int
+	}{
+		{"data locality", []candidate{{netBytes: 1 << 20}, {netBytes: 0, haveBytes: 1 << 20}, {netBytes: 1 << 20}}, 1},
+		{"load beats a small transfer", []candidate{{queue: 1, haveBytes: 1000}, {netBytes: 1000, queue: 0}}, 1},
+		{"a big transfer beats a short queue", []candidate{{queue: 0.001, haveBytes: 1 << 30}, {netBytes: 1 << 30}}, 0},
+		{"learnt kernel time", []candidate{{kernel: 0.5}, {kernel: 0.1}}, 1},
+		{"tie: more data there", []candidate{{haveBytes: 1}, {haveBytes: 2}}, 1},
+		{"tie: fewer pending groups", []candidate{{pending: 2}, {pending: 1}, {pending: 1}}, 1},
+		{"tie: first", []candidate{{}, {}}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := chooseAuto(tt.cands, net, local); got != tt.want {
+				t.Errorf("chooseAuto() = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestEstimatorLearns(t *testing.T) {
+	var e estimator
+	cpu0 := Device{Node: "n1", ID: "cpu:0", Kind: "cpu"}
+	cpu1 := Device{Node: "n2", ID: "cpu:0", Kind: "cpu"}
+	if got := e.estimate("k", cpu0, 100); got != 0 {
+		t.Fatalf("estimate before any observation = %v, want 0", got)
+	}
+	e.observe("k", cpu0, 100, 100*time.Millisecond)
+	if got := e.estimate("k", cpu0, 200); got < 0.199 || got > 0.201 {
+		t.Errorf("estimate(200 items) = %v, want 0.2 s", got)
+	}
+	if got := e.estimate("k", cpu1, 100); got < 0.099 || got > 0.101 {
+		t.Errorf("estimate on another device of the kind = %v, want 0.1 s (kind average)", got)
+	}
+	e.observe("k", cpu0, 100, 200*time.Millisecond)
+	if got := e.estimate("k", cpu0, 100); got <= 0.1 || got >= 0.2 {
+		t.Errorf("estimate after a slower run = %v, want between 0.1 and 0.2 (moving average)", got)
+	}
+}
+
+func TestSubtractBoxes_C2(t *testing.T) {
+	box := coherence.Box{Hi: Dims{1, 4, 4}}
+	holes := []coherence.Box{{Lo: Dims{0, 1, 1}, Hi: Dims{1, 3, 3}}}
+	got := subtractBoxes(box, holes)
+	vol := 0
+	for _, b := range got {
+		vol += b.Volume()
+		if b.Overlaps(holes[0]) {
+			t.Errorf("piece %v overlaps the hole", b)
+		}
+	}
+	if vol != 16-4 {
+		t.Errorf("subtractBoxes volume = %d, want 12 (%v)", vol, got)
+	}
+	if got := mergeBoxes([]coherence.Box{box, holes[0], box}); !slices.Equal(got, []coherence.Box{box}) {
+		t.Errorf("mergeBoxes = %v, want only %v", got, box)
+	}
+}
+
+func TestNodeLostErrorMessage_C5(t *testing.T) {
+	e := &NodeLostError{Node: "n2", How: "failed", Lost: []LostRange{{Buffer: `buffer "d"`, Boxes: []coherence.Box{{Hi: Dims{1, 1, 8}}}}}, Groups: []GroupID{3}}
+	if !errors.Is(e, ErrNodeLost) {
+		t.Error("NodeLostError does not match ErrNodeLost")
+	}
+	for _, w := range []string{"node n2", `buffer "d"`, "[0,1)", "1 command group", "open a new job"} {
+		if !strings.Contains(e.Error(), w) {
+			t.Errorf("Error() = %q, want it to mention %q", e.Error(), w)
+		}
+	}
+}
