@@ -971,3 +971,56 @@ func (c *Core) Stats() Stats {
 	}
 	return s
 }
+
+// BufferInfo describes one buffer's page states, for status tables and
+// debugging (acpp-submit status, metrics).
+type BufferInfo struct {
+	ID       BufferID
+	Geometry Geometry
+	// Allocations lists every allocation with the number of pages up to
+	// date there, sorted by AllocID.
+	Allocations []AllocInfo
+	// Uninitialised counts pages no one has written (T2); Lost counts pages
+	// whose last copies were on lost nodes (C5).
+	Uninitialised, Lost int
+}
+
+// AllocInfo is one allocation's share of a buffer.
+type AllocInfo struct {
+	Alloc      AllocID
+	ValidPages int
+}
+
+// Buffers describes every buffer, sorted by ID. It visits every page run, so
+// it costs O(state size); call it for status, not per command group.
+func (c *Core) Buffers() []BufferInfo {
+	ids := make([]BufferID, 0, len(c.bufs))
+	for id := range c.bufs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	out := make([]BufferInfo, 0, len(ids))
+	for _, id := range ids {
+		b := c.bufs[id]
+		info := BufferInfo{ID: id, Geometry: b.geo}
+		var valid [64]int
+		b.states.visit(0, b.n, func(lo, hi int, m uint64) {
+			switch {
+			case m == 0:
+				info.Uninitialised += hi - lo
+			case m == lostBit:
+				info.Lost += hi - lo
+			}
+			for x := m &^ lostBit; x != 0; x &= x - 1 {
+				valid[bits.TrailingZeros64(x)] += hi - lo
+			}
+		})
+		for u := b.used; u != 0; u &= u - 1 {
+			s := bits.TrailingZeros64(u)
+			info.Allocations = append(info.Allocations, AllocInfo{Alloc: b.slots[s].alloc, ValidPages: valid[s]})
+		}
+		slices.SortFunc(info.Allocations, func(x, y AllocInfo) int { return compareAlloc(x.Alloc, y.Alloc) })
+		out = append(out, info)
+	}
+	return out
+}

@@ -597,3 +597,18 @@ func TestGroupIDZero_D3(t *testing.T) {
 		t.Fatalf("ID 0 again: err = %v, want ErrOrder", err)
 	}
 }
+
+func TestBuffersDescribesStates_P2_C5(t *testing.T) {
+	c, geo := newCore1D(t, 16, false)
+	mustSubmit(t, c, 1, Access{Buffer: 1, Pages: span1(0, 8), Mode: Write, Discard: true, Target: gpu1})
+	mustSubmit(t, c, 2, acc(Read, host0, span1(0, 4)))
+	mustSubmit(t, c, 3, Access{Buffer: 1, Pages: span1(8, 10), Mode: Write, Discard: true, Target: n1g1})
+	c.LoseNode(1)
+	got := c.Buffers()
+	want := []BufferInfo{{ID: 1, Geometry: geo,
+		Allocations:   []AllocInfo{{host0, 4}, {gpu1, 8}},
+		Uninitialised: 6, Lost: 2}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Buffers() = %+v, want %+v", got, want)
+	}
+}
