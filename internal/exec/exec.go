@@ -73,19 +73,30 @@ type Runtime struct {
 	devOf   map[coherence.MemID]device.Device // memory → the device that allocates it and runs its copies
 	queueRR atomic.Uint32
 
-	mu          sync.Mutex
-	core        *coherence.Core          // guarded by mu
-	next        coherence.CGID           // guarded by mu
-	nextBuf     coherence.BufferID       // guarded by mu
-	nodes       map[coherence.CGID]*Node // submitted, not finished; guarded by mu
-	bufs        map[coherence.BufferID]*bufInfo
-	allocs      map[allocKey]*allocEntry // guarded by mu (entries have their own once)
-	readyMu     sync.RWMutex             // guards ready; taken after mu, never before
-	ready       map[allocKey]*device.Mem // made allocations, for lookups without mu
-	outstanding int                      // nodes not finished; guarded by mu
-	idle        []chan struct{}          // closed when outstanding drops to 0; guarded by mu
-	errs        []error                  // async errors not yet taken; guarded by mu
-	closed      bool                     // guarded by mu
+	mu      sync.Mutex
+	core    *coherence.Core          // guarded by mu
+	next    coherence.CGID           // guarded by mu
+	nextBuf coherence.BufferID       // guarded by mu
+	nodes   map[coherence.CGID]*Node // submitted, not yet drained; guarded by mu
+	bufs    map[coherence.BufferID]*bufInfo
+	allocs  map[allocKey]*allocEntry // guarded by mu (entries have their own once)
+	readyMu sync.RWMutex             // guards ready; taken after mu, never before
+	ready   map[allocKey]*device.Mem // made allocations, for lookups without mu
+	closed  bool                     // guarded by mu
+
+	// Finished nodes are handed to the core lazily: finish appends the ID
+	// here and whoever next holds mu (Submit, RemoveBuffer, Wait) calls
+	// Complete. Devices' goroutines thus never wait for mu, which the
+	// submitting goroutine holds while coherence plans; a finished node that
+	// is not yet drained only adds dependencies that are already met.
+	doneMu    sync.Mutex
+	completed []coherence.CGID // guarded by doneMu
+	spare     []coherence.CGID // the other buffer of completed; guarded by mu
+
+	waitMu      sync.Mutex
+	outstanding int             // nodes not finished; guarded by waitMu
+	idle        []chan struct{} // closed when outstanding drops to 0; guarded by waitMu
+	errs        []error         // async errors not yet taken; guarded by waitMu
 
 	groups, planned, copies, bytes, h2d, d2h, nallocs atomic.Int64
 
@@ -309,9 +320,10 @@ type Node struct {
 
 	submitted, started, ended time.Time // started/ended set before done is closed
 
-	pending  int     // unfinished dependencies + 1 while submitting; guarded by rt.mu
-	succ     []*Node // nodes waiting for this one; guarded by rt.mu
-	finished bool    // guarded by rt.mu
+	pending  atomic.Int32 // unfinished dependencies + 1 while submitting
+	linkMu   sync.Mutex   // guards succ and finished
+	succ     []*Node      // nodes waiting for this one
+	finished bool
 
 	left     atomic.Int32 // copies or ops still running
 	errMu    sync.Mutex
@@ -366,6 +378,7 @@ func (rt *Runtime) Submit(g Group) (*Node, error) {
 		rt.mu.Unlock()
 		return nil, ErrClosed
 	}
+	rt.drainLocked()
 	id := rt.next
 	var step coherence.Step
 	var err error
@@ -380,24 +393,35 @@ func (rt *Runtime) Submit(g Group) (*Node, error) {
 	}
 	rt.next++
 	n.ID, n.step = id, step
-	n.pending = 1
+	rt.nodes[id] = n
+	var deps []*Node
 	for _, d := range step.Deps {
-		if p := rt.nodes[d]; p != nil && !p.finished {
-			p.succ = append(p.succ, n)
-			n.pending++
+		if p := rt.nodes[d]; p != nil {
+			deps = append(deps, p)
 		}
+	}
+	rt.mu.Unlock()
+	rt.waitMu.Lock()
+	rt.outstanding++
+	rt.waitMu.Unlock()
+	n.pending.Store(1)
+	link := func(p *Node) {
+		p.linkMu.Lock()
+		if !p.finished {
+			p.succ = append(p.succ, n)
+			n.pending.Add(1)
+		}
+		p.linkMu.Unlock()
+	}
+	for _, p := range deps {
+		link(p)
 	}
 	for _, p := range g.After {
-		if p != nil && p.rt == rt && !p.finished {
-			p.succ = append(p.succ, n)
-			n.pending++
+		if p != nil && p.rt == rt {
+			link(p)
 		}
 	}
-	rt.nodes[id] = n
-	rt.outstanding++
-	n.pending--
-	ready := n.pending == 0
-	rt.mu.Unlock()
+	ready := n.pending.Add(-1) == 0
 	rt.groups.Add(1)
 	for _, c := range step.Copies {
 		rt.planned.Add(int64(len(c.Boxes)))
@@ -581,18 +605,15 @@ func (rt *Runtime) finish(n *Node, err error) {
 	} else {
 		n.state.Store(int32(Complete))
 	}
-	var ready []*Node
-	rt.mu.Lock()
-	rt.core.Complete(n.ID)
-	delete(rt.nodes, n.ID)
+	n.linkMu.Lock()
 	n.finished = true
-	for _, s := range n.succ {
-		s.pending--
-		if s.pending == 0 {
-			ready = append(ready, s)
-		}
-	}
+	succ := n.succ
 	n.succ = nil
+	n.linkMu.Unlock()
+	rt.doneMu.Lock()
+	rt.completed = append(rt.completed, n.ID)
+	rt.doneMu.Unlock()
+	rt.waitMu.Lock()
 	if err != nil {
 		rt.errs = append(rt.errs, err)
 	}
@@ -603,35 +624,60 @@ func (rt *Runtime) finish(n *Node, err error) {
 		}
 		rt.idle = nil
 	}
-	rt.mu.Unlock()
+	rt.waitMu.Unlock()
 	close(n.done)
-	for _, s := range ready {
-		rt.dispatch(s)
+	for _, s := range succ {
+		if s.pending.Add(-1) == 0 {
+			rt.dispatch(s)
+		}
 	}
+}
+
+// drainLocked tells the core about finished nodes. The caller holds mu.
+func (rt *Runtime) drainLocked() {
+	rt.doneMu.Lock()
+	ids := rt.completed
+	rt.completed = rt.spare[:0]
+	rt.doneMu.Unlock()
+	for _, id := range ids {
+		rt.core.Complete(id)
+		delete(rt.nodes, id)
+	}
+	rt.spare = ids
 }
 
 // Wait blocks until every submitted node has finished, or ctx is done.
 func (rt *Runtime) Wait(ctx context.Context) error {
-	rt.mu.Lock()
+	rt.waitMu.Lock()
 	if rt.outstanding == 0 {
-		rt.mu.Unlock()
+		rt.waitMu.Unlock()
+		rt.drain()
 		return nil
 	}
 	c := make(chan struct{})
 	rt.idle = append(rt.idle, c)
-	rt.mu.Unlock()
+	rt.waitMu.Unlock()
 	select {
 	case <-c:
+		rt.drain()
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
+// drain hands finished nodes to the core now (so that an idle runtime holds
+// no finished nodes).
+func (rt *Runtime) drain() {
+	rt.mu.Lock()
+	rt.drainLocked()
+	rt.mu.Unlock()
+}
+
 // TakeErrors returns the errors of nodes finished since the last call.
 func (rt *Runtime) TakeErrors() []error {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
+	rt.waitMu.Lock()
+	defer rt.waitMu.Unlock()
 	e := rt.errs
 	rt.errs = nil
 	return e
@@ -641,6 +687,7 @@ func (rt *Runtime) TakeErrors() []error {
 // The caller must have waited for every node that used it.
 func (rt *Runtime) RemoveBuffer(buf coherence.BufferID) error {
 	rt.mu.Lock()
+	rt.drainLocked()
 	allocs, err := rt.core.RemoveBuffer(buf)
 	var entries []*allocEntry
 	if err == nil {
