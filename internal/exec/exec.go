@@ -93,9 +93,9 @@ type Runtime struct {
 	completed []coherence.CGID // guarded by doneMu
 	spare     []coherence.CGID // the other buffer of completed; guarded by mu
 
+	outstanding atomic.Int64 // nodes not finished
 	waitMu      sync.Mutex
-	outstanding int             // nodes not finished; guarded by waitMu
-	idle        []chan struct{} // closed when outstanding drops to 0; guarded by waitMu
+	idle        []chan struct{} // closed when outstanding is 0; guarded by waitMu
 	errs        []error         // async errors not yet taken; guarded by waitMu
 
 	groups, planned, copies, bytes, h2d, d2h, nallocs atomic.Int64
@@ -401,9 +401,7 @@ func (rt *Runtime) Submit(g Group) (*Node, error) {
 		}
 	}
 	rt.mu.Unlock()
-	rt.waitMu.Lock()
-	rt.outstanding++
-	rt.waitMu.Unlock()
+	rt.outstanding.Add(1)
 	n.pending.Store(1)
 	link := func(p *Node) {
 		p.linkMu.Lock()
@@ -613,19 +611,24 @@ func (rt *Runtime) finish(n *Node, err error) {
 	rt.doneMu.Lock()
 	rt.completed = append(rt.completed, n.ID)
 	rt.doneMu.Unlock()
-	rt.waitMu.Lock()
 	if err != nil {
+		rt.waitMu.Lock()
 		rt.errs = append(rt.errs, err)
+		rt.waitMu.Unlock()
 	}
-	rt.outstanding--
-	if rt.outstanding == 0 {
-		for _, c := range rt.idle {
-			close(c)
+	close(n.done) // before the queue counts it done: Wait implies Done
+	if rt.outstanding.Add(-1) == 0 {
+		rt.waitMu.Lock()
+		// Re-check under the lock: a node submitted meanwhile keeps the
+		// waiters waiting; its own finish wakes them.
+		if rt.outstanding.Load() == 0 {
+			for _, c := range rt.idle {
+				close(c)
+			}
+			rt.idle = nil
 		}
-		rt.idle = nil
+		rt.waitMu.Unlock()
 	}
-	rt.waitMu.Unlock()
-	close(n.done)
 	for _, s := range succ {
 		if s.pending.Add(-1) == 0 {
 			rt.dispatch(s)
@@ -649,7 +652,7 @@ func (rt *Runtime) drainLocked() {
 // Wait blocks until every submitted node has finished, or ctx is done.
 func (rt *Runtime) Wait(ctx context.Context) error {
 	rt.waitMu.Lock()
-	if rt.outstanding == 0 {
+	if rt.outstanding.Load() == 0 {
 		rt.waitMu.Unlock()
 		rt.drain()
 		return nil
