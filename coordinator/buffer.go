@@ -1,9 +1,12 @@
 package coordinator
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/acpp/acpp/coherence"
+	"github.com/acpp/acpp/proto"
 )
 
 // BufferSpec describes a buffer of a job.
@@ -88,4 +91,57 @@ func (j *Job) NewBuffer(spec BufferSpec) (*Buffer, error) {
 	j.nextBuf++
 	j.bufs[b.id] = b
 	return b, nil
+}
+
+// Release frees a buffer on every node and in the client, once every
+// command group submitted before the call has finished (B1: allocations
+// live until the buffer is released). Later use of b is refused.
+func (j *Job) Release(ctx context.Context, b *Buffer) error {
+	j.mu.Lock()
+	if j.err != nil {
+		j.mu.Unlock()
+		return j.err
+	}
+	if b == nil || j.bufs[b.id] != b {
+		j.mu.Unlock()
+		return fmt.Errorf("%w: Release of a buffer that is not a buffer of this job (or was released)", ErrInvalid)
+	}
+	var ids []GroupID
+	for id := range j.live {
+		ids = append(ids, id)
+	}
+	j.mu.Unlock()
+	if err := j.waitGroups(ctx, ids); err != nil {
+		return err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.err != nil {
+		return j.err
+	}
+	if j.bufs[b.id] != b {
+		return fmt.Errorf("%w: %s was released concurrently", ErrInvalid, b)
+	}
+	allocs, err := j.core.RemoveBuffer(b.id)
+	if err != nil {
+		return fmt.Errorf("coordinator: release %s: %w", b, err)
+	}
+	delete(j.bufs, b.id)
+	delete(j.lineage, b.id)
+	gs := &groupState{id: j.nextCG, kernel: "release", dev: -1, host: true, submitted: time.Now()}
+	j.nextCG++
+	bd := &builder{j: j, g: gs, entries: map[coherence.NodeID]*entry{}}
+	for _, a := range allocs {
+		if a.Alloc.Node == ClientNode || j.nodes[a.Alloc.Node-1].lost {
+			continue
+		}
+		bd.add(j.nodes[a.Alloc.Node-1], proto.Instr{Kind: proto.InstrFree, Buffer: uint64(b.id), Mem: uint32(a.Alloc.Mem)})
+	}
+	b.host = nil
+	if gs.pending > 0 {
+		j.stats.Groups++
+		j.live[gs.id] = gs
+		j.enqueueLocked(bd)
+	}
+	return nil
 }

@@ -117,6 +117,10 @@ type Config struct {
 	// to move into time for placement; 0 means 500 MB/s between nodes and
 	// 5 GB/s within a node.
 	NetworkBandwidth, LocalBandwidth float64
+	// OnGroupDone, when set, is called once per finished command group
+	// (progress bars, traces), from the job's goroutines, in completion
+	// order per node. It must not block and must not call the Job.
+	OnGroupDone func(GroupTrace)
 	// Logger receives the job's events; nil discards them.
 	Logger *slog.Logger
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/acpp/acpp/coherence"
 	"github.com/acpp/acpp/device"
@@ -340,7 +341,7 @@ func (j *Job) submitLocked(g *Group, params []device.Param, p chunkPlan, capable
 	}
 	j.nextCG++
 	items := p.chunk.Range.Volume()
-	gs := &groupState{id: id, kernel: g.Kernel, dev: dev, items: items, tails: map[coherence.NodeID][]uint64{}}
+	gs := &groupState{id: id, kernel: g.Kernel, dev: dev, items: items, tails: map[coherence.NodeID][]uint64{}, submitted: time.Now()}
 	gs.estimate = j.est.estimate(g.Kernel, *d, items)
 	j.queued[dev] += gs.estimate
 	j.pending[dev]++
@@ -617,8 +618,32 @@ func (j *Job) enqueueLocked(bd *builder) {
 // client) and returns a copy of it, row-major. A zero rng means from off to
 // the end of the buffer. Read waits for the groups that write the region.
 func (j *Job) Read(ctx context.Context, b *Buffer, off, rng Dims) ([]byte, error) {
+	return j.hostAccess(ctx, b, off, rng, nil)
+}
+
+// Write replaces an element region of a buffer with data (row-major, the
+// region's volume × the element size) as a host accessor would: it waits
+// for the groups that use the region, writes the client's copy, and later
+// groups upload the new pages where they need them. Pages the region only
+// partly covers are first brought up to date on the client. A zero rng
+// means from off to the end of the buffer.
+func (j *Job) Write(ctx context.Context, b *Buffer, off, rng Dims, data []byte) error {
+	if data == nil {
+		data = []byte{}
+	}
+	_, err := j.hostAccess(ctx, b, off, rng, data)
+	return err
+}
+
+// hostAccess is a host accessor on the client's allocation: a read (data
+// nil) or a write of data.
+func (j *Job) hostAccess(ctx context.Context, b *Buffer, off, rng Dims, data []byte) ([]byte, error) {
+	what := "read"
+	if data != nil {
+		what = "write"
+	}
 	if b == nil {
-		return nil, fmt.Errorf("%w: Read of a nil buffer", ErrInvalid)
+		return nil, fmt.Errorf("%w: host %s of a nil buffer", ErrInvalid, what)
 	}
 	if rng == (Dims{}) {
 		rng = sub(b.geo.Range, off)
@@ -626,6 +651,15 @@ func (j *Job) Read(ctx context.Context, b *Buffer, off, rng Dims) ([]byte, error
 	pages, err := b.pageRange(off, rng)
 	if err != nil {
 		return nil, err
+	}
+	acc := coherence.Access{Buffer: b.id, Pages: pages, Mode: Read, Target: clientAlloc}
+	if data != nil {
+		if len(data) != rng.Volume()*b.geo.ElemSize {
+			return nil, fmt.Errorf("%w: write of %d bytes to %s region %v+%v, which holds %d", ErrInvalid, len(data), b, off, rng, rng.Volume()*b.geo.ElemSize)
+		}
+		acc.Mode = Write
+		// Whole pages need not be fetched first (T1).
+		acc.Discard = b.geo.ElementBox(pages) == coherence.Box{Lo: off, Hi: addDims(off, rng)}
 	}
 	type rb struct {
 		ns    *nodeState
@@ -644,15 +678,18 @@ func (j *Job) Read(ctx context.Context, b *Buffer, off, rng Dims) ([]byte, error
 		return nil, fmt.Errorf("%w: %s is not a buffer of this job", ErrInvalid, b)
 	}
 	id := j.nextCG
-	step, err := j.core.Submit(coherence.CommandGroup{ID: id, Accesses: []coherence.Access{{Buffer: b.id, Pages: pages, Mode: Read, Target: clientAlloc}}})
+	step, err := j.core.Submit(coherence.CommandGroup{ID: id, Accesses: []coherence.Access{acc}})
 	if err != nil {
 		j.mu.Unlock()
-		return nil, fmt.Errorf("coordinator: read %s: %w", b, err)
+		return nil, fmt.Errorf("coordinator: host %s of %s: %w", what, b, err)
 	}
 	j.nextCG++
-	gs := &groupState{id: id, kernel: "host read", dev: -1, host: true, pending: 1} // the extra 1 is held until the copy-out
+	gs := &groupState{id: id, kernel: "host " + what, dev: -1, host: true, pending: 1, submitted: time.Now()} // the extra 1 is held until the copy
 	j.live[id] = gs
 	j.stats.Groups++
+	if data != nil {
+		j.recordWriteLocked(b.id, id, pages)
+	}
 	for _, a := range step.Allocate {
 		if a.Alloc.Node == ClientNode && b.host == nil {
 			b.host = make([]byte, b.geo.Bytes())
@@ -692,18 +729,39 @@ func (j *Job) Read(ctx context.Context, b *Buffer, off, rng Dims) ([]byte, error
 	if err != nil {
 		return nil, err
 	}
-	out := copyOut(b, off, rng)
+	var out []byte
+	if data == nil {
+		out = copyOut(b, off, rng)
+	} else {
+		copyIn(b, off, rng, data)
+	}
 	j.mu.Lock()
 	gs.pending--
+	var done []GroupTrace
 	if gs.pending == 0 && !gs.completed {
-		j.completeLocked(gs)
+		done = append(done, j.completeLocked(gs, time.Now()))
 		j.signalLocked()
 		if j.gated > 0 {
 			j.wakeAllLocked()
 		}
 	}
 	j.mu.Unlock()
+	j.notify(done)
 	return out, nil
+}
+
+func addDims(a, b Dims) Dims { return Dims{a[0] + b[0], a[1] + b[1], a[2] + b[2]} }
+
+func copyIn(b *Buffer, off, rng Dims, data []byte) {
+	es := b.geo.ElemSize
+	br := b.geo.Range
+	k := 0
+	for z := off[0]; z < off[0]+rng[0]; z++ {
+		for y := off[1]; y < off[1]+rng[1]; y++ {
+			s := ((z*br[1]+y)*br[2] + off[2]) * es
+			k += copy(b.host[s:s+rng[2]*es], data[k:])
+		}
+	}
 }
 
 // finishRead waits for the read's dependencies and for the nodes' FIFOs to

@@ -131,6 +131,7 @@ type groupState struct {
 	completed bool
 	host      bool                         // a host read: later groups wait for it in the coordinator
 	tails     map[coherence.NodeID][]uint64 // what later groups on that node must wait for
+	submitted time.Time                    // when Submit planned it
 	issued    time.Time                    // when its launch went out
 	estimate  float64
 	// recvs are the pages this group brings from other nodes: if the
@@ -608,6 +609,8 @@ func (j *Job) feed(ns *nodeState) {
 // onEvents records finished instructions; false when ns is lost.
 func (j *Job) onEvents(ns *nodeState, evs []proto.Event) bool {
 	now := time.Now()
+	var traces []GroupTrace
+	defer func() { j.notify(traces) }()
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if ns.lost {
@@ -642,7 +645,7 @@ func (j *Job) onEvents(ns *nodeState, evs []proto.Event) bool {
 		}
 		g.pending--
 		if g.pending == 0 {
-			j.completeLocked(g)
+			traces = append(traces, j.completeLocked(g, now))
 			done = true
 		}
 	}
@@ -666,12 +669,39 @@ func (j *Job) wakeAllLocked() {
 	}
 }
 
-func (j *Job) completeLocked(g *groupState) {
+func (j *Job) completeLocked(g *groupState, now time.Time) GroupTrace {
 	g.completed = true
 	g.tails = nil
 	delete(j.live, g.id)
 	j.core.Complete(g.id)
 	j.stats.Completed++
+	tr := GroupTrace{ID: g.id, Kernel: g.kernel, Submitted: g.submitted, Issued: g.issued, Done: now}
+	if g.dev >= 0 {
+		tr.Device = j.devices[g.dev].String()
+	}
+	return tr
+}
+
+// GroupTrace is a finished command group, for progress reports and traces
+// (acpp-submit's --trace). Times are the client's.
+type GroupTrace struct {
+	ID     GroupID
+	Kernel string // the kernel, or "host read" / "host write"
+	Device string // "node/kind:index"; empty for host accesses
+	// Submitted is when Submit planned it, Issued when its launch went to
+	// the node (zero for host accesses), Done when its last completion
+	// event arrived.
+	Submitted, Issued, Done time.Time
+}
+
+// notify calls Config.OnGroupDone outside the lock.
+func (j *Job) notify(done []GroupTrace) {
+	if j.cfg.OnGroupDone == nil {
+		return
+	}
+	for _, tr := range done {
+		j.cfg.OnGroupDone(tr)
+	}
 }
 
 func (j *Job) instrFailedLocked(ns *nodeState, g *groupState, ie *proto.InstrError) {

@@ -1,0 +1,99 @@
+package coordinator_test
+
+import (
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/acpp/acpp/coordinator"
+	"github.com/acpp/acpp/coordinator/coordtest"
+)
+
+// Host writes replace a region in the client's copy (whole pages without a
+// fetch, partial pages after bringing them back), later groups upload the
+// new pages; Release frees the allocations on the nodes (B1); every
+// finished group is reported once.
+func TestHostWriteAndRelease_B1_T1(t *testing.T) {
+	c := coordtest.Start(t, 2, coordtest.Options{})
+	ctx := testCtx(t)
+	var mu sync.Mutex
+	var traces []coordinator.GroupTrace
+	j := openJob(t, c, func(cfg *coordinator.Config) {
+		cfg.OnGroupDone = func(tr coordinator.GroupTrace) { mu.Lock(); traces = append(traces, tr); mu.Unlock() }
+	})
+	const n = 64
+	x, _ := j.NewBuffer(coordinator.BufferSpec{Name: "x", Range: coordinator.Dims{1, 1, n}, ElemSize: 4, PageSize: coordinator.Dims{1, 1, 16}})
+	fill(t, j, x, n, 1, "n1/cpu:0")
+	fromN1 := func() int64 { return c.Sent(1)["client"] }
+	before := fromN1()
+	// Whole pages [16, 32): no fetch.
+	if err := j.Write(ctx, x, coordinator.Dims{0, 0, 16}, coordinator.Dims{1, 1, 16}, f32bytes(slices.Repeat([]float32{2}, 16))); err != nil {
+		t.Fatal(err)
+	}
+	if moved := fromN1() - before; moved != 0 {
+		t.Errorf("a whole-page host write fetched %d bytes, want 0 (T1)", moved)
+	}
+	// Part of page [32, 48): that page comes back first.
+	if err := j.Write(ctx, x, coordinator.Dims{0, 0, 40}, coordinator.Dims{1, 1, 4}, f32bytes([]float32{3, 3, 3, 3})); err != nil {
+		t.Fatal(err)
+	}
+	if moved := fromN1() - before; moved != 16*4 {
+		t.Errorf("a partial-page host write fetched %d bytes, want one page (64)", moved)
+	}
+	// A kernel on n0 reads it all: pages from n1 and from the client.
+	y, _ := j.NewBuffer(coordinator.BufferSpec{Range: coordinator.Dims{1, 1, n}, ElemSize: 4})
+	if _, err := j.Submit(ctx, coordinator.Group{Kernel: "copy_f32", Range: coordinator.Dims{1, 1, n}, Device: "n0/cpu:0",
+		Args: []coordinator.Arg{coordinator.Acc(coordinator.Accessor{Buffer: x, Mode: coordinator.Read}), coordinator.Acc(coordinator.Accessor{Buffer: y, Mode: coordinator.Write, NoInit: true})}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := j.Read(ctx, y, coordinator.Dims{}, coordinator.Dims{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Repeat([]float32{1}, n)
+	for i := 16; i < 32; i++ {
+		want[i] = 2
+	}
+	for i := 40; i < 44; i++ {
+		want[i] = 3
+	}
+	if g := bytesF32(got); !slices.Equal(g, want) {
+		t.Fatalf("after host writes y = %v, want %v", g, want)
+	}
+	if err := j.Write(ctx, x, coordinator.Dims{}, coordinator.Dims{1, 1, 2}, make([]byte, 3)); !errors.Is(err, coordinator.ErrInvalid) {
+		t.Errorf("Write with the wrong byte count = %v, want ErrInvalid", err)
+	}
+	held := c.Nodes[0].Allocated() + c.Nodes[1].Allocated()
+	if err := j.Release(ctx, x); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Release(ctx, y); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Nodes[0].Allocated()+c.Nodes[1].Allocated() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("nodes still hold %d bytes after Release (held %d before)", c.Nodes[0].Allocated()+c.Nodes[1].Allocated(), held)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := j.Read(ctx, x, coordinator.Dims{}, coordinator.Dims{}); !errors.Is(err, coordinator.ErrInvalid) {
+		t.Errorf("Read of a released buffer = %v, want ErrInvalid", err)
+	}
+	if err := j.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	st := j.Stats()
+	if len(traces) != st.Completed || st.Completed != st.Groups {
+		t.Errorf("OnGroupDone called %d times; stats %d completed of %d", len(traces), st.Completed, st.Groups)
+	}
+	for _, tr := range traces {
+		if tr.Done.Before(tr.Submitted) {
+			t.Errorf("group %d done %v before it was submitted", tr.ID, tr.Submitted.Sub(tr.Done))
+		}
+	}
+}
