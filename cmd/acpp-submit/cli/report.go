@@ -227,6 +227,10 @@ func (res *Result) WriteTrace(w io.Writer) error {
 			dur := float64(o.End.Sub(o.Start).Nanoseconds()) / 1e3
 			evs = append(evs, traceEvent{Name: "output " + o.Buffer, Cat: "output", Ph: "X", Ts: us(o.Start), Dur: &dur, Pid: pid, Tid: tid,
 				Args: map[string]any{"file": o.Path, "bytes": o.Bytes, "copied_to_host": o.Moved, "format": string(o.Format)}})
+			if o.Moved > 0 {
+				d2h = max(d2h, 0) + o.Moved
+				evs = append(evs, traceEvent{Name: "link device→host (bytes)", Ph: "C", Ts: us(o.End), Pid: pid, Args: map[string]any{"bytes": d2h}})
+			}
 		}
 	}
 	end := us(res.Start.Add(res.Wall))
