@@ -343,3 +343,20 @@ func TestParams(t *testing.T) {
 		t.Errorf("negative extent from a param: %v", err)
 	}
 }
+
+// BenchmarkParse parses and validates the Jacobi example (with the kernel
+// registry), the work acpp-submit does before running a job.
+func BenchmarkParse(b *testing.B) {
+	data, err := os.ReadFile("../examples/jobs/jacobi.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	o := opts(b)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := Parse("jacobi.yaml", data, o); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

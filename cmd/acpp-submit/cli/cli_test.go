@@ -265,6 +265,7 @@ steps:
     scalars: {a: 2}
     accessors: [{buffer: a, mode: read}, {buffer: c, mode: read_write}]
   - kernel: saxpy
+    device: cpu:0
     scalars: {a: 1}
     accessors: [{buffer: b, mode: read}, {buffer: c, mode: read_write}]
 outputs:

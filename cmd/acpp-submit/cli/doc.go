@@ -18,7 +18,10 @@
 // to Config.Window groups in flight ahead of the oldest unfinished one (the
 // runtime orders them by their accessors; Run only bounds memory), waits for
 // each in submission order to drive the progress display, and reads the
-// outputs back when all are done.
+// outputs back when all are done. It tallies busy time per device and step;
+// with Config.Record it also keeps a record per group (timing, accesses, the
+// logical dependencies from the accessors' conflict rules) for the trace
+// (Result.WriteTrace) and the DAG (Result.WriteDAG).
 //
 // # Errors
 //
