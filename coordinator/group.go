@@ -824,4 +824,3 @@ func copyOut(b *Buffer, off, rng Dims) []byte {
 	}
 	return out
 }
-

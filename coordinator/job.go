@@ -53,12 +53,12 @@ type Job struct {
 	cfg       Config
 	log       *slog.Logger
 	cl        *nodeclient.Client
-	ownClient bool // cl was started by Open, and Close closes it
-	nodes   []*nodeState // index = NodeID-1
-	byName  map[string]*nodeState
-	devices []*Device
-	devByID map[string]int
-	start   time.Time
+	ownClient bool         // cl was started by Open, and Close closes it
+	nodes     []*nodeState // index = NodeID-1
+	byName    map[string]*nodeState
+	devices   []*Device
+	devByID   map[string]int
+	start     time.Time
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -129,10 +129,10 @@ type groupState struct {
 	items     int
 	pending   int // instructions not finished (plus holds)
 	completed bool
-	host      bool                         // a host read: later groups wait for it in the coordinator
+	host      bool                          // a host read: later groups wait for it in the coordinator
 	tails     map[coherence.NodeID][]uint64 // what later groups on that node must wait for
-	submitted time.Time                    // when Submit planned it
-	issued    time.Time                    // when its launch went out
+	submitted time.Time                     // when Submit planned it
+	issued    time.Time                     // when its launch went out
 	estimate  float64
 	// recvs are the pages this group brings from other nodes: if the
 	// source is lost before the group finishes, they never arrive.
