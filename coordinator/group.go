@@ -436,7 +436,25 @@ func (j *Job) placeLocked(g *Group, p chunkPlan, capable []int) int {
 				continue
 			}
 			missing := elemBytes(b, out)
-			c.netBytes += missing
+			// Pages another memory of the same node holds come over the
+			// node's own bus, not the network.
+			remote := out
+			for _, a := range j.core.Allocations(b.id) {
+				if a.Node != target.Node || a == target || len(remote) == 0 {
+					continue
+				}
+				var next []coherence.Box
+				for _, pb := range remote {
+					o, err := j.core.Outdated(b.id, a, pb)
+					if err == nil {
+						next = append(next, o...)
+					}
+				}
+				remote = next
+			}
+			net := elemBytes(b, remote)
+			c.netBytes += net
+			c.localBytes += missing - net
 			c.haveBytes += total - missing
 		}
 		cs[ci] = c
