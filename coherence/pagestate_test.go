@@ -14,7 +14,7 @@ import (
 func TestPageStatesAgainstDense_P2(t *testing.T) {
 	denseSeen := 0
 	defer func() {
-		if !t.Failed() && denseSeen == 0 {
+		if !t.Failed() && !testing.Short() && denseSeen == 0 {
 			t.Errorf("no run reached the dense form; the test does not cover it")
 		}
 	}()
