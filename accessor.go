@@ -108,7 +108,8 @@ func access[T any](h *Handler, b *Buffer[T], mode coherence.Mode, ranged bool, o
 	bre := b.rng.dims3()
 	for d := 0; d < 3; d++ {
 		if ioff[d] < 0 || ioff[d]+irng[d] > bre[d] {
-			h.fail(fmt.Errorf("%w: access offset %v + range %v leaves the buffer %v", ErrBadRange, off[:rng.dims], rng, b.rng))
+			o := off // a copy: slicing off itself would move it to the heap on every call
+			h.fail(fmt.Errorf("%w: access offset %v + range %v leaves the buffer %v", ErrBadRange, o[:rng.dims], rng, b.rng))
 			return nil
 		}
 	}

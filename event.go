@@ -47,19 +47,7 @@ type Event struct {
 // Wait blocks until the group finished and returns its error (a kernel
 // error or panic, a failed copy, a cancelled queue), or ctx's error if ctx
 // ends first.
-func (e *Event) Wait(ctx context.Context) error {
-	select {
-	case <-e.n.Done():
-		return e.n.Err()
-	default:
-	}
-	select {
-	case <-e.n.Done():
-		return e.n.Err()
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (e *Event) Wait(ctx context.Context) error { return e.n.Wait(ctx) }
 
 // Done is closed when the group has finished.
 func (e *Event) Done() <-chan struct{} { return e.n.Done() }

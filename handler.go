@@ -84,20 +84,40 @@ func (h *Handler) DependsOn(evs ...*Event) {
 	}
 }
 
+// setAction1 is setAction for one op, without a variadic slice.
+func (h *Handler) setAction1(name string, op device.Op) {
+	if h.checkAction(name) {
+		h.opBuf[0] = op
+		h.recordAction(name, h.opBuf[:1])
+	}
+}
+
 func (h *Handler) setAction(name string, ops ...device.Op) {
+	if h.checkAction(name) {
+		if len(ops) == 1 {
+			h.opBuf[0] = ops[0]
+			ops = h.opBuf[:1]
+		}
+		h.recordAction(name, ops)
+	}
+}
+
+// checkAction records an error and reports false when h cannot take an
+// action now.
+func (h *Handler) checkAction(name string) bool {
 	if err := h.usable(); err != nil {
 		h.fail(err)
-		return
+		return false
 	}
 	if h.act != "" {
 		h.fail(fmt.Errorf("%w: %s after %s", ErrNoKernel, name, h.act))
-		return
+		return false
 	}
+	return true
+}
+
+func (h *Handler) recordAction(name string, ops []device.Op) {
 	h.act = name
-	if len(ops) == 1 {
-		h.opBuf[0] = ops[0]
-		ops = h.opBuf[:1]
-	}
 	h.ops = ops
 	if h.name == "" {
 		h.name = name
@@ -138,7 +158,11 @@ func (q *Queue) Submit(cgf func(h *Handler) error, opts ...SubmitOption) (*Event
 		}
 		dev = d
 	}
-	h := &Handler{q: q, dev: dev, mem: q.rt.MemOf(dev.Info().ID), name: cfg.name}
+	// One allocation holds the handler (which the kernel's accessors point
+	// into), the event and the executor's node.
+	cg := new(cgroup)
+	h := &cg.h
+	h.q, h.dev, h.mem, h.name = q, dev, q.rt.MemOf(dev.Info().ID), cfg.name
 	h.reqs = h.reqBuf[:0]
 	if len(cfg.after) > 0 {
 		h.DependsOn(cfg.after...)
@@ -154,10 +178,18 @@ func (q *Queue) Submit(cgf func(h *Handler) error, opts ...SubmitOption) (*Event
 	if h.act == "" {
 		return nil, fmt.Errorf("%w: the group declared none", ErrNoKernel)
 	}
-	return q.submitGroup(h)
+	return q.submitGroup(cg)
 }
 
-func (q *Queue) submitGroup(h *Handler) (*Event, error) {
+// cgroup is a command group's memory: handler, event and node.
+type cgroup struct {
+	h    Handler
+	ev   Event
+	node exec.Node
+}
+
+func (q *Queue) submitGroup(cg *cgroup) (*Event, error) {
+	h := &cg.h
 	acc := h.accBuf[:0]
 	if len(h.reqs) > len(h.accBuf) {
 		acc = make([]coherence.Access, 0, len(h.reqs))
@@ -166,11 +198,11 @@ func (q *Queue) submitGroup(h *Handler) (*Event, error) {
 	for i, r := range h.reqs {
 		acc[i] = coherence.Access{Buffer: r.st.id, Pages: r.pages, Mode: r.mode, Discard: r.noInit, Target: h.mem}
 	}
-	n, err := q.rt.Submit(exec.Group{Name: h.name, Accesses: acc, After: h.after, Device: h.dev, Ops: h.ops})
-	if err != nil {
+	if err := q.rt.SubmitNode(&cg.node, exec.Group{Name: h.name, Accesses: acc, After: h.after, Device: h.dev, Ops: h.ops}); err != nil {
 		return nil, err
 	}
-	return &Event{n: n}, nil
+	cg.ev.n = &cg.node
+	return &cg.ev, nil
 }
 
 // ---- kernels ----
@@ -213,7 +245,7 @@ func (h *Handler) ParallelFor(r Range, k func(it Item)) {
 			}
 		}
 	}
-	h.setAction("parallel_for", device.LaunchOp{Name: h.nameOr("parallel_for"), Func: fn, Range: device.NDRange{Global: r.dims3()}})
+	h.setAction1("parallel_for", device.LaunchOp{Name: h.nameOr("parallel_for"), Func: fn, Range: device.NDRange{Global: r.dims3()}})
 }
 
 // ParallelForChunks runs k over chunks of r: k gets the first item and the
@@ -231,7 +263,7 @@ func (h *Handler) ParallelForChunks(r Range, k func(lo, hi ID)) {
 	fn := func(w *device.Work) {
 		k(ID(fromInternal(d, w.Lo, 0)), ID(fromInternal(d, w.Hi, 1)))
 	}
-	h.setAction("parallel_for", device.LaunchOp{Name: h.nameOr("parallel_for"), Func: fn, Range: device.NDRange{Global: r.dims3()}})
+	h.setAction1("parallel_for", device.LaunchOp{Name: h.nameOr("parallel_for"), Func: fn, Range: device.NDRange{Global: r.dims3()}})
 }
 
 func (h *Handler) nameOr(s string) string {
@@ -246,7 +278,7 @@ func (h *Handler) SingleTask(k func()) {
 	if !h.runsGo("SingleTask") {
 		return
 	}
-	h.setAction("single_task", device.LaunchOp{Name: h.nameOr("single_task"), Func: func(*device.Work) { k() },
+	h.setAction1("single_task", device.LaunchOp{Name: h.nameOr("single_task"), Func: func(*device.Work) { k() },
 		Range: device.NDRange{Global: [3]int{1, 1, 1}}})
 }
 
@@ -376,7 +408,7 @@ func (h *Handler) ParallelForND(global, local Range, k func(g Group)) {
 	if !h.runsGo("ParallelForND") {
 		return
 	}
-	h.setAction("parallel_for_nd", device.LaunchOp{Name: h.nameOr("parallel_for_nd"), Range: nd, Args: h.local,
+	h.setAction1("parallel_for_nd", device.LaunchOp{Name: h.nameOr("parallel_for_nd"), Range: nd, Args: h.local,
 		Func: func(w *device.Work) { k(Group{w: w}) }})
 }
 
@@ -461,7 +493,7 @@ func (h *Handler) launch(name string, nd device.NDRange, args []KernelArg) {
 		h.fail(err)
 		return
 	}
-	h.setAction("launch "+name, device.LaunchOp{Name: name, Kernel: k, Range: nd, Args: conv})
+	h.setAction1("launch "+name, device.LaunchOp{Name: name, Kernel: k, Range: nd, Args: conv})
 }
 
 func (a Raw[T]) kernelArg(h *Handler) (device.Arg, error)   { return a.rq.arg(h, device.ArgPointer) }
@@ -593,7 +625,7 @@ func Copy[T any](h *Handler, src Readable[T], dst Writable[T]) {
 		h.fail(fmt.Errorf("%w: copy from a %v region to a %v region", ErrBadRange, s.rng, d.rng))
 		return
 	}
-	h.setAction("copy", device.CopyOp{Src: s.region(), Dst: d.region(), Size: s.rng, ElemSize: s.elem})
+	h.setAction1("copy", device.CopyOp{Src: s.region(), Dst: d.region(), Size: s.rng, ElemSize: s.elem})
 }
 
 func hostMem[T any](h *Handler, s []T) *device.Mem {
@@ -613,7 +645,7 @@ func CopyToHost[T any](h *Handler, src Readable[T], dst []T) {
 		h.fail(fmt.Errorf("%w: destination slice has %d elements, the copy %d", ErrBadRange, len(dst), n))
 		return
 	}
-	h.setAction("copy", device.CopyOp{Src: s.region(), Dst: device.Region{Mem: hostMem(h, dst[:n]), Extent: s.rng},
+	h.setAction1("copy", device.CopyOp{Src: s.region(), Dst: device.Region{Mem: hostMem(h, dst[:n]), Extent: s.rng},
 		Size: s.rng, ElemSize: s.elem})
 }
 
@@ -628,7 +660,7 @@ func CopyFromHost[T any](h *Handler, src []T, dst Writable[T]) {
 		h.fail(fmt.Errorf("%w: source slice has %d elements, the copy %d", ErrBadRange, len(src), n))
 		return
 	}
-	h.setAction("copy", device.CopyOp{Src: device.Region{Mem: hostMem(h, src[:n]), Extent: d.rng}, Dst: d.region(),
+	h.setAction1("copy", device.CopyOp{Src: device.Region{Mem: hostMem(h, src[:n]), Extent: d.rng}, Dst: d.region(),
 		Size: d.rng, ElemSize: d.elem})
 }
 

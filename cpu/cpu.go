@@ -115,53 +115,65 @@ func (d *Device) Close() error {
 
 // Enqueue implements device.Device.
 func (d *Device) Enqueue(_ int, op device.Op, done func(error)) error {
-	var j *job
+	j := getJob()
+	var err error
 	switch op := op.(type) {
 	case device.CopyOp:
-		if err := op.Validate(); err != nil {
-			return err
+		if err = op.Validate(); err != nil {
+			break
 		}
 		if op.Src.Mem.Host == nil || op.Dst.Mem.Host == nil {
-			return fmt.Errorf("%w: the CPU copies only between host-visible memory (%s → %s); let the other device run the copy", device.ErrUnsupported, op.Src.Mem.Device, op.Dst.Mem.Device)
+			err = fmt.Errorf("%w: the CPU copies only between host-visible memory (%s → %s); let the other device run the copy", device.ErrUnsupported, op.Src.Mem.Device, op.Dst.Mem.Device)
+			break
 		}
-		src, dst := op.Src.Mem.Host, op.Dst.Mem.Host
-		j = &job{n: 1, name: "copy", run: func(int, *device.Work) error { device.CopyHost(dst, src, op); return nil }}
+		j.kind, j.n, j.name, j.copy = jobCopy, 1, "copy", op
 	case device.FillOp:
-		if err := op.Validate(); err != nil {
-			return err
+		if err = op.Validate(); err != nil {
+			break
 		}
 		if op.Dst.Host == nil {
-			return fmt.Errorf("%w: fill of memory the CPU cannot reach (%s)", device.ErrUnsupported, op.Dst.Device)
+			err = fmt.Errorf("%w: fill of memory the CPU cannot reach (%s)", device.ErrUnsupported, op.Dst.Device)
+			break
 		}
-		dst := op.Dst.Host
-		j = &job{n: 1, name: "fill", run: func(int, *device.Work) error { device.FillHost(dst, op); return nil }}
+		j.kind, j.n, j.name, j.fill = jobFill, 1, "fill", op
 	case device.LaunchOp:
-		var err error
-		if j, err = d.launchJob(op); err != nil {
-			return err
-		}
+		err = d.launchJob(j, &op)
 	default:
-		return fmt.Errorf("%w: op %T", device.ErrUnsupported, op)
+		err = fmt.Errorf("%w: op %T", device.ErrUnsupported, op)
+	}
+	if err != nil {
+		putJob(j)
+		return err
 	}
 	j.done = done
-	return d.pool.submit(j)
+	if err := d.pool.submit(j); err != nil {
+		putJob(j)
+		return err
+	}
+	return nil
 }
 
-func (d *Device) launchJob(op device.LaunchOp) (*job, error) {
+// launchJob fills j with a launch: the fields its chunks read, no closure,
+// so that a launch costs no allocation beyond a pooled job.
+func (d *Device) launchJob(j *job, op *device.LaunchOp) error {
 	fn := op.Func
 	if op.Kernel != nil {
 		fn = op.Kernel.Go
 	}
 	if fn == nil {
-		return nil, fmt.Errorf("%w: kernel %q has no Go implementation for %s; register one in Kernel.Go", device.ErrNoImplementation, op.Name, d.info.ID)
+		return fmt.Errorf("%w: kernel %q has no Go implementation for %s; register one in Kernel.Go", device.ErrNoImplementation, op.Name, d.info.ID)
 	}
 	r := op.Range
 	if err := r.Validate(); err != nil {
-		return nil, err
+		return err
 	}
 	var data [][]byte
 	if len(op.Args) > 0 {
-		data = make([][]byte, len(op.Args))
+		if len(op.Args) <= len(j.dataBuf) {
+			data = j.dataBuf[:len(op.Args)]
+		} else {
+			data = make([][]byte, len(op.Args))
+		}
 	}
 	hasLocal := false
 	for i, a := range op.Args {
@@ -172,19 +184,18 @@ func (d *Device) launchJob(op device.LaunchOp) (*job, error) {
 			continue
 		}
 		if a.Mem.Host == nil {
-			return nil, fmt.Errorf("%w: kernel %q argument %d is memory of %s that the CPU cannot reach", device.ErrUnsupported, op.Name, i, a.Mem.Device)
+			return fmt.Errorf("%w: kernel %q argument %d is memory of %s that the CPU cannot reach", device.ErrUnsupported, op.Name, i, a.Mem.Device)
 		}
 		if a.Offset < 0 || a.Offset > len(a.Mem.Host) {
-			return nil, fmt.Errorf("%w: kernel %q argument %d offset %d outside its allocation", device.ErrBadOp, op.Name, i, a.Offset)
+			return fmt.Errorf("%w: kernel %q argument %d offset %d outside its allocation", device.ErrBadOp, op.Name, i, a.Offset)
 		}
 		data[i] = a.Mem.Host[a.Offset:]
 	}
+	j.name, j.fn, j.rng, j.args, j.data, j.hasLocal = op.Name, fn, r, op.Args, data, hasLocal
 	items := r.Global[0] * r.Global[1] * r.Global[2]
-	j := &job{name: op.Name}
 	if items == 0 {
-		j.n = 1
-		j.run = func(int, *device.Work) error { return nil }
-		return j, nil
+		j.kind, j.n = jobEmpty, 1
+		return nil
 	}
 	if !r.Grouped() {
 		// Split the slowest dimension with more than one index.
@@ -193,49 +204,55 @@ func (d *Device) launchJob(op device.LaunchOp) (*job, error) {
 			sd++
 		}
 		n := min(int64(d.workers*chunksPerWorker), int64(r.Global[sd]), int64((items+minChunkItems-1)/minChunkItems))
-		n = max(n, 1)
-		j.n = n
-		ext := r.Global[sd]
-		j.run = func(c int, w *device.Work) error {
-			w.Range, w.Args, w.Data, w.Hi = r, op.Args, data, r.Global
-			w.Lo[sd] = int(int64(ext) * int64(c) / n)
-			w.Hi[sd] = int(int64(ext) * int64(c+1) / n)
-			fn(w)
-			return nil
-		}
-		return j, nil
+		j.kind, j.n, j.sd = jobFlat, max(n, 1), sd
+		return nil
 	}
-	var groups [3]int
-	for dd := range groups {
-		groups[dd] = r.Global[dd] / r.Local[dd]
+	for dd := range j.groups {
+		j.groups[dd] = r.Global[dd] / r.Local[dd]
 	}
-	ng := groups[0] * groups[1] * groups[2]
-	n := min(int64(ng), int64(d.workers*chunksPerWorker))
-	j.n = n
-	j.run = func(c int, w *device.Work) error {
-		w.Range, w.Args, w.Data = r, op.Args, data
-		if hasLocal {
+	ng := j.groups[0] * j.groups[1] * j.groups[2]
+	j.kind, j.n = jobGrouped, min(int64(ng), int64(d.workers*chunksPerWorker))
+	return nil
+}
+
+// run runs chunk c of j with w (the worker's, reset before each call).
+func (j *job) run(c int, w *device.Work) {
+	switch j.kind {
+	case jobCopy:
+		device.CopyHost(j.copy.Dst.Mem.Host, j.copy.Src.Mem.Host, j.copy)
+	case jobFill:
+		device.FillHost(j.fill.Dst.Host, j.fill)
+	case jobFlat:
+		r, n := j.rng, j.n
+		ext := r.Global[j.sd]
+		w.Range, w.Args, w.Data, w.Hi = r, j.args, j.data, r.Global
+		w.Lo[j.sd] = int(int64(ext) * int64(c) / n)
+		w.Hi[j.sd] = int(int64(ext) * int64(c+1) / n)
+		j.fn(w)
+	case jobGrouped:
+		r, groups := j.rng, j.groups
+		ng := groups[0] * groups[1] * groups[2]
+		w.Range, w.Args, w.Data = r, j.args, j.data
+		if j.hasLocal {
 			// One local allocation per work-group: this chunk's groups run
 			// one after the other, each with the memory to itself (A3).
-			w.Local = make([][]byte, len(op.Args))
-			for i, a := range op.Args {
+			w.Local = make([][]byte, len(j.args))
+			for i, a := range j.args {
 				if a.Kind == device.ArgLocal {
 					w.Local[i] = AllocHost(a.LocalBytes)
 				}
 			}
 		}
-		lo, hi := int(int64(ng)*int64(c)/n), int(int64(ng)*int64(c+1)/n)
+		lo, hi := int(int64(ng)*int64(c)/j.n), int(int64(ng)*int64(c+1)/j.n)
 		for g := lo; g < hi; g++ {
 			w.Group = [3]int{g / (groups[1] * groups[2]), g / groups[2] % groups[1], g % groups[2]}
 			for dd := range 3 {
 				w.Lo[dd] = w.Group[dd] * r.Local[dd]
 				w.Hi[dd] = w.Lo[dd] + r.Local[dd]
 			}
-			fn(w)
+			j.fn(w)
 		}
-		return nil
 	}
-	return j, nil
 }
 
 // Backend is the CPU backend for device.RegisterBackend; the runtime opens

@@ -9,18 +9,52 @@ import (
 	"github.com/acpp/acpp/device"
 )
 
+type jobKind uint8
+
+const (
+	jobEmpty   jobKind = iota // a launch of no items
+	jobCopy                   // copy
+	jobFill                   // fill
+	jobFlat                   // a flat launch, split along dimension sd
+	jobGrouped                // a launch in work-groups
+)
+
 // job is one op split into n chunks. Workers claim chunks through next; the
-// worker that finishes the last chunk calls done.
+// worker that finishes the last chunk calls done, then returns the job to
+// jobs. A job holds its op's fields instead of a closure: enqueueing an op
+// allocates nothing in the steady state.
 type job struct {
-	n     int64
-	next  atomic.Int64                          // next chunk to claim
-	left  atomic.Int64                          // chunks not yet finished
-	run   func(chunk int, w *device.Work) error // w is the worker's, reset before each call
-	done  func(error)
-	name  string
+	n    int64
+	next atomic.Int64 // next chunk to claim
+	left atomic.Int64 // chunks not yet finished
+	done func(error)
+	name string
+
+	kind     jobKind
+	copy     device.CopyOp
+	fill     device.FillOp
+	fn       device.GoFunc
+	rng      device.NDRange
+	args     []device.Arg
+	data     [][]byte
+	dataBuf  [4][]byte // data of launches with few arguments
+	sd       int       // jobFlat: the dimension split into chunks
+	groups   [3]int    // jobGrouped: work-groups per dimension
+	hasLocal bool
+
 	errMu sync.Mutex
 	err   error // first failure; guarded by errMu
 	fail  atomic.Bool
+}
+
+var jobs = sync.Pool{New: func() any { return new(job) }}
+
+func getJob() *job { return jobs.Get().(*job) }
+
+// putJob recycles j; nothing may refer to it any more.
+func putJob(j *job) {
+	*j = job{}
+	jobs.Put(j)
 }
 
 func (j *job) setErr(err error) {
@@ -36,7 +70,7 @@ func (j *job) setErr(err error) {
 type pool struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
-	queue   []*job       // jobs with unclaimed chunks, oldest first; guarded by mu
+	queue   ring         // jobs with unclaimed chunks, oldest first; guarded by mu
 	closed  bool         // workers stop once the queue is empty; guarded by mu
 	closing bool         // submit refuses new jobs; guarded by mu
 	idle    int          // workers spinning or waiting on cond; guarded by mu
@@ -71,8 +105,8 @@ func (p *pool) submit(j *job) error {
 		return device.ErrClosed
 	}
 	p.busy.Add(1)
-	p.queue = append(p.queue, j)
-	p.queued.Store(int64(len(p.queue)))
+	p.queue.push(j)
+	p.queued.Store(int64(p.queue.n))
 	sleepers := int64(p.idle) - p.spinning.Load()
 	wake := min(sleepers, j.n-p.inDone.Load())
 	p.mu.Unlock()
@@ -89,21 +123,19 @@ func (p *pool) claim() (*job, int64) {
 	// small jobs from paying a wake-up each.
 	p.mu.Lock()
 	for {
-		for len(p.queue) > 0 {
-			j := p.queue[0]
+		for p.queue.n > 0 {
+			j := p.queue.head()
 			c := j.next.Add(1) - 1
 			if c < j.n {
 				if c == j.n-1 { // last chunk claimed: retire the job
-					p.queue[0] = nil
-					p.queue = p.queue[1:]
-					p.queued.Store(int64(len(p.queue)))
+					p.queue.pop()
+					p.queued.Store(int64(p.queue.n))
 				}
 				p.mu.Unlock()
 				return j, c
 			}
-			p.queue[0] = nil
-			p.queue = p.queue[1:]
-			p.queued.Store(int64(len(p.queue)))
+			p.queue.pop()
+			p.queued.Store(int64(p.queue.n))
 		}
 		if p.closed {
 			p.mu.Unlock()
@@ -119,7 +151,7 @@ func (p *pool) claim() (*job, int64) {
 		}
 		p.spinning.Add(-1)
 		p.mu.Lock()
-		if len(p.queue) == 0 && !p.closed {
+		if p.queue.n == 0 && !p.closed {
 			p.cond.Wait()
 		}
 		p.idle--
@@ -147,6 +179,9 @@ func (p *pool) worker() {
 			p.inDone.Add(1)
 			j.done(err)
 			p.inDone.Add(-1)
+			// The last chunk was claimed (so j left the queue) and every
+			// chunk finished: no one else refers to j.
+			putJob(j)
 			p.busy.Done()
 		}
 	}
@@ -158,7 +193,8 @@ func runChunk(j *job, c int, w *device.Work) (err error) {
 			err = fmt.Errorf("%w: %s: %v", device.ErrKernelPanic, j.name, r)
 		}
 	}()
-	return j.run(c, w)
+	j.run(c, w)
+	return nil
 }
 
 // close waits for queued jobs, then stops the workers.
@@ -172,4 +208,31 @@ func (p *pool) close() {
 	p.mu.Unlock()
 	p.cond.Broadcast()
 	p.wg.Wait()
+}
+
+// ring is a FIFO of jobs that reuses its memory (a slice popped from the
+// front reallocates on every refill).
+type ring struct {
+	buf  []*job // len is a power of two
+	h, n int    // head index, count
+}
+
+func (r *ring) push(j *job) {
+	if r.n == len(r.buf) {
+		nb := make([]*job, max(16, 2*len(r.buf)))
+		for i := range r.n {
+			nb[i] = r.buf[(r.h+i)&(len(r.buf)-1)]
+		}
+		r.buf, r.h = nb, 0
+	}
+	r.buf[(r.h+r.n)&(len(r.buf)-1)] = j
+	r.n++
+}
+
+func (r *ring) head() *job { return r.buf[r.h] }
+
+func (r *ring) pop() {
+	r.buf[r.h] = nil
+	r.h = (r.h + 1) & (len(r.buf) - 1)
+	r.n--
 }

@@ -315,32 +315,68 @@ type Node struct {
 	g     Group
 	step  coherence.Step
 	state atomic.Int32
-	done  chan struct{}
-	err   error // set before done is closed
+	err   error // set before state becomes Complete or Failed
+
+	// fin is set, under linkMu, once the node has finished and its
+	// successors were taken; done is made on the first Done call (most
+	// nodes are waited for through the queue, never through a channel).
+	fin  atomic.Bool
+	done chan struct{} // guarded by linkMu
 
 	submitted, started, ended time.Time // started/ended set before done is closed
 
-	pending  atomic.Int32 // unfinished dependencies + 1 while submitting
-	linkMu   sync.Mutex   // guards succ and finished
-	succ     []*Node      // nodes waiting for this one
-	finished bool
+	pending atomic.Int32 // unfinished dependencies + 1 while submitting
+	linkMu  sync.Mutex   // guards succ, done and setting fin
+	succ    []*Node      // nodes waiting for this one
+	succBuf [2]*Node     // inline storage for succ
 
 	left     atomic.Int32 // copies or ops still running
 	errMu    sync.Mutex
 	firstErr error // guarded by errMu
 }
 
+// closedCh is the Done channel of nodes that finished before anyone asked.
+var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 // Done is closed when the node has finished.
-func (n *Node) Done() <-chan struct{} { return n.done }
+func (n *Node) Done() <-chan struct{} {
+	if n.fin.Load() {
+		return closedCh
+	}
+	n.linkMu.Lock()
+	defer n.linkMu.Unlock()
+	if n.fin.Load() {
+		return closedCh
+	}
+	if n.done == nil {
+		n.done = make(chan struct{})
+	}
+	return n.done
+}
+
+// Finished reports whether the node has finished (Done is closed).
+func (n *Node) Finished() bool { return n.fin.Load() }
+
+// Wait blocks until the node has finished and returns its error, or ctx's
+// error if ctx ends first.
+func (n *Node) Wait(ctx context.Context) error {
+	if n.fin.Load() {
+		return n.err
+	}
+	select {
+	case <-n.Done():
+		return n.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
 // Err is the node's error; valid once Done is closed.
 func (n *Node) Err() error {
-	select {
-	case <-n.done:
+	if n.fin.Load() {
 		return n.err
-	default:
-		return nil
 	}
+	return nil
 }
 
 // State is the node's current state.
@@ -349,16 +385,14 @@ func (n *Node) State() State { return State(n.state.Load()) }
 // Times returns when the node was submitted, started and ended (zero while
 // not yet reached).
 func (n *Node) Times() (submitted, started, ended time.Time) {
-	select {
-	case <-n.done:
+	if n.fin.Load() {
 		return n.submitted, n.started, n.ended
-	default:
-		if n.State() == Running {
-			// started is written before the state changes to Running.
-			return n.submitted, n.started, time.Time{}
-		}
-		return n.submitted, time.Time{}, time.Time{}
 	}
+	if n.State() == Running {
+		// started is written before the state changes to Running.
+		return n.submitted, n.started, time.Time{}
+	}
+	return n.submitted, time.Time{}, time.Time{}
 }
 
 // Deps are the command groups coherence ordered this one after.
@@ -369,14 +403,26 @@ func (n *Node) Step() coherence.Step { return n.step }
 
 // Submit plans g and starts it as soon as its dependencies have finished.
 func (rt *Runtime) Submit(g Group) (*Node, error) {
-	if err := rt.cancelled(); err != nil {
-		return nil, fmt.Errorf("acpp: queue context done, submit refused: %w", err)
+	n := new(Node)
+	if err := rt.SubmitNode(n, g); err != nil {
+		return nil, err
 	}
-	n := &Node{rt: rt, g: g, Name: g.Name, done: make(chan struct{}), submitted: time.Now()}
+	return n, nil
+}
+
+// SubmitNode is Submit into a Node the caller allocated (zero, never
+// submitted), so that the API can make a group's handler, event and node in
+// one allocation.
+func (rt *Runtime) SubmitNode(n *Node, g Group) error {
+	if err := rt.cancelled(); err != nil {
+		return fmt.Errorf("acpp: queue context done, submit refused: %w", err)
+	}
+	n.rt, n.g, n.Name, n.submitted = rt, g, g.Name, time.Now()
+	n.succ = n.succBuf[:0]
 	rt.mu.Lock()
 	if rt.closed {
 		rt.mu.Unlock()
-		return nil, ErrClosed
+		return ErrClosed
 	}
 	rt.drainLocked()
 	id := rt.next
@@ -389,12 +435,13 @@ func (rt *Runtime) Submit(g Group) (*Node, error) {
 	}
 	if err != nil {
 		rt.mu.Unlock()
-		return nil, err
+		return err
 	}
 	rt.next++
 	n.ID, n.step = id, step
 	rt.nodes[id] = n
-	var deps []*Node
+	var depBuf [4]*Node
+	deps := depBuf[:0]
 	for _, d := range step.Deps {
 		if p := rt.nodes[d]; p != nil {
 			deps = append(deps, p)
@@ -403,20 +450,12 @@ func (rt *Runtime) Submit(g Group) (*Node, error) {
 	rt.mu.Unlock()
 	rt.outstanding.Add(1)
 	n.pending.Store(1)
-	link := func(p *Node) {
-		p.linkMu.Lock()
-		if !p.finished {
-			p.succ = append(p.succ, n)
-			n.pending.Add(1)
-		}
-		p.linkMu.Unlock()
-	}
 	for _, p := range deps {
-		link(p)
+		n.linkAfter(p)
 	}
 	for _, p := range g.After {
 		if p != nil && p.rt == rt {
-			link(p)
+			n.linkAfter(p)
 		}
 	}
 	ready := n.pending.Add(-1) == 0
@@ -427,7 +466,17 @@ func (rt *Runtime) Submit(g Group) (*Node, error) {
 	if ready {
 		rt.dispatch(n)
 	}
-	return n, nil
+	return nil
+}
+
+// linkAfter makes n wait for p unless p has finished.
+func (n *Node) linkAfter(p *Node) {
+	p.linkMu.Lock()
+	if !p.fin.Load() {
+		p.succ = append(p.succ, n)
+		n.pending.Add(1)
+	}
+	p.linkMu.Unlock()
 }
 
 // cancelled returns the context's cause once it is done; a non-blocking
@@ -514,16 +563,17 @@ func (rt *Runtime) dispatch(n *Node) {
 					rt.d2h.Add(bytes)
 				}
 			}
-			rt.step(n, err, rt.run)
+			rt.copyDone(n, err)
 		}
 		if err := p.dev.Enqueue(rt.queue(), p.op, cb); err != nil {
-			rt.step(n, fmt.Errorf("copy: %w", err), rt.run)
+			rt.copyDone(n, fmt.Errorf("copy: %w", err))
 		}
 	}
 }
 
-// step counts one finished copy or op of n; the last one moves n on.
-func (rt *Runtime) step(n *Node, err error, next func(*Node)) {
+// step counts one finished copy or op of n. It reports whether it was the
+// last one, and then the first error of them.
+func (n *Node) countDone(err error) (last bool, first error) {
 	if err != nil {
 		n.errMu.Lock()
 		if n.firstErr == nil {
@@ -532,17 +582,58 @@ func (rt *Runtime) step(n *Node, err error, next func(*Node)) {
 		n.errMu.Unlock()
 	}
 	if n.left.Add(-1) != 0 {
-		return
+		return false, nil
 	}
 	n.errMu.Lock()
 	err = n.firstErr
 	n.firstErr = nil
 	n.errMu.Unlock()
-	if err != nil {
+	return true, err
+}
+
+// copyDone counts a finished copy; after the last one n's work starts.
+func (rt *Runtime) copyDone(n *Node, err error) {
+	if last, err := n.countDone(err); !last {
+		return
+	} else if err != nil {
 		rt.finish(n, fmt.Errorf("acpp: %s: %w", n.Name, err))
 		return
 	}
-	next(n)
+	rt.run(n)
+}
+
+// opWaiter is the done callback of a node's ops. It is pooled, with its
+// method value made once, so that enqueueing a group's ops allocates no
+// closure.
+type opWaiter struct {
+	n  *Node
+	fn func(error) // w.done
+}
+
+var opWaiters sync.Pool
+
+func getOpWaiter(n *Node) *opWaiter {
+	w, _ := opWaiters.Get().(*opWaiter)
+	if w == nil {
+		w = new(opWaiter)
+		w.fn = w.done
+	}
+	w.n = n
+	return w
+}
+
+func (w *opWaiter) done(err error) {
+	n := w.n // read before counting: the last op's call recycles w
+	last, err := n.countDone(err)
+	if !last {
+		return
+	}
+	w.n = nil
+	opWaiters.Put(w)
+	if err != nil {
+		err = fmt.Errorf("acpp: %s: %w", n.Name, err)
+	}
+	n.rt.finish(n, err)
 }
 
 func (rt *Runtime) queue() int { return int(rt.queueRR.Add(1)) }
@@ -579,7 +670,7 @@ func (rt *Runtime) run(n *Node) {
 	}
 	n.left.Store(int32(len(g.Ops)))
 	q := rt.queue()
-	done := func(err error) { rt.step(n, err, func(n *Node) { rt.finish(n, nil) }) }
+	done := getOpWaiter(n).fn
 	for _, op := range g.Ops {
 		if err := g.Device.Enqueue(q, op, done); err != nil {
 			done(err)
@@ -603,11 +694,6 @@ func (rt *Runtime) finish(n *Node, err error) {
 	} else {
 		n.state.Store(int32(Complete))
 	}
-	n.linkMu.Lock()
-	n.finished = true
-	succ := n.succ
-	n.succ = nil
-	n.linkMu.Unlock()
 	rt.doneMu.Lock()
 	rt.completed = append(rt.completed, n.ID)
 	rt.doneMu.Unlock()
@@ -616,7 +702,15 @@ func (rt *Runtime) finish(n *Node, err error) {
 		rt.errs = append(rt.errs, err)
 		rt.waitMu.Unlock()
 	}
-	close(n.done) // before the queue counts it done: Wait implies Done
+	n.linkMu.Lock()
+	n.fin.Store(true)
+	succ := n.succ
+	n.succ = nil
+	done := n.done
+	n.linkMu.Unlock()
+	if done != nil {
+		close(done) // before the queue counts it done: Wait implies Done
+	}
 	if rt.outstanding.Add(-1) == 0 {
 		rt.waitMu.Lock()
 		// Re-check under the lock: a node submitted meanwhile keeps the
