@@ -186,8 +186,17 @@ func TestPagesRefused(t *testing.T) {
 	if err := n1.SendPages(ctx, credentials.Node("n2"), &h, src); !errors.As(err, &re) || re.Code != proto.CodeFirstApp {
 		t.Errorf("transfer whose Done fails: %v, want the Done error", err)
 	}
-	if n := len(store.dones()); n != 1 {
-		t.Errorf("Done called %d times, want once (refusals by the handler do not call it)", n)
+	// Only the last transfer reached a sink and completed. (Segments of the
+	// first, refused transfer that were already on the wire may reach the
+	// handler registered since; they fail, with Done(err).)
+	completed := 0
+	for _, err := range store.dones() {
+		if err == nil {
+			completed++
+		}
+	}
+	if completed != 1 {
+		t.Errorf("Done(nil) called %d times (all: %v), want once", completed, store.dones())
 	}
 }
 

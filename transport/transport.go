@@ -527,8 +527,12 @@ func classifyDialErr(ctx context.Context, err error) error {
 	if errors.As(err, &te) && te.ErrorCode.IsCryptoError() {
 		return fmt.Errorf("%w: %v: check that both ends hold certificates issued by the same cluster CA", ErrTLS, err)
 	}
+	if errors.As(err, &te) && te.Remote && te.ErrorCode == quic.ConnectionRefused {
+		return fmt.Errorf("%w: the peer refused the connection (shutting down?): %v", ErrNoRoute, err)
+	}
 	var he *quic.HandshakeTimeoutError
-	if errors.As(err, &he) {
+	var ie *quic.IdleTimeoutError
+	if errors.As(err, &he) || errors.As(err, &ie) {
 		return fmt.Errorf("%w: no answer (%v): is acpp-node running there, and is the UDP port open?", ErrNoRoute, err)
 	}
 	return err
@@ -592,6 +596,13 @@ func classifyHelloErr(ctx context.Context, qc *quic.Conn, err error) error {
 	var te *quic.TransportError
 	if errors.As(cause, &te) && te.ErrorCode.IsCryptoError() {
 		return fmt.Errorf("%w: the peer refused this process's certificate (%v): use one issued by the cluster CA", ErrTLS, cause)
+	}
+	if errors.As(cause, &te) && te.Remote && te.ErrorCode == quic.ConnectionRefused {
+		return fmt.Errorf("%w: the peer refused the connection (shutting down?): %v", ErrNoRoute, cause)
+	}
+	var ae0 *quic.ApplicationError
+	if errors.As(cause, &ae0) && ae0.Remote && ae0.ErrorCode == quicCodeShutdown {
+		return fmt.Errorf("%w: %s", ErrNoRoute, ae0.ErrorMessage)
 	}
 	var ae *quic.ApplicationError
 	if errors.As(cause, &ae) && ae.Remote && ae.ErrorCode == quicCodeHandshake {

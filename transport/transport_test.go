@@ -381,7 +381,9 @@ func TestContextCancelsBlockedCall(t *testing.T) {
 func TestConnectionLossNamesPeer_C5(t *testing.T) {
 	var d directory
 	n1 := startNode(t, &d, "n1", func(c *Config) { c.IdleTimeout = 1500 * time.Millisecond })
+	entered := make(chan struct{}, 1)
 	block := func(ctx context.Context, _ credentials.Identity, _ Request) (any, error) {
+		entered <- struct{}{}
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
@@ -392,7 +394,11 @@ func TestConnectionLossNamesPeer_C5(t *testing.T) {
 			n2.Handle(msgBlock, block)
 			errc := make(chan error, 1)
 			go func() { errc <- n1.Call(ctx, credentials.Node("n2"), msgBlock, nil, nil) }()
-			time.Sleep(100 * time.Millisecond) // let the call reach the handler
+			select {
+			case <-entered: // the call reached the handler
+			case err := <-errc:
+				t.Fatalf("call failed before reaching the handler: %v", err)
+			}
 			start := time.Now()
 			if how == "close" {
 				n2.Close()
@@ -416,6 +422,10 @@ func TestConnectionLossNamesPeer_C5(t *testing.T) {
 				t.Errorf("call to the restarted peer: %v", err)
 			}
 			n2b.Close()
+			// n1 learns of the close asynchronously; a call racing it fails
+			// with ErrPeerLost, which is right but not what the next
+			// subtest is about.
+			eventually(t, "n1 notices n2 closed", func() bool { return !n1.Connected(credentials.Node("n2")) })
 		})
 	}
 }
