@@ -34,7 +34,10 @@ type PageSink struct {
 
 // PageHandler is asked where an incoming transfer's bytes go, once per
 // transfer, before any payload byte is read, on the goroutine of the
-// transfer's first stream; it must not block for long. An error refuses the
+// transfer's first stream; it must not block for long. A multi-stream
+// transfer that the sender abandoned (refused, cancelled) may still reach
+// it with the segments already on the wire; such a transfer ends with
+// Done(err). An error refuses the
 // transfer: the sender gets a *RemoteError with code CodeRefused (or the
 // code of a returned *proto.ErrorReply).
 type PageHandler func(ctx context.Context, from credentials.Identity, h *proto.PageHeader) (PageSink, error)
