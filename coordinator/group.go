@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"sync"
@@ -340,8 +341,11 @@ func (j *Job) submitLocked(g *Group, params []device.Param, p chunkPlan, capable
 		return 0, fmt.Errorf("coordinator: kernel %q: %w", g.Kernel, err)
 	}
 	j.nextCG++
+	if j.log.Enabled(context.Background(), slog.LevelDebug) {
+		j.log.Debug("plan", "group", id, "kernel", g.Kernel, "device", d.String(), "accesses", fmt.Sprint(cg.Accesses), "step", fmt.Sprintf("%+v", step))
+	}
 	items := p.chunk.Range.Volume()
-	gs := &groupState{id: id, kernel: g.Kernel, dev: dev, items: items, tails: map[coherence.NodeID][]uint64{}, submitted: time.Now()}
+	gs := &groupState{id: id, kernel: g.Kernel, dev: dev, items: items, submitted: time.Now()}
 	gs.estimate = j.est.estimate(g.Kernel, *d, items)
 	j.queued[dev] += gs.estimate
 	j.pending[dev]++
@@ -478,13 +482,19 @@ type builder struct {
 	order   []coherence.NodeID
 }
 
-func (bd *builder) add(ns *nodeState, in proto.Instr) uint64 {
+// entry returns the group's entry for ns, creating it.
+func (bd *builder) entry(ns *nodeState) *entry {
 	e := bd.entries[ns.id]
 	if e == nil {
 		e = &entry{}
 		bd.entries[ns.id] = e
 		bd.order = append(bd.order, ns.id)
 	}
+	return e
+}
+
+func (bd *builder) add(ns *nodeState, in proto.Instr) uint64 {
+	e := bd.entry(ns)
 	ns.nextInstr++
 	in.ID = ns.nextInstr
 	e.instrs = append(e.instrs, in)
@@ -493,32 +503,68 @@ func (bd *builder) add(ns *nodeState, in proto.Instr) uint64 {
 	return in.ID
 }
 
-// depsOn lists what instructions on ns must wait for: the tails there of
-// the step's live dependencies.
-func (j *Job) depsOn(ns *nodeState, deps []GroupID) []uint64 {
-	var out []uint64
-	for _, d := range deps {
-		if dg := j.live[d]; dg != nil {
-			out = append(out, dg.tails[ns.id]...)
+// frontierLocked is what instructions on each node must wait for, given
+// the step's dependencies: the union of their frontiers (see groupState),
+// without finished instructions, sorted.
+func (j *Job) frontierLocked(deps []*groupState) map[coherence.NodeID][]uint64 {
+	out := map[coherence.NodeID][]uint64{}
+	for _, dg := range deps {
+		for n, ids := range dg.tails {
+			ns := j.nodes[n-1]
+			for _, id := range ids {
+				if _, pending := ns.instrs[id]; pending {
+					out[n] = append(out[n], id)
+				}
+			}
 		}
 	}
-	slices.Sort(out)
-	return slices.Compact(out)
+	for n, ids := range out {
+		slices.Sort(ids)
+		out[n] = slices.Compact(ids)
+	}
+	return out
 }
+
+// maxInherited bounds the inherited dependencies of one instruction; past
+// it the entry waits in the coordinator for the group's dependencies to
+// complete instead (proto.MaxDeps bounds what a node accepts).
+const maxInherited = proto.MaxDeps / 2
 
 // issueLocked turns a step into instructions and queues them (pipelined:
 // nothing here waits for a node).
 //
-// Ordering. Every instruction of the group on node N depends on the tails
-// on N of the step's dependencies (their launch there, or the sends they
-// made from N). Hazards exist only within one allocation, so node-local
-// edges plus Send→Recv pairs order all data. A dependency d whose tails
-// lie on a node from which this group receives nothing is ordered by the
-// coordinator instead: the launch entry waits (a gate) until d completes.
-// That keeps D3 across nodes and makes every completed group's
-// dependencies complete, which the node-local edges rely on.
+// Ordering. Hazards exist only within one allocation, so what each
+// instruction on node N must wait for is every earlier instruction on N of
+// the group's transitive predecessors that touches the same pages. Each
+// group keeps a frontier per node (groupState.tails): its launch on the
+// node it ran on, its sends from source nodes, and for other nodes the
+// union of its dependencies' frontiers there. An instruction of the group
+// on N depends on the union of its dependencies' frontiers on N; that
+// covers transitive predecessors, whose direct edges the core drops when
+// they are implied. Recvs make remote data a local dependency.
+//
+// Gates keep D3 literal across nodes: a launch waits in the coordinator
+// until a dependency completes when nothing orders that dependency's launch
+// before it (it ran on another node from which this group receives
+// nothing), and always for host accesses, whose read-backs are not in the
+// FIFOs. A group completes only after its dependencies did, so completion
+// is transitive and frontiers of completed groups can be forgotten.
 func (j *Job) issueLocked(g *groupState, step coherence.Step, x *nodeState, launch *proto.Launch) {
 	bd := &builder{j: j, g: g, entries: map[coherence.NodeID]*entry{}}
+	deps := j.liveDepsLocked(g, step.Deps)
+	front := j.frontierLocked(deps)
+	inherited := func(n *nodeState) []uint64 {
+		ids := front[n.id]
+		if len(ids) > maxInherited {
+			// Too many to list: wait for the dependencies to complete.
+			e := bd.entry(n)
+			if len(e.gate) == 0 {
+				e.gate = slices.Clone(deps)
+			}
+			return nil
+		}
+		return ids
+	}
 	allocs := map[coherence.BufferID]uint64{} // this step's allocation instructions on x
 	for _, a := range step.Allocate {
 		b := j.bufs[a.Buffer]
@@ -534,13 +580,13 @@ func (j *Job) issueLocked(g *groupState, step coherence.Step, x *nodeState, laun
 			allocs[a.Buffer] = id
 		}
 	}
-	xDeps := j.depsOn(x, step.Deps)
+	xDeps := inherited(x)
 	local := []uint64{} // this group's instructions on x before the launch
 	for _, id := range allocs {
 		local = append(local, id)
 	}
 	recvFrom := map[coherence.NodeID]bool{}
-	var e *entry
+	sends := map[coherence.NodeID][]uint64{}
 	for _, c := range step.Copies {
 		b := j.bufs[c.Buffer]
 		boxes := make([]proto.Box, 0, len(c.Boxes))
@@ -550,23 +596,23 @@ func (j *Job) issueLocked(g *groupState, step coherence.Step, x *nodeState, laun
 		bytes := int64(elemBytes(b, c.Boxes))
 		j.stats.PlannedBytes[j.nodeName(c.Src.Node)+"->"+j.nodeName(c.Dst.Node)] += bytes
 		dst := j.nodes[c.Dst.Node-1] // copies always go to the target, on x
-		deps := append(slices.Clone(xDeps), withAlloc(allocs, c.Buffer)...)
+		cdeps := append(slices.Clone(xDeps), withAlloc(allocs, c.Buffer)...)
 		for len(boxes) > 0 {
 			part := boxes[:min(len(boxes), proto.MaxBoxes)]
 			boxes = boxes[len(part):]
 			switch {
 			case c.Src.Node == ClientNode:
-				id := bd.add(dst, proto.Instr{Kind: proto.InstrUpload, Deps: deps, Buffer: uint64(c.Buffer), Mem: uint32(c.Dst.Mem), Boxes: part})
+				id := bd.add(dst, proto.Instr{Kind: proto.InstrUpload, Deps: cdeps, Buffer: uint64(c.Buffer), Mem: uint32(c.Dst.Mem), Boxes: part})
 				local = append(local, id)
-				e = bd.entries[dst.id]
+				e := bd.entries[dst.id]
 				e.uploads = append(e.uploads, upload{buf: b, mem: uint32(c.Dst.Mem), boxes: part})
 			case c.Src.Node == c.Dst.Node:
-				local = append(local, bd.add(dst, proto.Instr{Kind: proto.InstrCopy, Deps: deps, Buffer: uint64(c.Buffer), Mem: uint32(c.Src.Mem), DstMem: uint32(c.Dst.Mem), Boxes: part}))
+				local = append(local, bd.add(dst, proto.Instr{Kind: proto.InstrCopy, Deps: cdeps, Buffer: uint64(c.Buffer), Mem: uint32(c.Src.Mem), DstMem: uint32(c.Dst.Mem), Boxes: part}))
 			default:
 				src := j.nodes[c.Src.Node-1]
-				sid := bd.add(src, proto.Instr{Kind: proto.InstrSend, Deps: j.depsOn(src, step.Deps), Buffer: uint64(c.Buffer), Mem: uint32(c.Src.Mem), Peer: dst.name, PeerMem: uint32(c.Dst.Mem), Boxes: part})
-				g.tails[src.id] = append(g.tails[src.id], sid)
-				local = append(local, bd.add(dst, proto.Instr{Kind: proto.InstrRecv, Deps: deps, Buffer: uint64(c.Buffer), Mem: uint32(c.Dst.Mem), Peer: src.name, Boxes: part}))
+				sid := bd.add(src, proto.Instr{Kind: proto.InstrSend, Deps: inherited(src), Buffer: uint64(c.Buffer), Mem: uint32(c.Src.Mem), Peer: dst.name, PeerMem: uint32(c.Dst.Mem), Boxes: part})
+				sends[src.id] = append(sends[src.id], sid)
+				local = append(local, bd.add(dst, proto.Instr{Kind: proto.InstrRecv, Deps: cdeps, Buffer: uint64(c.Buffer), Mem: uint32(c.Dst.Mem), Peer: src.name, Boxes: part}))
 				recvFrom[src.id] = true
 				if len(g.recvs) == 0 || g.recvs[len(g.recvs)-1].buf != c.Buffer || g.recvs[len(g.recvs)-1].src != src.id {
 					g.recvs = append(g.recvs, recvRec{buf: c.Buffer, src: src.id, dst: c.Dst, pages: c.Boxes})
@@ -574,32 +620,52 @@ func (j *Job) issueLocked(g *groupState, step coherence.Step, x *nodeState, laun
 			}
 		}
 	}
-	ldeps := append(xDeps, local...)
+	ldeps := append(slices.Clone(xDeps), local...)
 	slices.Sort(ldeps)
 	lid := bd.add(x, proto.Instr{Kind: proto.InstrLaunch, Deps: slices.Compact(ldeps), Launch: launch})
-	g.tails[x.id] = append(g.tails[x.id], lid)
+	// The group's frontier: its own instructions where it has some (each
+	// waits for everything inherited there), the inherited one elsewhere.
+	front[x.id] = []uint64{lid}
+	for n, ids := range sends {
+		front[n] = ids
+	}
+	g.tails = front
 	ex := bd.entries[x.id]
 	ex.launch = g
-	// Gates: dependencies not ordered before the launch by node edges.
-	for _, d := range step.Deps {
-		dg := j.live[d]
-		if dg == nil {
+	for _, dg := range deps {
+		if dg.host || dg.dev < 0 {
+			ex.gate = appendGate(ex.gate, dg)
 			continue
 		}
-		covered := !dg.host && len(dg.tails) > 0
-		for n := range dg.tails {
-			if n != x.id && !recvFrom[n] {
-				covered = false
-			}
-		}
-		if !covered {
-			ex.gate = append(ex.gate, dg)
+		if n := j.devices[dg.dev].node.id; n != x.id && !recvFrom[n] {
+			ex.gate = appendGate(ex.gate, dg)
 		}
 	}
 	if len(ex.gate) > 0 {
 		j.stats.Gated++
 	}
 	j.enqueueLocked(bd)
+}
+
+func appendGate(gate []*groupState, g *groupState) []*groupState {
+	if slices.Contains(gate, g) {
+		return gate
+	}
+	return append(gate, g)
+}
+
+// liveDepsLocked returns the step's dependencies that have not completed,
+// and records g as waiting for them (completion is transitive).
+func (j *Job) liveDepsLocked(g *groupState, ids []GroupID) []*groupState {
+	var out []*groupState
+	for _, d := range ids {
+		if dg := j.live[d]; dg != nil && !dg.completed {
+			out = append(out, dg)
+			dg.dependents = append(dg.dependents, g)
+			g.waitFor++
+		}
+	}
+	return out
 }
 
 func withAlloc(allocs map[coherence.BufferID]uint64, b coherence.BufferID) []uint64 {
@@ -705,6 +771,9 @@ func (j *Job) hostAccess(ctx context.Context, b *Buffer, off, rng Dims, data []b
 	gs := &groupState{id: id, kernel: "host " + what, dev: -1, host: true, pending: 1, submitted: time.Now()} // the extra 1 is held until the copy
 	j.live[id] = gs
 	j.stats.Groups++
+	// Later groups inherit what this one waited for (it waits for its
+	// dependencies itself, then reads back outside the FIFOs).
+	gs.tails = j.frontierLocked(j.liveDepsLocked(gs, step.Deps))
 	if data != nil {
 		j.recordWriteLocked(b.id, id, pages)
 	}
@@ -756,8 +825,8 @@ func (j *Job) hostAccess(ctx context.Context, b *Buffer, off, rng Dims, data []b
 	j.mu.Lock()
 	gs.pending--
 	var done []GroupTrace
-	if gs.pending == 0 && !gs.completed {
-		done = append(done, j.completeLocked(gs, time.Now()))
+	if gs.pending == 0 && !gs.finished {
+		done = j.finishLocked(gs, time.Now())
 		j.signalLocked()
 		if j.gated > 0 {
 			j.wakeAllLocked()

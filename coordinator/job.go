@@ -123,16 +123,23 @@ type upload struct {
 
 // groupState is a command group from submission to completion.
 type groupState struct {
-	id        GroupID
-	kernel    string
-	dev       int // index into Job.devices; -1 for host reads
-	items     int
-	pending   int // instructions not finished (plus holds)
-	completed bool
-	host      bool                          // a host read: later groups wait for it in the coordinator
-	tails     map[coherence.NodeID][]uint64 // what later groups on that node must wait for
-	submitted time.Time                     // when Submit planned it
-	issued    time.Time                     // when its launch went out
+	id      GroupID
+	kernel  string
+	dev     int // index into Job.devices; -1 for host reads
+	items   int
+	pending int // instructions not finished (plus holds)
+	// finished: every instruction finished; completed: finished and every
+	// dependency completed (so completion is transitive), the core told.
+	finished, completed bool
+	waitFor             int           // dependencies not completed yet
+	dependents          []*groupState // groups waiting for this one's completion
+	host                bool          // a host access: later launches wait for it in the coordinator
+	// tails is the group's frontier per node: the instructions there that
+	// later groups' instructions on that node must wait for (its launch,
+	// its sends, or what it inherited from its dependencies).
+	tails     map[coherence.NodeID][]uint64
+	submitted time.Time // when Submit planned it
+	issued    time.Time // when its launch went out
 	estimate  float64
 	// recvs are the pages this group brings from other nodes: if the
 	// source is lost before the group finishes, they never arrive.
@@ -514,6 +521,11 @@ func (j *Job) sender(ns *nodeState) {
 			if len(batch) == 0 {
 				break
 			}
+			if j.log.Enabled(j.ctx, slog.LevelDebug) {
+				for _, in := range batch {
+					j.log.Debug("submit", "node", ns.name, "id", in.ID, "kind", in.Kind, "deps", in.Deps, "buffer", in.Buffer, "mem", in.Mem, "boxes", len(in.Boxes))
+				}
+			}
 			if _, err := ns.nj.Submit(j.ctx, batch...); err != nil {
 				if j.ctx.Err() == nil {
 					j.transportFailure(ns, "submit", err)
@@ -645,7 +657,7 @@ func (j *Job) onEvents(ns *nodeState, evs []proto.Event) bool {
 		}
 		g.pending--
 		if g.pending == 0 {
-			traces = append(traces, j.completeLocked(g, now))
+			traces = append(traces, j.finishLocked(g, now)...)
 			done = true
 		}
 	}
@@ -669,17 +681,35 @@ func (j *Job) wakeAllLocked() {
 	}
 }
 
-func (j *Job) completeLocked(g *groupState, now time.Time) GroupTrace {
-	g.completed = true
-	g.tails = nil
-	delete(j.live, g.id)
-	j.core.Complete(g.id)
-	j.stats.Completed++
-	tr := GroupTrace{ID: g.id, Kernel: g.kernel, Submitted: g.submitted, Issued: g.issued, Done: now}
-	if g.dev >= 0 {
-		tr.Device = j.devices[g.dev].String()
+// finishLocked records that every instruction of g finished, and
+// completes g and every dependent that only waited for it.
+func (j *Job) finishLocked(g *groupState, now time.Time) []GroupTrace {
+	g.finished = true
+	var out []GroupTrace
+	work := []*groupState{g}
+	for len(work) > 0 {
+		g := work[len(work)-1]
+		work = work[:len(work)-1]
+		if g.completed || !g.finished || g.waitFor > 0 {
+			continue
+		}
+		g.completed = true
+		g.tails = nil
+		delete(j.live, g.id)
+		j.core.Complete(g.id)
+		j.stats.Completed++
+		tr := GroupTrace{ID: g.id, Kernel: g.kernel, Submitted: g.submitted, Issued: g.issued, Done: now}
+		if g.dev >= 0 {
+			tr.Device = j.devices[g.dev].String()
+		}
+		out = append(out, tr)
+		for _, d := range g.dependents {
+			d.waitFor--
+			work = append(work, d)
+		}
+		g.dependents = nil
 	}
-	return tr
+	return out
 }
 
 // GroupTrace is a finished command group, for progress reports and traces
