@@ -3,12 +3,14 @@ package coordinator_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/acpp/acpp/coordinator"
 	"github.com/acpp/acpp/coordinator/coordtest"
+	"github.com/acpp/acpp/node"
 )
 
 // Host writes replace a region in the client's copy (whole pages without a
@@ -95,5 +97,53 @@ func TestHostWriteAndRelease_B1_T1(t *testing.T) {
 		if tr.Done.Before(tr.Submitted) {
 			t.Errorf("group %d done %v before it was submitted", tr.ID, tr.Submitted.Sub(tr.Done))
 		}
+	}
+}
+
+// Completed groups leave the coherence core, so its history stays bounded
+// over a long pipelined run (D3).
+func TestHistoryBounded_D3(t *testing.T) {
+	c := coordtest.Start(t, 2, coordtest.Options{})
+	ctx := testCtx(t)
+	j := openJob(t, c, nil)
+	const n = 64
+	x, _ := j.NewBuffer(coordinator.BufferSpec{Range: coordinator.Dims{1, 1, n}, ElemSize: 4, PageSize: coordinator.Dims{1, 1, 8}, Init: f32bytes(make([]float32, n))})
+	y, _ := j.NewBuffer(coordinator.BufferSpec{Range: coordinator.Dims{1, 1, n}, ElemSize: 4, PageSize: coordinator.Dims{1, 1, 8}, Init: f32bytes(make([]float32, n))})
+	for i := range 300 {
+		if _, err := j.Submit(ctx, coordinator.Group{Kernel: "saxpy", Range: coordinator.Dims{1, 1, n}, Split: &coordinator.Split{},
+			Args: []coordinator.Arg{coordinator.ScalarF32(1),
+				coordinator.Acc(coordinator.Accessor{Buffer: x, Mode: coordinator.Read, Map: coordinator.OneToOne()}),
+				coordinator.Acc(coordinator.Accessor{Buffer: y, Mode: coordinator.ReadWrite, Map: coordinator.OneToOne()})}}); err != nil {
+			t.Fatalf("group %d: %v", i, err)
+		}
+	}
+	if err := j.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := j.Stats()
+	if st.Live != 0 || st.CoreLive != 0 || st.Completed != st.Groups {
+		t.Errorf("after Wait: %d live groups, %d live in the core, %d of %d completed; want all completed", st.Live, st.CoreLive, st.Completed, st.Groups)
+	}
+	if st.CoreRegions > 16 {
+		t.Errorf("core history holds %d regions after 600 completed groups, want it bounded (≤ 16)", st.CoreRegions)
+	}
+	for i, ns := range j.Nodes() {
+		if ns.Pending != 0 {
+			t.Errorf("node %d still has %d instructions pending in the coordinator", i, ns.Pending)
+		}
+	}
+}
+
+// A node's memory limit fails the allocation, and the job reports it (the
+// node's message names the limit); nothing hangs.
+func TestMemoryLimitFailsJob(t *testing.T) {
+	c := coordtest.Start(t, 1, coordtest.Options{Modify: func(_ int, cfg *node.Config) { cfg.MaxJobBytes = 1024 }})
+	ctx := testCtx(t)
+	j := openJob(t, c, nil)
+	x, _ := j.NewBuffer(coordinator.BufferSpec{Range: coordinator.Dims{1, 1, 4096}, ElemSize: 4})
+	fill(t, j, x, 4096, 1, "n0/cpu:0")
+	err := j.Wait(ctx)
+	if !errors.Is(err, coordinator.ErrJobFailed) || !strings.Contains(err.Error(), "limit") {
+		t.Fatalf("Wait = %v, want ErrJobFailed naming the memory limit", err)
 	}
 }

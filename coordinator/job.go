@@ -174,6 +174,10 @@ type Stats struct {
 	KernelTime map[string]time.Duration
 	// Placed counts groups per device.
 	Placed map[string]int
+	// Live is the number of groups not completed; CoreRegions and
+	// CoreLive are the coherence core's history size and live groups
+	// (they stay bounded because completed groups are Completed there).
+	Live, CoreRegions, CoreLive int
 }
 
 // Open connects to the nodes, reads their inventories, selects the devices
@@ -318,6 +322,8 @@ func (j *Job) Stats() Stats {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	s := j.stats
+	cs := j.core.Stats()
+	s.Live, s.CoreRegions, s.CoreLive = len(j.live), cs.Regions, cs.Live
 	s.PlannedBytes, s.KernelTime, s.Placed = map[string]int64{}, map[string]time.Duration{}, map[string]int{}
 	for k, v := range j.stats.PlannedBytes {
 		s.PlannedBytes[k] = v
