@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,16 +74,29 @@ type Runtime struct {
 	devOf   map[coherence.MemID]device.Device // memory → the device that allocates it and runs its copies
 	queueRR atomic.Uint32
 
+	procs   int // GOMAXPROCS at New: with one, every Submit plans inline
+
+	// Submitted nodes wait in pending, in ID order, until planned: by their
+	// submitter (inline) or, while the runtime is busy, by a planner
+	// goroutine (planLoop), so that planning overlaps building the next
+	// group.
+	pendMu    sync.Mutex
+	next      coherence.CGID // guarded by pendMu
+	pending   []*Node        // guarded by pendMu
+	pendSpare []*Node        // an empty buffer for pending; guarded by pendMu
+	npending  atomic.Int32   // len(pending), polled by an idle planner
+	planning  bool           // a planLoop runs; guarded by pendMu
+	planners  sync.WaitGroup // planLoop goroutines
+
 	mu      sync.Mutex
 	core    *coherence.Core          // guarded by mu
-	next    coherence.CGID           // guarded by mu
 	nextBuf coherence.BufferID       // guarded by mu
 	nodes   map[coherence.CGID]*Node // submitted, not yet drained; guarded by mu
 	bufs    map[coherence.BufferID]*bufInfo
 	allocs  map[allocKey]*allocEntry // guarded by mu (entries have their own once)
 	readyMu sync.RWMutex             // guards ready; taken after mu, never before
 	ready   map[allocKey]*device.Mem // made allocations, for lookups without mu
-	closed  bool                     // guarded by mu
+	closed  bool                     // written under mu and pendMu
 
 	// Finished nodes are handed to the core lazily: finish appends the ID
 	// here and whoever next holds mu (Submit, RemoveBuffer, Wait) calls
@@ -117,6 +131,7 @@ func New(cfg Config) (*Runtime, error) {
 		bufs:   map[coherence.BufferID]*bufInfo{},
 		allocs: map[allocKey]*allocEntry{},
 		ready:  map[allocKey]*device.Mem{},
+		procs:  runtime.GOMAXPROCS(0),
 	}
 	if rt.log == nil {
 		rt.log = slog.New(slog.DiscardHandler)
@@ -325,7 +340,11 @@ type Node struct {
 
 	submitted, started, ended time.Time // started/ended set before done is closed
 
-	pending atomic.Int32 // unfinished dependencies + 1 while submitting
+	planned atomic.Bool // step (or planErr) is set
+	planErr error       // coherence refused the group
+	inline  bool        // planned by its submitter, which reports planErr
+
+	pending atomic.Int32 // unfinished dependencies + 1 until planned and linked
 	linkMu  sync.Mutex   // guards succ, done and setting fin
 	succ    []*Node      // nodes waiting for this one
 	succBuf [2]*Node     // inline storage for succ
@@ -396,10 +415,15 @@ func (n *Node) Times() (submitted, started, ended time.Time) {
 }
 
 // Deps are the command groups coherence ordered this one after.
-func (n *Node) Deps() []coherence.CGID { return n.step.Deps }
+func (n *Node) Deps() []coherence.CGID { return n.Step().Deps }
 
-// Step is coherence's plan for the node.
-func (n *Node) Step() coherence.Step { return n.step }
+// Step is coherence's plan for the node (planned now if it was not yet).
+func (n *Node) Step() coherence.Step {
+	if !n.planned.Load() {
+		n.rt.flush()
+	}
+	return n.step
+}
 
 // Submit plans g and starts it as soon as its dependencies have finished.
 func (rt *Runtime) Submit(g Group) (*Node, error) {
@@ -419,54 +443,164 @@ func (rt *Runtime) SubmitNode(n *Node, g Group) error {
 	}
 	n.rt, n.g, n.Name, n.submitted = rt, g, g.Name, time.Now()
 	n.succ = n.succBuf[:0]
-	rt.mu.Lock()
+	n.pending.Store(1) // released once planned and linked
+	// Host groups and releases report coherence's verdict from Submit
+	// (HostAccess and Release need it); so does everything when the
+	// runtime is idle or has one processor.
+	inline := g.Release != nil || g.Host != nil || rt.procs < 2
+	rt.pendMu.Lock()
 	if rt.closed {
-		rt.mu.Unlock()
+		rt.pendMu.Unlock()
 		return ErrClosed
 	}
-	rt.drainLocked()
-	id := rt.next
-	var step coherence.Step
-	var err error
-	if g.Release != nil {
-		step, err = rt.core.Release(id, g.Release.Buffer, g.Release.Alloc)
-	} else {
-		step, err = rt.core.Submit(coherence.CommandGroup{ID: id, Accesses: g.Accesses})
-	}
-	if err != nil {
-		rt.mu.Unlock()
-		return err
-	}
+	n.ID = rt.next
 	rt.next++
-	n.ID, n.step = id, step
-	rt.nodes[id] = n
-	var depBuf [4]*Node
-	deps := depBuf[:0]
-	for _, d := range step.Deps {
-		if p := rt.nodes[d]; p != nil {
-			deps = append(deps, p)
+	rt.pending = append(rt.pending, n)
+	rt.npending.Store(int32(len(rt.pending)))
+	busy := rt.outstanding.Add(1) > 1
+	startPlanner := false
+	if !inline && (rt.planning || busy) {
+		if !rt.planning {
+			rt.planning, startPlanner = true, true
+			rt.planners.Add(1)
 		}
+	} else {
+		inline = true
 	}
+	n.inline = inline
+	rt.pendMu.Unlock()
+	if !inline {
+		if startPlanner {
+			go rt.planLoop()
+		}
+		return nil
+	}
+	// Plan here, with every group pushed before this one: IDs reach
+	// coherence in order.
+	rt.mu.Lock()
+	batch := rt.planPendingLocked()
 	rt.mu.Unlock()
-	rt.outstanding.Add(1)
-	n.pending.Store(1)
-	for _, p := range deps {
-		n.linkAfter(p)
+	err := n.planErr
+	rt.start(batch)
+	if err != nil {
+		rt.leave()
 	}
-	for _, p := range g.After {
-		if p != nil && p.rt == rt {
-			n.linkAfter(p)
+	return err
+}
+
+// planLoop plans pushed groups while the runtime is busy, so that coherence
+// runs on another core than the submitting goroutine (the two overlap: the
+// submitter builds group n+1 while group n is planned). It exits once no
+// group arrived for a few scheduler rounds; the next busy Submit starts it
+// again.
+func (rt *Runtime) planLoop() {
+	defer rt.planners.Done()
+	for {
+		if rt.npending.Load() == 0 {
+			idle := true
+			for range plannerSpins {
+				runtime.Gosched()
+				if rt.npending.Load() != 0 {
+					idle = false
+					break
+				}
+			}
+			if idle {
+				rt.pendMu.Lock()
+				if len(rt.pending) == 0 {
+					rt.planning = false
+					rt.pendMu.Unlock()
+					return
+				}
+				rt.pendMu.Unlock()
+			}
+		}
+		rt.mu.Lock()
+		batch := rt.planPendingLocked()
+		rt.mu.Unlock()
+		rt.start(batch)
+	}
+}
+
+// plannerSpins is how many scheduler rounds an idle planner waits for the
+// next group before it exits.
+const plannerSpins = 64
+
+// planPendingLocked hands finished nodes to the core, then plans every
+// pushed node in ID order and links it to the nodes it depends on. It
+// returns the batch for start. The caller holds mu: a batch is taken and
+// planned under it, so whoever next holds mu sees every node pushed before
+// as planned.
+func (rt *Runtime) planPendingLocked() []*Node {
+	rt.drainLocked()
+	rt.pendMu.Lock()
+	batch := rt.pending
+	rt.pending, rt.pendSpare = rt.pendSpare, nil
+	rt.npending.Store(0)
+	rt.pendMu.Unlock()
+	for _, n := range batch {
+		var step coherence.Step
+		var err error
+		if r := n.g.Release; r != nil {
+			step, err = rt.core.Release(n.ID, r.Buffer, r.Alloc)
+		} else {
+			step, err = rt.core.Submit(coherence.CommandGroup{ID: n.ID, Accesses: n.g.Accesses})
+		}
+		if err != nil {
+			n.planErr = err
+			n.planned.Store(true)
+			continue
+		}
+		n.step = step
+		n.planned.Store(true)
+		rt.nodes[n.ID] = n
+		for _, d := range step.Deps {
+			if p := rt.nodes[d]; p != nil {
+				n.linkAfter(p)
+			}
+		}
+		for _, p := range n.g.After {
+			if p != nil && p.rt == rt {
+				n.linkAfter(p)
+			}
 		}
 	}
-	ready := n.pending.Add(-1) == 0
-	rt.groups.Add(1)
-	for _, c := range step.Copies {
-		rt.planned.Add(int64(len(c.Boxes)))
+	return batch
+}
+
+// start counts and dispatches a planned batch: nodes whose dependencies
+// have finished run now. A node coherence refused fails (or, when its
+// submitter planned it, Submit returns the error).
+func (rt *Runtime) start(batch []*Node) {
+	for _, n := range batch {
+		if n.planErr != nil {
+			if !n.inline {
+				rt.finish(n, fmt.Errorf("acpp: %s: %w", n.Name, n.planErr))
+			}
+			continue
+		}
+		rt.groups.Add(1)
+		for _, c := range n.step.Copies {
+			rt.planned.Add(int64(len(c.Boxes)))
+		}
+		if n.pending.Add(-1) == 0 {
+			rt.dispatch(n)
+		}
 	}
-	if ready {
-		rt.dispatch(n)
+	clear(batch)
+	rt.pendMu.Lock()
+	if rt.pendSpare == nil {
+		rt.pendSpare = batch[:0]
 	}
-	return nil
+	rt.pendMu.Unlock()
+}
+
+// flush plans every pushed node now.
+func (rt *Runtime) flush() {
+	rt.mu.Lock()
+	batch := rt.planPendingLocked()
+	rt.mu.Unlock()
+	rt.start(batch)
 }
 
 // linkAfter makes n wait for p unless p has finished.
@@ -711,6 +845,16 @@ func (rt *Runtime) finish(n *Node, err error) {
 	if done != nil {
 		close(done) // before the queue counts it done: Wait implies Done
 	}
+	rt.leave()
+	for _, s := range succ {
+		if s.pending.Add(-1) == 0 {
+			rt.dispatch(s)
+		}
+	}
+}
+
+// leave counts a node out of outstanding and wakes waiters at zero.
+func (rt *Runtime) leave() {
 	if rt.outstanding.Add(-1) == 0 {
 		rt.waitMu.Lock()
 		// Re-check under the lock: a node submitted meanwhile keeps the
@@ -722,11 +866,6 @@ func (rt *Runtime) finish(n *Node, err error) {
 			rt.idle = nil
 		}
 		rt.waitMu.Unlock()
-	}
-	for _, s := range succ {
-		if s.pending.Add(-1) == 0 {
-			rt.dispatch(s)
-		}
 	}
 }
 
@@ -783,6 +922,7 @@ func (rt *Runtime) TakeErrors() []error {
 // RemoveBuffer forgets a buffer and frees the allocations the runtime made.
 // The caller must have waited for every node that used it.
 func (rt *Runtime) RemoveBuffer(buf coherence.BufferID) error {
+	rt.flush()
 	rt.mu.Lock()
 	rt.drainLocked()
 	allocs, err := rt.core.RemoveBuffer(buf)
@@ -853,8 +993,11 @@ func (rt *Runtime) deviceByID(id device.ID) device.Device {
 func (rt *Runtime) Close(ctx context.Context) error {
 	err := rt.Wait(ctx)
 	rt.mu.Lock()
+	rt.pendMu.Lock()
 	rt.closed = true
+	rt.pendMu.Unlock()
 	rt.mu.Unlock()
+	rt.planners.Wait()
 	rt.bg.Wait()
 	return err
 }

@@ -1,0 +1,155 @@
+package exec
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/acpp/acpp/coherence"
+	"github.com/acpp/acpp/cpu"
+	"github.com/acpp/acpp/device"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func newRuntime(t *testing.T) (*Runtime, *cpu.Device) {
+	t.Helper()
+	d := cpu.New(0, 2)
+	rt, err := New(Config{Devices: []device.Device{d}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := rt.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+		d.Close()
+	})
+	return rt, d
+}
+
+func addBuffer(t *testing.T, rt *Runtime, n int) (coherence.BufferID, coherence.Geometry) {
+	t.Helper()
+	geo, err := coherence.NewGeometry(coherence.Dims{1, 1, n}, 4, coherence.Dims{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := rt.AddBuffer(geo, nil, coherence.AllocID{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id, geo
+}
+
+func launch(f func()) device.Op {
+	return device.LaunchOp{Name: "k", Range: device.NDRange{Global: [3]int{1, 1, 1}}, Func: func(*device.Work) { f() }}
+}
+
+// A busy runtime hands groups to a planner goroutine: a chain of
+// read-write groups still runs in submission order, every group completes,
+// and Step (Deps) is coherence's plan even when asked before the planner
+// got to it.
+func TestPipelinedChainRunsInOrder_D3(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("the planner needs two processors")
+	}
+	rt, d := newRuntime(t)
+	buf, geo := addBuffer(t, rt, 16)
+	acc := []coherence.Access{{Buffer: buf, Pages: geo.All(), Mode: coherence.ReadWrite, Target: rt.HostAlloc()}}
+	release := make(chan struct{})
+	first, err := rt.Submit(Group{Name: "gate", Accesses: acc, Device: d, Ops: []device.Op{launch(func() { <-release })}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 500
+	var ran atomic.Int64
+	var bad atomic.Int64
+	nodes := make([]*Node, n)
+	for i := range n {
+		want := int64(i)
+		nodes[i], err = rt.Submit(Group{Name: "step", Accesses: acc, Device: d, Ops: []device.Op{launch(func() {
+			if ran.Add(1)-1 != want {
+				bad.Add(1)
+			}
+		})}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Asked before the gate opens: the plan must be there (D3: each
+	// depends on the one before).
+	prev := first.ID
+	for _, nd := range nodes[:10] {
+		if !slices.Contains(nd.Deps(), prev) {
+			t.Fatalf("group %d deps %v, want %d among them", nd.ID, nd.Deps(), prev)
+		}
+		prev = nd.ID
+	}
+	close(release)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := rt.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ran.Load() != n || bad.Load() != 0 {
+		t.Fatalf("%d groups ran, %d out of order; want %d in order", ran.Load(), bad.Load(), n)
+	}
+	for _, nd := range nodes {
+		if !nd.Finished() || nd.Err() != nil || nd.State() != Complete {
+			t.Fatalf("group %d: finished %v, state %v, err %v", nd.ID, nd.Finished(), nd.State(), nd.Err())
+		}
+	}
+	if got := rt.Stats().Groups; got != n+1 {
+		t.Errorf("Stats.Groups = %d, want %d", got, n+1)
+	}
+}
+
+// Coherence's refusal is Submit's error when the runtime is idle, and the
+// group's error (on the node and from TakeErrors) when a planner took it;
+// either way the runtime goes on.
+func TestPlanErrorSyncWhenIdleOnNodeWhenBusy(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("the planner needs two processors")
+	}
+	rt, d := newRuntime(t)
+	buf, geo := addBuffer(t, rt, 16)
+	bad := []coherence.Access{{Buffer: buf + 100, Pages: geo.All(), Mode: coherence.Read, Target: rt.HostAlloc()}}
+	if _, err := rt.Submit(Group{Name: "bad", Accesses: bad, Device: d, Ops: []device.Op{launch(func() {})}}); !errors.Is(err, coherence.ErrUnknownBuffer) {
+		t.Fatalf("idle Submit = %v, want ErrUnknownBuffer", err)
+	}
+	release := make(chan struct{})
+	if _, err := rt.Submit(Group{Name: "gate", Device: d, Ops: []device.Op{launch(func() { <-release })}}); err != nil {
+		t.Fatal(err)
+	}
+	// The gate keeps the runtime busy: the group goes to the planner.
+	n, err := rt.Submit(Group{Name: "bad", Accesses: bad, Device: d, Ops: []device.Op{launch(func() {})}})
+	if err != nil {
+		t.Fatalf("busy Submit = %v, want nil (the planner reports on the node)", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if werr := n.Wait(ctx); !errors.Is(werr, coherence.ErrUnknownBuffer) || n.State() != Failed {
+		t.Fatalf("busy group: error %v, state %v; want ErrUnknownBuffer, failed", werr, n.State())
+	}
+	close(release)
+	if err := rt.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if errs := rt.TakeErrors(); len(errs) != 1 || !errors.Is(errs[0], coherence.ErrUnknownBuffer) {
+		t.Fatalf("TakeErrors = %v, want the refused group's error", errs)
+	}
+	good := []coherence.Access{{Buffer: buf, Pages: geo.All(), Mode: coherence.ReadWrite, Target: rt.HostAlloc()}}
+	ok, err := rt.Submit(Group{Name: "after", Accesses: good, Device: d, Ops: []device.Op{launch(func() {})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ok.Wait(context.Background()); err != nil {
+		t.Fatalf("group after a refused one: %v", err)
+	}
+}
