@@ -105,7 +105,10 @@ type accRegion struct {
 // Submit submits a command group (or, with Split, one per chunk) and
 // returns their IDs. It returns once the groups are planned and queued for
 // their nodes; it never waits for earlier groups to finish. A failed job
-// returns its failure.
+// returns its failure. Invalid input is refused before anything is
+// submitted; if planning a later chunk of a split group fails (a node was
+// lost meanwhile), the IDs of the chunks already submitted come back with
+// the error.
 func (j *Job) Submit(ctx context.Context, g Group) ([]GroupID, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -188,3 +188,48 @@ func TestNodeLostErrorMessage_C5(t *testing.T) {
 		}
 	}
 }
+
+// FuzzSplitRange: chunks are disjoint, cover the range exactly, keep
+// work-groups whole, and never number more than asked.
+func FuzzSplitRange(f *testing.F) {
+	f.Add(0, 0, 0, 1, 1, 10, 0, 0, 0, uint8(0), 3)
+	f.Add(0, 2, 1, 1, 6, 8, 0, 0, 0, uint8(2), 2)
+	f.Add(0, 0, 0, 1, 1, 12, 1, 1, 4, uint8(3), 5)
+	f.Fuzz(func(t *testing.T, o0, o1, o2, r0, r1, r2, l0, l1, l2 int, along uint8, n int) {
+		clamp := func(v, hi int) int { return ((v % hi) + hi) % hi }
+		off := Dims{clamp(o0, 4), clamp(o1, 4), clamp(o2, 4)}
+		rng := Dims{1 + clamp(r0, 6), 1 + clamp(r1, 6), 1 + clamp(r2, 40)}
+		local := Dims{clamp(l0, 3), clamp(l1, 3), clamp(l2, 5)}
+		n = clamp(n, 9)
+		chunks, dim, err := splitRange(off, rng, local, SplitDim(along%5), n)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error %v does not wrap ErrInvalid", err)
+			}
+			return
+		}
+		if len(chunks) == 0 || len(chunks) > max(n, 1) {
+			t.Fatalf("%d chunks for n=%d", len(chunks), n)
+		}
+		covered := 0
+		next := off[dim]
+		for _, c := range chunks {
+			for d := range 3 {
+				if d != dim && (c.Offset[d] != off[d] || c.Range[d] != rng[d]) {
+					t.Fatalf("chunk %v changes dimension %d (cut along %d)", c, d, dim)
+				}
+			}
+			if c.Offset[dim] != next || c.Range[dim] < 1 {
+				t.Fatalf("chunk %v does not follow at %d", c, next)
+			}
+			if local[dim] > 0 && c.Range[dim]%local[dim] != 0 {
+				t.Fatalf("chunk %v splits a work-group of %d", c, local[dim])
+			}
+			next += c.Range[dim]
+			covered += c.Range.Volume()
+		}
+		if covered != rng.Volume() || next != off[dim]+rng[dim] {
+			t.Fatalf("chunks cover %d items ending at %d, want %d ending at %d", covered, next, rng.Volume(), off[dim]+rng[dim])
+		}
+	})
+}
