@@ -150,7 +150,7 @@ func (j *Job) Submit(ctx context.Context, g Group) ([]GroupID, error) {
 			return nil, err
 		}
 		for i, c := range chunks {
-			p := chunkPlan{chunk: c, dev: devs[i%len(devs)]}
+			p := chunkPlan{chunk: c, dev: devs[g.Split.chunkDevice(i, len(chunks), len(devs))]}
 			for k, a := range g.Args {
 				if a.acc == nil {
 					continue

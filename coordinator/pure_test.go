@@ -233,3 +233,26 @@ func FuzzSplitRange(f *testing.F) {
 		}
 	})
 }
+
+func TestChunkDevice_C4(t *testing.T) {
+	tests := []struct {
+		split   Split
+		n, devs int
+		want    []int
+	}{
+		{Split{}, 3, 3, []int{0, 1, 2}},
+		{Split{}, 6, 3, []int{0, 0, 1, 1, 2, 2}},
+		{Split{}, 7, 3, []int{0, 0, 0, 1, 1, 2, 2}},
+		{Split{}, 2, 3, []int{0, 1}},
+		{Split{Interleave: true}, 6, 3, []int{0, 1, 2, 0, 1, 2}},
+	}
+	for _, tt := range tests {
+		var got []int
+		for i := range tt.n {
+			got = append(got, tt.split.chunkDevice(i, tt.n, tt.devs))
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%+v: %d chunks over %d devices go to %v, want %v", tt.split, tt.n, tt.devs, got, tt.want)
+		}
+	}
+}

@@ -77,10 +77,15 @@ func Fixed(offset, rng Dims) RangeMapper { return fixed{offset, rng} }
 // Split divides a command group's range across devices.
 type Split struct {
 	// Devices are the devices to split across ("node/kind:index"); empty
-	// means every device of the job that can run the kernel. Chunk i runs
-	// on Devices[i mod len(Devices)], so a loop of split groups keeps each
-	// chunk where its data is.
+	// means every device of the job that can run the kernel. Chunks go to
+	// the devices in contiguous runs (with 6 chunks over 3 devices: 0 0 1 1
+	// 2 2), so neighbouring chunks share a device and a stencil's halos
+	// stay within it; the same split in a loop keeps each chunk where its
+	// data is.
 	Devices []string
+	// Interleave assigns chunk i to Devices[i mod len(Devices)] instead
+	// (better balance when the work per item varies along the range).
+	Interleave bool
 	// Along is the dimension to cut: SplitAuto (the zero value) picks the
 	// outermost dimension whose extent is larger than 1.
 	Along SplitDim
@@ -98,6 +103,14 @@ const (
 	SplitDim1
 	SplitDim2
 )
+
+// chunkDevice is the index into a split's device list of chunk i of n.
+func (s *Split) chunkDevice(i, n, devs int) int {
+	if s.Interleave || n <= devs {
+		return i % devs
+	}
+	return i * devs / n
+}
 
 // splitRange cuts rng (at offset off) into n chunks along dimension dim,
 // each a multiple of the work-group size local[dim] (when set) except that

@@ -45,6 +45,7 @@ func TestSplitEqualsUnsplit_C4(t *testing.T) {
 	}{
 		{"one-to-one, 3 devices", &coordinator.Split{}, coordinator.OneToOne()},
 		{"one-to-one, 7 chunks", &coordinator.Split{Chunks: 7}, coordinator.OneToOne()},
+		{"one-to-one, 7 chunks interleaved", &coordinator.Split{Chunks: 7, Interleave: true}, coordinator.OneToOne()},
 		{"neighbourhood(3)", &coordinator.Split{}, coordinator.Neighbourhood(3)},
 		{"all", &coordinator.Split{}, coordinator.All()},
 		{"fixed", &coordinator.Split{Chunks: 4}, coordinator.Fixed(coordinator.Dims{}, coordinator.Dims{1, 1, n})},
