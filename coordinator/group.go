@@ -608,7 +608,7 @@ func (j *Job) issueLocked(g *groupState, step coherence.Step, x *nodeState, laun
 				id := bd.add(dst, proto.Instr{Kind: proto.InstrUpload, Deps: cdeps, Buffer: uint64(c.Buffer), Mem: uint32(c.Dst.Mem), Boxes: part})
 				local = append(local, id)
 				e := bd.entries[dst.id]
-				e.uploads = append(e.uploads, upload{buf: b, mem: uint32(c.Dst.Mem), boxes: part})
+				e.uploads = append(e.uploads, upload{buf: b, host: b.host, mem: uint32(c.Dst.Mem), boxes: part})
 			case c.Src.Node == c.Dst.Node:
 				local = append(local, bd.add(dst, proto.Instr{Kind: proto.InstrCopy, Deps: cdeps, Buffer: uint64(c.Buffer), Mem: uint32(c.Src.Mem), DstMem: uint32(c.Dst.Mem), Boxes: part}))
 			default:
@@ -785,6 +785,7 @@ func (j *Job) hostAccess(ctx context.Context, b *Buffer, off, rng Dims, data []b
 			b.host = make([]byte, b.geo.Bytes())
 		}
 	}
+	host := b.host // read under the lock: Release clears the field
 	need := map[*nodeState]uint64{}
 	for _, c := range step.Copies {
 		src := j.nodes[c.Src.Node-1]
@@ -810,7 +811,7 @@ func (j *Job) hostAccess(ctx context.Context, b *Buffer, off, rng Dims, data []b
 		var wg sync.WaitGroup
 		for i, r := range rbs {
 			wg.Go(func() {
-				errs[i] = r.ns.nj.ReadBack(ctx, r.id, nil, uint64(b.id), r.mem, toU64(b.geo.Range), uint32(b.geo.ElemSize), r.boxes, b.host)
+				errs[i] = r.ns.nj.ReadBack(ctx, r.id, nil, uint64(b.id), r.mem, toU64(b.geo.Range), uint32(b.geo.ElemSize), r.boxes, host)
 			})
 		}
 		wg.Wait()
@@ -821,9 +822,9 @@ func (j *Job) hostAccess(ctx context.Context, b *Buffer, off, rng Dims, data []b
 	}
 	var out []byte
 	if data == nil {
-		out = copyOut(b, off, rng)
+		out = copyOut(host, b.geo, off, rng)
 	} else {
-		copyIn(b, off, rng, data)
+		copyIn(host, b.geo, off, rng, data)
 	}
 	j.mu.Lock()
 	gs.pending--
@@ -842,14 +843,14 @@ func (j *Job) hostAccess(ctx context.Context, b *Buffer, off, rng Dims, data []b
 
 func addDims(a, b Dims) Dims { return Dims{a[0] + b[0], a[1] + b[1], a[2] + b[2]} }
 
-func copyIn(b *Buffer, off, rng Dims, data []byte) {
-	es := b.geo.ElemSize
-	br := b.geo.Range
+func copyIn(host []byte, geo coherence.Geometry, off, rng Dims, data []byte) {
+	es := geo.ElemSize
+	br := geo.Range
 	k := 0
 	for z := off[0]; z < off[0]+rng[0]; z++ {
 		for y := off[1]; y < off[1]+rng[1]; y++ {
 			s := ((z*br[1]+y)*br[2] + off[2]) * es
-			k += copy(b.host[s:s+rng[2]*es], data[k:])
+			k += copy(host[s:s+rng[2]*es], data[k:])
 		}
 	}
 }
@@ -902,14 +903,14 @@ func (j *Job) finishRead(ctx context.Context, gs *groupState, deps []GroupID, ne
 	return nil
 }
 
-func copyOut(b *Buffer, off, rng Dims) []byte {
-	es := b.geo.ElemSize
-	br := b.geo.Range
+func copyOut(host []byte, geo coherence.Geometry, off, rng Dims) []byte {
+	es := geo.ElemSize
+	br := geo.Range
 	out := make([]byte, 0, rng.Volume()*es)
 	for z := off[0]; z < off[0]+rng[0]; z++ {
 		for y := off[1]; y < off[1]+rng[1]; y++ {
 			s := ((z*br[1]+y)*br[2] + off[2]) * es
-			out = append(out, b.host[s:s+rng[2]*es]...)
+			out = append(out, host[s:s+rng[2]*es]...)
 		}
 	}
 	return out

@@ -117,6 +117,7 @@ type entry struct {
 
 type upload struct {
 	buf   *Buffer
+	host  []byte // the client's copy (Buffer.host when the upload was planned)
 	mem   uint32
 	boxes []proto.Box
 }
@@ -579,7 +580,7 @@ func (j *Job) transportFailure(ns *nodeState, what string, err error) {
 func (j *Job) upload(ns *nodeState, u upload) {
 	defer j.wg.Done()
 	b := u.buf
-	err := ns.nj.Upload(j.ctx, uint64(b.id), u.mem, toU64(b.geo.Range), uint32(b.geo.ElemSize), u.boxes, b.host)
+	err := ns.nj.Upload(j.ctx, uint64(b.id), u.mem, toU64(b.geo.Range), uint32(b.geo.ElemSize), u.boxes, u.host)
 	if err != nil && j.ctx.Err() == nil {
 		j.transportFailure(ns, "upload", err)
 	}
