@@ -129,3 +129,39 @@ func TestPlacementFollowsData_C2_C3(t *testing.T) {
 		t.Errorf("Submit of a PTX-only kernel to CPU nodes = %v, want ErrNoDevice", err)
 	}
 }
+
+// Placement learns kernel durations (dmda): with the device that holds the
+// data busy for longer than moving the data takes, a group goes to an idle
+// device instead.
+func TestPlacementUsesLearntDurations(t *testing.T) {
+	c := coordtest.Start(t, 2, coordtest.Options{})
+	ctx := testCtx(t)
+	j := openJob(t, c, nil)
+	sleep := func(b *coordinator.Buffer, mode coordinator.Mode, dev string) {
+		t.Helper()
+		if _, err := j.Submit(ctx, coordinator.Group{Kernel: "test_sleep", Range: coordinator.Dims{1, 1, 1}, Device: dev,
+			Args: []coordinator.Arg{coordinator.ScalarU64(1), coordinator.ScalarU64(150), coordinator.Acc(coordinator.Accessor{Buffer: b, Mode: mode})}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Learn test_sleep's duration on both devices.
+	for _, d := range []string{"n0/cpu:0", "n1/cpu:0"} {
+		b, _ := j.NewBuffer(coordinator.BufferSpec{Range: coordinator.Dims{1, 1, 1}, ElemSize: 4})
+		sleep(b, coordinator.Write, d)
+	}
+	if err := j.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := j.NewBuffer(coordinator.BufferSpec{Range: coordinator.Dims{1, 1, 1}, ElemSize: 4})
+	busy, _ := j.NewBuffer(coordinator.BufferSpec{Range: coordinator.Dims{1, 1, 1}, ElemSize: 4})
+	fill(t, j, data, 1, 1, "n0/cpu:0")
+	sleep(busy, coordinator.Write, "n0/cpu:0") // n0 is busy for ~150 ms
+	before := j.Stats().Placed["n1/cpu:0"]
+	sleep(data, coordinator.Read, "") // its 4 bytes are on n0; n1 is idle
+	if got := j.Stats().Placed["n1/cpu:0"] - before; got != 1 {
+		t.Errorf("the group went to the busy device n0 (placed %v); want n1, idle, with 4 bytes to move", j.Stats().Placed)
+	}
+	if err := j.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
