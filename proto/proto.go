@@ -41,19 +41,25 @@ const (
 	// MsgPing is a request with an empty body answered by an empty MsgReply;
 	// every transport serves it (liveness, round-trip measurements).
 	MsgPing MsgType = 5
+	// MsgPagesAbort is a one-way message: body [PageAbort]. A sender that
+	// gives up on a multi-stream transfer sends it so that the receiver
+	// ends the transfer (Done with an error) at once instead of waiting
+	// for segments that will not come.
+	MsgPagesAbort MsgType = 6
 
 	// MsgFirstApp is the first value for application messages; values
-	// between MsgPing and MsgFirstApp are reserved for the transport.
+	// below it are reserved for the transport.
 	MsgFirstApp MsgType = 64
 )
 
 var transportNames = [...]string{
-	MsgInvalid: "MsgInvalid",
-	MsgHello:   "MsgHello",
-	MsgReply:   "MsgReply",
-	MsgError:   "MsgError",
-	MsgPages:   "MsgPages",
-	MsgPing:    "MsgPing",
+	MsgInvalid:    "MsgInvalid",
+	MsgHello:      "MsgHello",
+	MsgReply:      "MsgReply",
+	MsgError:      "MsgError",
+	MsgPages:      "MsgPages",
+	MsgPing:       "MsgPing",
+	MsgPagesAbort: "MsgPagesAbort",
 }
 
 // appNames names application message types for logs; files that add
@@ -300,6 +306,13 @@ type PageSegment struct {
 	Offset uint64     `msgpack:"o"`
 	Length uint64     `msgpack:"len"`
 	Header PageHeader `msgpack:"h"`
+}
+
+// PageAbort is the body of MsgPagesAbort.
+type PageAbort struct {
+	Transfer uint64 `msgpack:"id"`
+	// Reason says why the sender gave up, for the receiver's Done error.
+	Reason string `msgpack:"r,omitempty"`
 }
 
 // MaxSegments bounds PageSegment.Count.

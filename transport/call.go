@@ -352,6 +352,12 @@ func (t *Transport) handleOneWay(c *conn, s *quic.ReceiveStream) {
 		}
 		return
 	}
+	if env.Type == proto.MsgPagesAbort {
+		if err := c.receiveAbort(body); err != nil {
+			t.log.Warn("bad page abort", "peer", c.peer.String(), "error", err)
+		}
+		return
+	}
 	h := t.handler(env.Type)
 	if h == nil || env.Type.IsTransport() {
 		t.log.Warn("one-way message without a handler", "peer", c.peer.String(), "type", env.Type.String())

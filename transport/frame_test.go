@@ -38,6 +38,7 @@ func wireSamples() []struct {
 		{"ping", proto.Envelope{Type: proto.MsgPing, Timeout: 5e9}, nil},
 		{"pages", proto.Envelope{Type: proto.MsgPages, Timeout: 1e9}, seg},
 		{"app", proto.Envelope{Type: proto.MsgFirstApp}, map[string]any{"k": []any{1, "x", true}}},
+		{"abort", proto.Envelope{Type: proto.MsgPagesAbort}, &proto.PageAbort{Transfer: 9, Reason: "sender gave up"}},
 	}
 }
 

@@ -130,6 +130,9 @@ func (t *Transport) sendPages(ctx context.Context, peer credentials.Identity, h 
 		})
 	}
 	wg.Wait()
+	if slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
+		t.abortTransfer(c, id, context.Cause(ctx))
+	}
 	// Prefer the peer's word, then the first failure, over the
 	// cancellations that failure caused.
 	var first error
@@ -146,6 +149,67 @@ func (t *Transport) sendPages(ctx context.Context, peer credentials.Identity, h 
 		return 0, cause
 	}
 	return total, first
+}
+
+// abortTransfer tells the receiver, best effort and briefly, that transfer
+// id will not be completed, so that it ends the transfer at once instead of
+// waiting IdleTimeout for segments that were never sent.
+func (t *Transport) abortTransfer(c *conn, id uint64, cause error) {
+	ctx, cancel := context.WithTimeout(t.ctx, time.Second)
+	defer cancel()
+	s, err := c.qc.OpenUniStreamSync(ctx)
+	if err != nil {
+		return
+	}
+	reason := "sender gave up"
+	if cause != nil {
+		reason += ": " + cause.Error()
+	}
+	if writeFrame(s, proto.Envelope{Type: proto.MsgPagesAbort}, &proto.PageAbort{Transfer: id, Reason: reason}, c.maxFrame(t.cfg.MaxFrameSize)) != nil {
+		s.CancelWrite(quicCodeCanceled)
+		return
+	}
+	s.Close()
+}
+
+// receiveAbort ends transfer id of c's peer, and refuses segments of it
+// that arrive later.
+func (c *conn) receiveAbort(body []byte) error {
+	var ab proto.PageAbort
+	if err := decodeBody(body, &ab); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	a := c.assemblies[ab.Transfer]
+	c.tombstoneLocked(ab.Transfer)
+	c.mu.Unlock()
+	if a != nil {
+		select {
+		case <-a.ready:
+			if a.err == nil {
+				a.abort(c, fmt.Errorf("%w: %s abandoned page transfer %d: %s", errCanceled, c.peer, ab.Transfer, ab.Reason))
+			}
+		default: // its first segment is still asking the handler; it will see the tombstone
+		}
+	}
+	return nil
+}
+
+// maxTombstones bounds the remembered abandoned transfers per connection.
+const maxTombstones = 64
+
+// tombstoneLocked remembers that transfer id was abandoned. c.mu is held.
+func (c *conn) tombstoneLocked(id uint64) {
+	if c.tombstones == nil {
+		c.tombstones = map[uint64]struct{}{}
+	}
+	if len(c.tombstones) >= maxTombstones {
+		for k := range c.tombstones { // drop any one: they only save a handler call
+			delete(c.tombstones, k)
+			break
+		}
+	}
+	c.tombstones[id] = struct{}{}
 }
 
 // sendSegment moves one segment on its own stream and waits for the ack.
@@ -382,6 +446,10 @@ func (c *conn) assemblyFor(t *Transport, seg *proto.PageSegment, ask func() (Pag
 	if c.assemblies == nil {
 		c.assemblies = map[uint64]*assembly{}
 	}
+	if _, dead := c.tombstones[seg.Transfer]; dead {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%w: page transfer %d was abandoned by the sender", errCanceled, seg.Transfer)
+	}
 	a := c.assemblies[seg.Transfer]
 	creator := a == nil
 	if creator {
@@ -391,6 +459,16 @@ func (c *conn) assemblyFor(t *Transport, seg *proto.PageSegment, ask func() (Pag
 	c.mu.Unlock()
 	if creator {
 		a.sink, a.err = ask()
+		c.mu.Lock()
+		_, dead := c.tombstones[a.id]
+		c.mu.Unlock()
+		if a.err == nil && dead {
+			// Abandoned while the handler was being asked.
+			if a.sink.Done != nil {
+				a.sink.Done(fmt.Errorf("%w: page transfer %d was abandoned by the sender", errCanceled, a.id))
+			}
+			a.sink, a.err = PageSink{}, fmt.Errorf("%w: page transfer %d was abandoned by the sender", errCanceled, a.id)
+		}
 		if a.err != nil {
 			c.mu.Lock()
 			delete(c.assemblies, a.id)

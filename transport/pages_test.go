@@ -225,15 +225,27 @@ func TestPagesCancelledTransferCallsDoneOnce(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled transfer: %v, want context.Canceled", err)
 	}
-	eventually(t, "Done is called", func() bool { return len(store.dones()) == 1 })
+	c2, _ := n2.conn(testCtx(t), credentials.Node("n1"))
+	for deadline := time.Now().Add(5 * time.Second); len(store.dones()) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			c2.mu.Lock()
+			for id, a := range c2.assemblies {
+				a.mu.Lock()
+				t.Logf("assembly %d: seen %v started %d finished %d failed %v done %v", id, a.seen, a.started, a.finished, a.failed, a.done)
+				a.mu.Unlock()
+			}
+			t.Logf("tombstones %v", c2.tombstones)
+			c2.mu.Unlock()
+			t.Fatalf("Done not called within 5 s of the cancellation (SendPages: %v)", err)
+		}
+	}
 	if err := store.dones()[0]; err == nil {
 		t.Error("Done(nil) for a cancelled transfer")
 	}
-	c, _ := n2.conn(testCtx(t), credentials.Node("n1"))
 	eventually(t, "the transfer state is dropped", func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return len(c.assemblies) == 0
+		c2.mu.Lock()
+		defer c2.mu.Unlock()
+		return len(c2.assemblies) == 0
 	})
 	if n := len(store.dones()); n != 1 {
 		t.Errorf("Done called %d times, want 1", n)

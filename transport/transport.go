@@ -61,8 +61,9 @@ type conn struct {
 	// peerMaxFrame is the peer's announced frame limit (0: unknown).
 	peerMaxFrame int
 
-	mu         sync.Mutex // guards assemblies
+	mu         sync.Mutex // guards assemblies and tombstones
 	assemblies map[uint64]*assembly
+	tombstones map[uint64]struct{} // transfers the peer abandoned (at most maxTombstones)
 }
 
 type dialCall struct {
