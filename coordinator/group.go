@@ -13,6 +13,7 @@ import (
 
 	"github.com/acpp/acpp/coherence"
 	"github.com/acpp/acpp/device"
+	"github.com/acpp/acpp/node/nodeclient"
 	"github.com/acpp/acpp/proto"
 )
 
@@ -815,6 +816,11 @@ func (j *Job) hostAccess(ctx context.Context, b *Buffer, off, rng Dims, data []b
 			})
 		}
 		wg.Wait()
+		for i, err := range errs {
+			if err != nil && ctx.Err() == nil {
+				j.readBackFailed(rbs[i].ns, err)
+			}
+		}
 		return errors.Join(errs...)
 	})
 	if err != nil {
@@ -901,6 +907,25 @@ func (j *Job) finishRead(ctx context.Context, gs *groupState, deps []GroupID, ne
 		return err
 	}
 	return nil
+}
+
+// readBackFailed turns a failed read back into the job's failure: a node
+// that failed the instruction because a node was lost, or that cannot be
+// reached, is lost (C5); the node's other refusals fail the job.
+func (j *Job) readBackFailed(ns *nodeState, err error) {
+	var ife *nodeclient.InstrFailedError
+	if errors.As(err, &ife) {
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		for _, name := range ife.LostNodes() {
+			if lost := j.byName[name]; lost != nil {
+				j.nodeLostLocked(lost, "failed, reported by "+ns.name)
+			}
+		}
+		j.failLocked(fmt.Errorf("%w: read back from node %s: %w", ErrJobFailed, ns.name, err))
+		return
+	}
+	j.transportFailure(ns, "read back", err)
 }
 
 func copyOut(host []byte, geo coherence.Geometry, off, rng Dims) []byte {

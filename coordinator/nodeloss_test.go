@@ -40,10 +40,12 @@ func TestNodeLostMidJobFailsWithLostRanges_C5(t *testing.T) {
 		Args: []coordinator.Arg{coordinator.Acc(coordinator.Accessor{Buffer: d, Mode: coordinator.Read}), coordinator.Acc(coordinator.Accessor{Buffer: out, Mode: coordinator.Write, NoInit: true})}}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-started:
-	case <-ctx.Done():
-		t.Fatal("the long kernel never started")
+	for key := uint64(0); key != 77; {
+		select {
+		case key = <-started: // skip keys of other tests' launches
+		case <-ctx.Done():
+			t.Fatal("the long kernel never started")
+		}
 	}
 	stopped := time.Now()
 	c.Stop(2)
@@ -129,5 +131,40 @@ func TestNodeLostPagesTakenFromOtherCopy_C5(t *testing.T) {
 	}
 	if _, err := j.Submit(ctx, coordinator.Group{Kernel: "empty", Range: coordinator.Dims{1, 1, 1}, Device: "n2/cpu:0"}); !errors.Is(err, coordinator.ErrNoDevice) {
 		t.Errorf("Submit pinned to the lost node = %v, want ErrNoDevice", err)
+	}
+}
+
+// A host read waiting on a node that stops returns the loss instead of
+// hanging (C5).
+func TestNodeLostDuringRead_C5(t *testing.T) {
+	c := coordtest.Start(t, 2, coordtest.Options{})
+	ctx := testCtx(t)
+	j := openJob(t, c, nil)
+	const n = 1024
+	x, _ := j.NewBuffer(coordinator.BufferSpec{Name: "x", Range: coordinator.Dims{1, 1, n}, ElemSize: 4})
+	fill(t, j, x, n, 2, "n1/cpu:0")
+	if _, err := j.Submit(ctx, coordinator.Group{Kernel: "test_sleep", Range: coordinator.Dims{1, 1, 1}, Device: "n1/cpu:0",
+		Args: []coordinator.Arg{coordinator.ScalarU64(78), coordinator.ScalarU64(1000), coordinator.Acc(coordinator.Accessor{Buffer: x, Mode: coordinator.ReadWrite})}}); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := j.Read(ctx, x, coordinator.Dims{}, coordinator.Dims{})
+		errc <- err
+	}()
+	for key := range started {
+		if key == 78 {
+			break
+		}
+	}
+	c.Stop(1)
+	select {
+	case err := <-errc:
+		var nl *coordinator.NodeLostError
+		if !errors.As(err, &nl) || nl.Node != "n1" {
+			t.Fatalf("Read = %v, want a *NodeLostError for n1", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Read still blocked 15 s after its node stopped")
 	}
 }
