@@ -209,6 +209,12 @@ func (q *Queue) submitGroup(cg *cgroup) (*Event, error) {
 
 // ParallelFor runs k once per item of r, on the CPU's workers in chunks.
 // k is a Go closure: it captures the accessors it uses.
+//
+// Each item costs an indirect call (the compiler cannot inline k into the
+// runtime's loop), a few nanoseconds: bandwidth-bound kernels such as saxpy
+// reach about a third of a plain parallel loop this way (docs/RUNTIME.md).
+// Use ParallelForChunks for those: its kernel loops itself and runs as fast
+// as a hand-written loop.
 func (h *Handler) ParallelFor(r Range, k func(it Item)) {
 	if err := r.valid(); err != nil {
 		h.fail(err)
@@ -250,7 +256,9 @@ func (h *Handler) ParallelFor(r Range, k func(it Item)) {
 
 // ParallelForChunks runs k over chunks of r: k gets the first item and the
 // end (exclusive) of its chunk in every dimension and loops itself. It is
-// the fastest form for simple loops (no call per item).
+// the fastest form (no call per item) and the one to use for
+// bandwidth-bound kernels: saxpy through raw, unranged or ranged accessors
+// runs at 0.8–0.95× a hand-written parallel loop over plain slices.
 func (h *Handler) ParallelForChunks(r Range, k func(lo, hi ID)) {
 	if err := r.valid(); err != nil {
 		h.fail(err)
