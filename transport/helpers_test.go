@@ -112,7 +112,7 @@ func startNode(t testing.TB, d *directory, name string, mod func(*Config)) *Tran
 		ListenAddr:  "127.0.0.1:0",
 		Resolve:     d.resolve,
 		Logger:      testLogger(t),
-		DialTimeout: 5 * time.Second,
+		DialTimeout: 15 * time.Second, // generous: under -race on a loaded machine handshakes can lose packets to full socket buffers
 	}
 	if mod != nil {
 		mod(&cfg)

@@ -392,10 +392,10 @@ func (t *Transport) receivePages(c *conn, s *quic.Stream, env proto.Envelope, bo
 				err = derr
 			}
 		}
-		t.finishSegment(c, s, err)
-		if err == nil {
+		if err == nil { // counted before the ack, so a sender sees it counted
 			t.countReceived(c.peer, &seg.Header, total)
 		}
+		t.finishSegment(c, s, err)
 		return
 	}
 
@@ -409,10 +409,10 @@ func (t *Transport) receivePages(c *conn, s *quic.Stream, env proto.Envelope, bo
 		err = expectEOF(s)
 	}
 	last, err := a.finish(c, err)
-	t.finishSegment(c, s, err)
 	if err == nil && last {
 		t.countReceived(c.peer, &seg.Header, total)
 	}
+	t.finishSegment(c, s, err)
 }
 
 func (t *Transport) countReceived(peer credentials.Identity, h *proto.PageHeader, total uint64) {

@@ -648,6 +648,11 @@ func (t *Transport) streamErr(ctx context.Context, c *conn, op string, err error
 		var se *quic.StreamError
 		if errors.As(err, &se) && se.Remote && se.ErrorCode == quicCodeShutdown {
 			pe.Err = fmt.Errorf("%w: %s is shutting down", ErrPeerLost, c.peer)
+			// Its CONNECTION_CLOSE may still be on the way: stop using the
+			// connection now, so that the next call dials again (a
+			// restarted peer) instead of failing on this one.
+			t.forget(c)
+			c.qc.CloseWithError(quicCodeNone, "peer is shutting down")
 		} else {
 			pe.Err = err
 		}
