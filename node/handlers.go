@@ -52,7 +52,25 @@ func (n *Node) registerHandlers() {
 	transport.HandleFunc(n.tr, proto.MsgInventory, func(context.Context, credentials.Identity, *struct{}) (*proto.Inventory, error) {
 		return n.Inventory(), nil
 	})
+	transport.HandleFunc(n.tr, proto.MsgMembers, func(context.Context, credentials.Identity, *struct{}) (*proto.Members, error) {
+		return n.Members(), nil
+	})
 	n.tr.HandlePages(n.onPages)
+}
+
+// Members is the cluster membership this node sees (MsgMembers), for
+// clients that know one address and need every member's QUIC address.
+func (n *Node) Members() *proto.Members {
+	snap := n.cl.Members()
+	out := &proto.Members{Node: n.cfg.Name}
+	for _, m := range snap.Members {
+		pm := proto.Member{Name: m.Name, State: m.State.String(), Leaving: m.Meta.Leaving, QUICAddr: m.Meta.QUICAddr, GossipAddr: m.Addr.String()}
+		for _, d := range m.Meta.Devices {
+			pm.Devices = append(pm.Devices, proto.DeviceSummary{Kind: d.Kind.String(), Count: d.Count, MemBytes: d.MemBytes, Unified: d.Unified})
+		}
+		out.Members = append(out.Members, pm)
+	}
+	return out
 }
 
 func (n *Node) handleOpen(_ context.Context, from credentials.Identity, req *proto.JobOpen) (*proto.JobOpened, error) {

@@ -35,6 +35,11 @@ const (
 	// MsgInventory asks a node for its devices, memories and load: empty
 	// body, reply [Inventory].
 	MsgInventory
+	// MsgMembers asks a node for the cluster members it sees, with their
+	// QUIC addresses and device summaries (clients cannot read the gossip,
+	// which is encrypted with the cluster's key): empty body, reply
+	// [Members].
+	MsgMembers
 )
 
 // Application error codes of node replies.
@@ -58,6 +63,7 @@ func init() {
 	for t, n := range map[MsgType]string{
 		MsgJobOpen: "MsgJobOpen", MsgJobRenew: "MsgJobRenew", MsgJobClose: "MsgJobClose",
 		MsgSubmit: "MsgSubmit", MsgWait: "MsgWait", MsgEvents: "MsgEvents", MsgInventory: "MsgInventory",
+		MsgMembers: "MsgMembers",
 	} {
 		appNames[t] = n
 	}
@@ -339,6 +345,38 @@ type Inventory struct {
 	MaxJobBytes uint64   `msgpack:"mj,omitempty"`
 	Kernels     []string `msgpack:"k,omitempty"`
 	Draining    bool     `msgpack:"dr,omitempty"`
+}
+
+// Members is the cluster membership as one node sees it (MsgMembers).
+type Members struct {
+	// Node is the node that answered.
+	Node string `msgpack:"n"`
+	// Members are sorted by name; failed and departed members are listed
+	// too, with their state.
+	Members []Member `msgpack:"m"`
+}
+
+// Member is one cluster member.
+type Member struct {
+	Name string `msgpack:"n"`
+	// State is "alive", "left" or "failed"; Leaving marks an alive member
+	// that drains (no new work).
+	State   string `msgpack:"s"`
+	Leaving bool   `msgpack:"l,omitempty"`
+	// QUICAddr is where clients and peers reach it (host:port); empty when
+	// its metadata could not be read.
+	QUICAddr   string `msgpack:"q,omitempty"`
+	GossipAddr string `msgpack:"g,omitempty"`
+	// Devices summarise its devices per kind.
+	Devices []DeviceSummary `msgpack:"d,omitempty"`
+}
+
+// DeviceSummary is one device kind of a member (the gossiped summary).
+type DeviceSummary struct {
+	Kind     string `msgpack:"k"`
+	Count    uint32 `msgpack:"c"`
+	MemBytes uint64 `msgpack:"b,omitempty"`
+	Unified  bool   `msgpack:"u,omitempty"`
 }
 
 // DeviceInv is one device of a node.

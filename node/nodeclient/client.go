@@ -131,6 +131,16 @@ func (c *Client) Inventory(ctx context.Context, node string) (*proto.Inventory, 
 	return &inv, nil
 }
 
+// Members asks node for the cluster members it sees, with their QUIC
+// addresses and device summaries (discovery from one address).
+func (c *Client) Members(ctx context.Context, node string) (*proto.Members, error) {
+	var ms proto.Members
+	if err := c.tr.Call(ctx, credentials.Node(node), proto.MsgMembers, nil, &ms); err != nil {
+		return nil, err
+	}
+	return &ms, nil
+}
+
 // Ping measures a round trip to node.
 func (c *Client) Ping(ctx context.Context, node string) (time.Duration, error) {
 	return c.tr.Ping(ctx, credentials.Node(node))

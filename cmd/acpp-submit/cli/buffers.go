@@ -14,16 +14,21 @@ import (
 	"github.com/acpp/acpp/jobfile/npy"
 )
 
-// buf is a job buffer of any element type: the runner works through it so
-// that one code path serves every type.
+// buf is a job buffer as the runner sees it, whatever engine holds it.
 type buf interface {
 	spec() *jobfile.Buffer
+}
+
+// ebuf is a buffer of the embedded engine, of any element type: the engine
+// works through it so that one code path serves every type.
+type ebuf interface {
+	buf
 	// arg declares the accessor a for a kernel parameter of the given kind.
 	arg(h *acpp.Handler, kind device.ArgKind, a *jobfile.Accessor) acpp.KernelArg
 	// fill declares a fill of a region with the encoded value v.
 	fill(h *acpp.Handler, off, rng []int, v []byte)
 	// copyTo declares a copy of the region (off, rng) into dst at dstOff.
-	copyTo(h *acpp.Handler, off, rng []int, dst buf, dstOff []int)
+	copyTo(h *acpp.Handler, off, rng []int, dst ebuf, dstOff []int)
 	// bytes reads the buffer's contents (waiting for its writers).
 	bytes(ctx context.Context) ([]byte, error)
 	close() error
@@ -40,7 +45,7 @@ type tbuf[T number] struct {
 
 // newBuf makes the buffer of spec s; data, when not nil, is its initial
 // contents (len(data) == s.Bytes()), used in place.
-func newBuf(q *acpp.Queue, s *jobfile.Buffer, data []byte) (buf, error) {
+func newBuf(q *acpp.Queue, s *jobfile.Buffer, data []byte) (ebuf, error) {
 	switch s.Type {
 	case "float32":
 		return makeBuf[float32](q, s, data)
@@ -77,7 +82,7 @@ func allocData(s *jobfile.Buffer) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), n)
 }
 
-func makeBuf[T number](q *acpp.Queue, s *jobfile.Buffer, data []byte) (buf, error) {
+func makeBuf[T number](q *acpp.Queue, s *jobfile.Buffer, data []byte) (ebuf, error) {
 	var opts []acpp.BufferOption
 	if s.PageSize != nil {
 		opts = append(opts, acpp.PageSize(s.PageSize...))
@@ -180,12 +185,14 @@ func (t *tbuf[T]) arg(h *acpp.Handler, kind device.ArgKind, a *jobfile.Accessor)
 // of a page must not be no_init: the rest of the page would be lost on a
 // device that holds no copy of it. Without a declared page size only the
 // whole buffer is known to be safe.
-func (t *tbuf[T]) pageAligned(off, rng []int) bool {
-	ps := t.s.PageSize
+func (t *tbuf[T]) pageAligned(off, rng []int) bool { return pageAligned(t.s, off, rng) }
+
+func pageAligned(s *jobfile.Buffer, off, rng []int) bool {
+	ps := s.PageSize
 	if ps == nil {
 		return false
 	}
-	for i, e := range t.s.Range {
+	for i, e := range s.Range {
 		o := 0
 		if off != nil {
 			o = off[i]
@@ -213,7 +220,7 @@ func (t *tbuf[T]) fill(h *acpp.Handler, off, rng []int, v []byte) {
 	acpp.Fill(h, acc, *(*T)(unsafe.Pointer(unsafe.SliceData(v))))
 }
 
-func (t *tbuf[T]) copyTo(h *acpp.Handler, off, rng []int, dst buf, dstOff []int) {
+func (t *tbuf[T]) copyTo(h *acpp.Handler, off, rng []int, dst ebuf, dstOff []int) {
 	d := dst.(*tbuf[T]) // the job was validated: same type
 	so, sr, _ := t.region(off, rng)
 	full := make([]int, sr.Dims())

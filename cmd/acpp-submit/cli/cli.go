@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/acpp/acpp"
+	"github.com/acpp/acpp/coordinator"
 	"github.com/acpp/acpp/device"
 	"github.com/acpp/acpp/jobfile"
 	"github.com/acpp/acpp/kernels"
@@ -59,29 +61,67 @@ type usageError struct{ error }
 
 func (u usageError) Unwrap() error { return u.error }
 
-// clusterFlags are the flags of the commands that talk to a cluster. They
-// are reserved: the coordinator and the node client are not built yet.
+// clusterFlags are the flags of the commands that talk to a cluster.
 type clusterFlags struct {
-	addr           string
-	ca, cert, key  string
+	addrs          []string
 	credentialsDir string
-	selectNodes    string
-	selectKinds    string
+	client         string
+	selectNodes    []string
+	selectKinds    []string
+	placement      string
 }
 
-func (c *clusterFlags) add(cmd *cobra.Command, env Env) {
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (c *clusterFlags) add(cmd *cobra.Command, env Env, run bool) {
 	f := cmd.Flags()
-	f.StringVar(&c.addr, "cluster", env.Getenv("ACPP_CLUSTER"), "address (host:port) of any member of the cluster to run on (env ACPP_CLUSTER); without it the job runs on the embedded runtime of this machine")
-	f.StringVar(&c.credentialsDir, "credentials", env.Getenv("ACPP_CREDENTIALS"), "directory with the client credentials made by acpp-node credentials (ca.pem, client.pem, client-key.pem; env ACPP_CREDENTIALS); with --cluster")
-	f.StringVar(&c.ca, "ca", "", "cluster CA certificate (PEM); overrides the one in --credentials")
-	f.StringVar(&c.cert, "cert", "", "client certificate (PEM); overrides the one in --credentials")
-	f.StringVar(&c.key, "key", "", "client private key (PEM); overrides the one in --credentials")
-	f.StringVar(&c.selectNodes, "nodes", "", "with --cluster: comma-separated node names to use (default: all)")
-	f.StringVar(&c.selectKinds, "kinds", "", "with --cluster: device kinds to use, e.g. cuda (default: all)")
+	f.StringSliceVar(&c.addrs, "cluster", splitList(env.Getenv("ACPP_CLUSTER")), "QUIC address (host:port, an acpp-node's --quic-addr) of a cluster member; one address expands to every alive member, several (comma-separated or repeated) are used as given (env ACPP_CLUSTER)"+map[bool]string{true: "; without it the job runs on the embedded runtime of this machine", false: ""}[run])
+	creds := env.Getenv("ACPP_CREDENTIALS")
+	if creds == "" {
+		creds = "/etc/acpp"
+	}
+	f.StringVar(&c.credentialsDir, "credentials", creds, "directory with ca.crt and clients/NAME.crt/.key, made by acpp-node credentials --dir DIR client NAME (env ACPP_CREDENTIALS); with --cluster")
+	f.StringVar(&c.client, "client", env.Getenv("ACPP_CLIENT"), "client name of the credentials, as issued (env ACPP_CLIENT); required with --cluster")
+	if run {
+		f.StringSliceVar(&c.selectNodes, "nodes", splitList(env.Getenv("ACPP_NODES")), "with --cluster: node names to use, comma-separated (default: all; env ACPP_NODES)")
+		f.StringSliceVar(&c.selectKinds, "kinds", splitList(env.Getenv("ACPP_KINDS")), "with --cluster: device kinds to use, e.g. cuda (default: all; env ACPP_KINDS)")
+		f.StringVar(&c.placement, "placement", "auto", "with --cluster: placement of unsplit steps: auto (data locality and estimated finish time) or round-robin")
+	}
 }
 
-func (c *clusterFlags) notYet(what string) error {
-	return fmt.Errorf("%w: %s needs the cluster coordinator and node client, which are not built yet; use the embedded runtime: acpp-submit run JOB (without --cluster)", ErrNotYetSupported, what)
+// config builds the cluster config, or nil without --cluster.
+func (c *clusterFlags) config() (*ClusterConfig, error) {
+	if len(c.addrs) == 0 {
+		if len(c.selectNodes) > 0 || len(c.selectKinds) > 0 {
+			return nil, usageError{errors.New("--nodes and --kinds select cluster devices: give --cluster ADDR too (for this machine's devices use --device)")}
+		}
+		return nil, nil
+	}
+	cfg := &ClusterConfig{Addrs: c.addrs, CredentialsDir: c.credentialsDir, Client: c.client, Nodes: c.selectNodes, Kinds: c.selectKinds}
+	switch c.placement {
+	case "", "auto":
+	case "round-robin":
+		cfg.Placement = coordinator.PlaceRoundRobin
+	default:
+		return nil, usageError{fmt.Errorf("--placement %q: use auto or round-robin", c.placement)}
+	}
+	if c.client == "" {
+		return nil, usageError{errors.New("--client NAME (or ACPP_CLIENT) is required with --cluster: the client name issued by acpp-node credentials --dir DIR client NAME")}
+	}
+	for _, a := range c.addrs {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return nil, usageError{fmt.Errorf("--cluster %q is not host:port (an acpp-node's --quic-addr, e.g. 127.0.0.1:7951)", a)}
+		}
+	}
+	return cfg, nil
 }
 
 func newRoot(ctx context.Context, env Env) *cobra.Command {
@@ -125,18 +165,23 @@ func newRunCmd(env Env) *cobra.Command {
 		Example: `  acpp-submit run examples/jobs/jacobi.yaml
   acpp-submit run --out-dir out --trace trace.json --dag dag.dot examples/jobs/jacobi.yaml
   acpp-submit run --device cpu examples/jobs/saxpy.yaml
-  acpp-submit run --set n=4096 --set iters=20 examples/jobs/jacobi.yaml`,
+  acpp-submit run --set n=4096 --set iters=20 examples/jobs/jacobi.yaml
+  acpp-submit run --cluster 127.0.0.1:7951 --credentials creds --client alice examples/jobs/jacobi.yaml`,
 		Args: exactlyOneJob,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if cf.addr != "" {
-				return cf.notYet("running on a cluster (--cluster " + cf.addr + ")")
+			cc, err := cf.config()
+			if err != nil {
+				return err
+			}
+			if cc != nil && (len(devices) > 0 || workers > 0) {
+				return usageError{errors.New("--device and --workers choose this machine's devices; on a cluster use --nodes and --kinds (the nodes' acpp-node settings decide their workers)")}
 			}
 			level := slog.LevelWarn
 			if verbose {
 				level = slog.LevelDebug
 			}
 			cfg := Config{JobFile: args[0], Params: params, OutDir: outDir, Record: trace != "" || dag != "", Devices: devices, Workers: workers, Window: window,
-				Logger: slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))}
+				Logger: slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level})), Cluster: cc}
 			show := progress == "always" || (progress == "auto" && env.Terminal && !quiet)
 			switch progress {
 			case "auto", "always", "never":
@@ -199,7 +244,7 @@ func newRunCmd(env Env) *cobra.Command {
 	f.StringVar(&progress, "progress", "auto", "progress display: auto (a bar on a terminal, a line every 2 s otherwise), always (bar), never")
 	f.BoolVarP(&quiet, "quiet", "q", false, "print nothing but errors")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log runtime debug events to stderr")
-	cf.add(cmd, env)
+	cf.add(cmd, env, true)
 	return cmd
 }
 
@@ -356,15 +401,22 @@ func newClusterCmd(name, short string, env Env) *cobra.Command {
 	var cf clusterFlags
 	cmd := &cobra.Command{
 		Use:   name,
-		Short: short + " (needs --cluster; not yet supported)",
+		Short: short + " (needs --cluster)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if cf.addr == "" {
-				return usageError{fmt.Errorf("%s needs --cluster ADDR (or ACPP_CLUSTER): the address of any cluster member", name)}
+			if len(cf.addrs) == 0 {
+				return usageError{fmt.Errorf("%s needs --cluster ADDR (or ACPP_CLUSTER): the QUIC address of any cluster member", name)}
 			}
-			return cf.notYet("acpp-submit " + name)
+			cc, err := cf.config()
+			if err != nil {
+				return err
+			}
+			if name == "nodes" {
+				return Nodes(cmd.Context(), cc, env.Stdout)
+			}
+			return Status(cmd.Context(), cc, env.Stdout)
 		},
 	}
-	cf.add(cmd, env)
+	cf.add(cmd, env, false)
 	return cmd
 }

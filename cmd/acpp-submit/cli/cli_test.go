@@ -118,7 +118,7 @@ func TestRunJacobiMatchesPlainGo_D3_L2(t *testing.T) {
 			t.Fatalf("group %d started before %d ended: conflicting groups must run in order (D3)", g.ID, prev.ID)
 		}
 	}
-	if res.Count != 102 || res.PerDevice[res.Devices[0].ID].N != 102 || res.PerStep[res.Devices[0].ID]["jacobi2d"].N != 100 {
+	if res.Count != 102 || res.PerDevice[res.Devices[0]].N != 102 || res.PerStep[res.Devices[0]]["jacobi2d"].N != 100 {
 		t.Errorf("tallies: count %d, per device %+v", res.Count, res.PerDevice)
 	}
 	if s := res.Summary(); !strings.Contains(s, "jacobi2d ×100") || !strings.Contains(s, "102 command groups") {
@@ -442,9 +442,12 @@ func TestMainCommands(t *testing.T) {
 		{"invalid job", []string{"run", bad}, 1, "", `bad.yaml:3: steps[0].kernel: unknown kernel "saxpi" (did you mean "saxpy"?)`},
 		{"check invalid", []string{"check", bad}, 1, "", "unknown kernel"},
 		{"check", []string{"check", "../../../examples/jobs/jacobi.yaml"}, 0, "102 command groups from 2 steps", ""},
-		{"cluster run", []string{"run", "--cluster", "127.0.0.1:7946", bad}, 1, "", "not yet supported"},
+		{"cluster run without client", []string{"run", "--cluster", "127.0.0.1:7946", bad}, 2, "", "--client NAME (or ACPP_CLIENT) is required with --cluster"},
+		{"cluster address not host:port", []string{"run", "--cluster", "nohost", "--client", "alice", bad}, 2, "", `--cluster "nohost" is not host:port`},
+		{"cluster with --device", []string{"run", "--cluster", "127.0.0.1:7946", "--client", "alice", "--device", "cpu", bad}, 2, "", "on a cluster use --nodes and --kinds"},
 		{"nodes without cluster", []string{"nodes"}, 2, "", "needs --cluster"},
-		{"status", []string{"status", "--cluster", "127.0.0.1:7946"}, 1, "", "not yet supported"},
+		{"kinds without cluster", []string{"run", "--kinds", "cuda", bad}, 2, "", "give --cluster ADDR too"},
+		{"status without credentials", []string{"status", "--cluster", "127.0.0.1:7946", "--client", "alice", "--credentials", "/nonexistent"}, 1, "", "load client credentials \"alice\" from /nonexistent"},
 		{"check with set", []string{"check", "--set", "n=2048", "../../../examples/jobs/jacobi.yaml"}, 0, "params: iters=100 n=2048", ""},
 		{"set unknown param", []string{"check", "--set", "m=2048", "../../../examples/jobs/jacobi.yaml"}, 1, "", `--set m: the job declares no param "m" (did you mean "n"?) (params: iters, n)`},
 		{"devices", []string{"devices"}, 0, "cpu:0", ""},

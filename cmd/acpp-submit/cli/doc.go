@@ -28,5 +28,6 @@
 // Problems in the job file are jobfile.Errors (every one, with file:line).
 // Problems found while running — an input file of the wrong shape, a kernel
 // that fails — are *jobfile.Error values naming the line and field of the
-// step or buffer concerned. Cluster operation is ErrNotYetSupported.
+// step or buffer concerned. A cluster that cannot be reached or used is
+// ErrCluster; flag mistakes are usage errors (exit code 2).
 package cli

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/acpp/acpp/device"
 	"github.com/acpp/acpp/jobfile"
 )
 
@@ -16,18 +15,22 @@ import (
 // busy time per device and kernel, data moved per link, outputs.
 func (res *Result) Summary() string {
 	var b strings.Builder
-	devs := make([]string, len(res.Devices))
-	for i, d := range res.Devices {
-		devs[i] = d.ID.String()
+	where := strings.Join(res.Devices, ", ")
+	if res.Cluster != nil {
+		where = fmt.Sprintf("cluster (%d nodes: %s; %d devices)", len(res.Cluster.Nodes), strings.Join(res.Cluster.Nodes, ", "), len(res.Devices))
 	}
-	fmt.Fprintf(&b, "job %s: %d command groups in %s on %s\n", res.Job.Name, res.Count, round(res.Wall), strings.Join(devs, ", "))
+	fmt.Fprintf(&b, "job %s: %d command groups in %s on %s\n", res.Job.Name, res.Count, round(res.Wall), where)
 	perDev, perKernel, failed := res.PerDevice, res.PerStep, res.Failed
-	ids := make([]device.ID, 0, len(perDev))
+	ids := make([]string, 0, len(perDev))
 	for id := range perDev {
 		ids = append(ids, id)
 	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i].String() < ids[j].String() })
-	fmt.Fprintf(&b, "  %-10s %7s %10s   %s\n", "device", "groups", "busy", "by step (groups, busy)")
+	sort.Strings(ids)
+	w := 10
+	for _, id := range ids {
+		w = max(w, len(id))
+	}
+	fmt.Fprintf(&b, "  %-*s %7s %10s   %s\n", w, "device", "groups", "busy", "by step (groups, busy)")
 	for _, id := range ids {
 		a := perDev[id]
 		names := make([]string, 0, len(perKernel[id]))
@@ -50,13 +53,17 @@ func (res *Result) Summary() string {
 			k := perKernel[id][n]
 			parts = append(parts, fmt.Sprintf("%s ×%d %s", n, k.N, round(k.Busy)))
 		}
-		fmt.Fprintf(&b, "  %-10s %7d %10s   %s\n", id, a.N, round(a.Busy), strings.Join(parts, ", "))
+		fmt.Fprintf(&b, "  %-*s %7d %10s   %s\n", w, id, a.N, round(a.Busy), strings.Join(parts, ", "))
 	}
-	s := res.Stats
-	fmt.Fprintf(&b, "  data moved: host→device %s, device→host %s, %s in all; %d transfers of %d planned page boxes; %d device allocations\n",
-		bytesStr(s.BytesHostToDevice), bytesStr(s.BytesDeviceToHost), bytesStr(s.BytesCopied), s.Copies, s.CopiesPlanned, s.Allocations)
-	if s.BytesCopied == 0 && allHostUnified(res.Devices) {
-		b.WriteString("  (CPU devices use the host allocation itself: linked, no copies — L2)\n")
+	if c := res.Cluster; c != nil {
+		c.summary(&b)
+	} else {
+		s := res.Stats
+		fmt.Fprintf(&b, "  data moved: host→device %s, device→host %s, %s in all; %d transfers of %d planned page boxes; %d device allocations\n",
+			bytesStr(s.BytesHostToDevice), bytesStr(s.BytesDeviceToHost), bytesStr(s.BytesCopied), s.Copies, s.CopiesPlanned, s.Allocations)
+		if s.BytesCopied == 0 && allCPU(res.Devices) {
+			b.WriteString("  (CPU devices use the host allocation itself: linked, no copies — L2)\n")
+		}
 	}
 	for _, o := range res.Outputs {
 		fmt.Fprintf(&b, "  wrote %s (%s %v, %s, %s)\n", o.Path, o.Type, o.Range, o.Format, bytesStr(int64(o.Bytes)))
@@ -64,7 +71,7 @@ func (res *Result) Summary() string {
 	if failed > 0 {
 		fmt.Fprintf(&b, "  %d command groups failed\n", failed)
 	}
-	if n := splitSteps(res); n > 0 {
+	if n := splitSteps(res); n > 0 && res.Cluster == nil {
 		fmt.Fprintf(&b, "  note: %d steps ask for split; the embedded runtime runs them whole (splitting across devices comes with the cluster coordinator)\n", n)
 	}
 	return b.String()
@@ -88,15 +95,6 @@ func splitSteps(res *Result) int {
 		return n
 	}
 	return count(res.Job.Steps)
-}
-
-func allHostUnified(ds []device.Info) bool {
-	for _, d := range ds {
-		if !d.Caps.HostUnified {
-			return false
-		}
-	}
-	return true
 }
 
 func round(d time.Duration) time.Duration {
@@ -144,11 +142,15 @@ type traceEvent struct {
 // moved so far (host→device, device→host), sampled as groups finish.
 func (res *Result) WriteTrace(w io.Writer) error {
 	const pid = 1
-	evs := []traceEvent{{Name: "process_name", Ph: "M", Pid: pid, Args: map[string]any{"name": "acpp embedded · job " + res.Job.Name}}}
-	tids := map[device.ID]int{}
+	mode := "embedded"
+	if res.Cluster != nil {
+		mode = "cluster"
+	}
+	evs := []traceEvent{{Name: "process_name", Ph: "M", Pid: pid, Args: map[string]any{"name": "acpp " + mode + " · job " + res.Job.Name}}}
+	tids := map[string]int{}
 	for i, d := range res.Devices {
-		tids[d.ID] = i + 1
-		evs = append(evs, traceEvent{Name: "thread_name", Ph: "M", Pid: pid, Tid: i + 1, Args: map[string]any{"name": "device " + d.ID.String()}},
+		tids[d] = i + 1
+		evs = append(evs, traceEvent{Name: "thread_name", Ph: "M", Pid: pid, Tid: i + 1, Args: map[string]any{"name": "device " + d}},
 			traceEvent{Name: "thread_sort_index", Ph: "M", Pid: pid, Tid: i + 1, Args: map[string]any{"sort_index": i}})
 	}
 	t0 := res.Start
@@ -165,7 +167,7 @@ func (res *Result) WriteTrace(w io.Writer) error {
 		if !ok {
 			tid = len(tids) + 1
 			tids[g.Device] = tid
-			evs = append(evs, traceEvent{Name: "thread_name", Ph: "M", Pid: pid, Tid: tid, Args: map[string]any{"name": "device " + g.Device.String()}})
+			evs = append(evs, traceEvent{Name: "thread_name", Ph: "M", Pid: pid, Tid: tid, Args: map[string]any{"name": "device " + g.Device}})
 		}
 		if g.Timing.Started.IsZero() || g.Timing.Ended.IsZero() {
 			continue

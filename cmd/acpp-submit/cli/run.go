@@ -21,9 +21,6 @@ import (
 	_ "github.com/acpp/acpp/cuda" // GPUs, where a driver is found
 )
 
-// ErrNotYetSupported: the feature needs a part of acpp that is not built
-// yet (the cluster coordinator); the message says what to use instead.
-var ErrNotYetSupported = errors.New("not yet supported")
 
 // Config is one run of a job.
 type Config struct {
@@ -45,9 +42,9 @@ type Config struct {
 	// Window bounds the command groups in flight ahead of the oldest
 	// unfinished one; 0 means 1024.
 	Window int
-	// Cluster, when set, is the address of a cluster member to run on;
-	// ErrNotYetSupported for now.
-	Cluster string
+	// Cluster, when set, runs the job on a cluster of acpp-node agents
+	// instead of the embedded runtime (see ClusterConfig).
+	Cluster *ClusterConfig
 	// Progress receives progress: called after each command group finishes
 	// with the number done and the total; nil means none.
 	Progress func(done, total int)
@@ -65,7 +62,12 @@ type Group struct {
 	Kind   string // kernel, fill, copy, init
 	Path   string // the job field it came from: steps[1].repeat.steps[0]
 	Line   int
-	Device device.ID
+	// Device is where it ran: "cpu:0" embedded, "n1/cpu:0" on a cluster;
+	// for a split group the devices of its chunks, comma-separated.
+	Device string
+	// Chunks are the parts of a split group (cluster only), each with
+	// its device and timing.
+	Chunks []Chunk
 	// Accesses lists the buffers it touches: "grid:read".
 	Accesses []string
 	// Deps are the earlier groups this one must follow by the conflict
@@ -83,6 +85,13 @@ type Group struct {
 	Err        error
 
 	regions []access
+}
+
+// Chunk is one part of a split command group.
+type Chunk struct {
+	ID     uint64
+	Device string
+	Timing acpp.Timing
 }
 
 // OutputFile is one output written.
@@ -109,20 +118,24 @@ type Tally struct {
 
 // Result is what a run did.
 type Result struct {
-	Job     *jobfile.Job
-	Devices []device.Info
+	Job *jobfile.Job
+	// Devices are the devices the job could use ("cpu:0", "n1/cuda:0").
+	Devices []string
+	// Cluster is set for a run on a cluster: nodes and bytes per link.
+	Cluster *ClusterStats
 	Start   time.Time
 	Wall    time.Duration
 	// Count is the number of command groups submitted; Failed of those
 	// that failed.
 	Count, Failed int
 	// PerDevice and PerStep (by step label) tally the finished groups.
-	PerDevice map[device.ID]*Tally
-	PerStep   map[device.ID]map[string]*Tally
+	PerDevice map[string]*Tally
+	PerStep   map[string]map[string]*Tally
 	// Groups has a record per command group when Config.Record is set
 	// (for the trace and the DAG); nil otherwise, so that long jobs run in
 	// constant memory.
-	Groups  []*Group
+	Groups []*Group
+	// Stats are the embedded runtime's counters (zero on a cluster).
 	Stats   acpp.Stats
 	Outputs []OutputFile
 }
@@ -132,31 +145,39 @@ func (res *Result) tally(g *Group) {
 	if g.Err != nil {
 		res.Failed++
 	}
-	t := res.PerDevice[g.Device]
+	if len(g.Chunks) == 0 {
+		res.tallyOn(g.Device, g.Label, g.Timing.Duration())
+	}
+	for _, c := range g.Chunks {
+		res.tallyOn(c.Device, g.Label, c.Timing.Duration())
+	}
+}
+
+func (res *Result) tallyOn(dev, label string, d time.Duration) {
+	if dev == "" {
+		return // never placed (failed before it ran)
+	}
+	t := res.PerDevice[dev]
 	if t == nil {
 		t = &Tally{}
-		res.PerDevice[g.Device] = t
-		res.PerStep[g.Device] = map[string]*Tally{}
+		res.PerDevice[dev] = t
+		res.PerStep[dev] = map[string]*Tally{}
 	}
-	d := g.Timing.Duration()
 	t.N++
 	t.Busy += d
-	k := res.PerStep[g.Device][g.Label]
+	k := res.PerStep[dev][label]
 	if k == nil {
 		k = &Tally{}
-		res.PerStep[g.Device][g.Label] = k
+		res.PerStep[dev][label] = k
 	}
 	k.N++
 	k.Busy += d
 }
 
-// Run executes the job in cfg.JobFile on the embedded runtime and writes
-// its outputs. The Result is returned also on failure, with the groups that
-// ran (for a trace of what happened).
+// Run executes the job in cfg.JobFile on the embedded runtime (or, with
+// cfg.Cluster, on a cluster) and writes its outputs. The Result is returned
+// also on failure, with the groups that ran (for a trace of what happened).
 func Run(ctx context.Context, cfg Config) (*Result, error) {
-	if cfg.Cluster != "" {
-		return nil, fmt.Errorf("%w: running on a cluster (--cluster %s) needs the job coordinator, which is not built yet; run without --cluster to use the embedded runtime on this machine", ErrNotYetSupported, cfg.Cluster)
-	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -169,11 +190,31 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if r.cfg.Window <= 0 {
 		r.cfg.Window = 1024
 	}
-	res := &Result{Job: job, PerDevice: map[device.ID]*Tally{}, PerStep: map[device.ID]map[string]*Tally{}}
+	res := &Result{Job: job, PerDevice: map[string]*Tally{}, PerStep: map[string]map[string]*Tally{}}
 	r.res = res
 	if err := r.registerJobKernels(); err != nil {
 		return nil, err
 	}
+	if cfg.Cluster != nil {
+		r.eng, err = openCluster(ctx, cfg, log)
+	} else {
+		r.eng, err = openEmbedded(ctx, cfg, log)
+	}
+	if err != nil {
+		return nil, err
+	}
+	res.Devices = r.eng.devices()
+	res.Start = time.Now()
+	err = r.run(ctx)
+	if cerr := r.eng.close(res); cerr != nil && err == nil {
+		err = cerr
+	}
+	res.Wall = time.Since(res.Start)
+	r.settle()
+	return res, err
+}
+
+func openEmbedded(ctx context.Context, cfg Config, log *slog.Logger) (engine, error) {
 	var qopts []acpp.Option
 	for _, d := range cfg.Devices {
 		o, err := deviceOption(d)
@@ -193,24 +234,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		return nil, fmt.Errorf("open the local devices: %w", err)
 	}
-	r.q = q
-	res.Devices = q.Devices()
-	res.Start = time.Now()
-	err = r.run(ctx)
-	// Close waits for what is still in flight (failed or cancelled groups
-	// end quickly) and frees the buffers.
-	for _, b := range r.order {
-		if cerr := b.close(); cerr != nil && err == nil {
-			err = cerr
-		}
-	}
-	if cerr := q.Close(); cerr != nil && err == nil {
-		err = cerr
-	}
-	res.Wall = time.Since(res.Start)
-	res.Stats = q.Stats()
-	r.settle()
-	return res, err
+	return &embeddedEngine{q: q}, nil
 }
 
 // Load reads and validates a job file against the kernel registry with the
@@ -245,11 +269,9 @@ type runner struct {
 	job  *jobfile.Job
 	log  *slog.Logger
 	dir  string
-	q    *acpp.Queue
+	eng  engine
 	res  *Result
 	bufs map[string]buf // by current name (swap exchanges entries)
-	// order is every buffer once, in declaration order (for Close).
-	order []buf
 	// kernelNames maps job-declared kernel names to their registry names.
 	kernelNames map[string]string
 	pending     []*pendingGroup
@@ -258,8 +280,8 @@ type runner struct {
 }
 
 type pendingGroup struct {
-	g  *Group
-	ev *acpp.Event
+	g *Group
+	t ticket
 }
 
 func (r *runner) path(p string) string {
@@ -352,12 +374,11 @@ func (r *runner) makeBuffers(ctx context.Context) error {
 			}
 			data = d
 		}
-		b, err := newBuf(r.q, s, data)
+		b, err := r.eng.newBuffer(s, data)
 		if err != nil {
 			return r.job.At(s.Line, "buffers."+s.Name, err)
 		}
 		r.bufs[s.Name] = b
-		r.order = append(r.order, b)
 		switch {
 		case s.Init == nil:
 		case s.Init.Value != nil:
@@ -365,7 +386,7 @@ func (r *runner) makeBuffers(ctx context.Context) error {
 			g := &Group{Label: "init " + s.Name, Kind: "init", Path: "buffers." + s.Name + ".init", Line: s.Init.Line,
 				Accesses: []string{s.Name + ":write"}}
 			g.regions = []access{regionOf(b, jobfile.Write, nil, nil)}
-			if err := r.submit(ctx, g, "", func(h *acpp.Handler) { b.fill(h, nil, nil, v) }); err != nil {
+			if err := r.submit(ctx, g, func() (ticket, error) { return r.eng.fill(ctx, g, b, nil, nil, v, "", true) }); err != nil {
 				return err
 			}
 		case s.Init.Kernel != nil:
@@ -391,14 +412,16 @@ func (r *runner) step(ctx context.Context, s *jobfile.Step) error {
 		v, _ := f.Value.Encode(b.spec().Type)
 		g.Accesses = []string{f.Buffer + ":write"}
 		g.regions = []access{regionOf(b, jobfile.Write, f.Offset, f.Range)}
-		return r.submit(ctx, g, s.Device, func(h *acpp.Handler) { b.fill(h, f.Offset, f.Range, v) })
+		return r.submit(ctx, g, func() (ticket, error) { return r.eng.fill(ctx, g, b, f.Offset, f.Range, v, s.Device, false) })
 	case jobfile.CopyStep:
 		c := s.Copy
 		src, dst := r.bufs[c.From.Buffer], r.bufs[c.To.Buffer]
 		g.Accesses = []string{c.From.Buffer + ":read", c.To.Buffer + ":write"}
 		from := regionOf(src, jobfile.Read, c.From.Offset, c.From.Range)
 		g.regions = []access{from, regionOf(dst, jobfile.Write, c.To.Offset, from.rangeOf())}
-		return r.submit(ctx, g, s.Device, func(h *acpp.Handler) { src.copyTo(h, c.From.Offset, c.From.Range, dst, c.To.Offset) })
+		return r.submit(ctx, g, func() (ticket, error) {
+			return r.eng.copy(ctx, g, src, c.From.Offset, c.From.Range, dst, c.To.Offset, s.Device)
+		})
 	case jobfile.KernelStep:
 		if s.Kind == jobfile.KernelStep && strings.HasPrefix(s.Path, "buffers.") {
 			g.Kind, g.Label = "init", "init "+s.Accessors[0].Buffer+" ("+s.Kernel+")"
@@ -415,77 +438,30 @@ func (r *runner) step(ctx context.Context, s *jobfile.Step) error {
 			g.Accesses = append(g.Accesses, a.Buffer+":"+string(a.Mode))
 			g.regions = append(g.regions, regionOf(r.bufs[a.Buffer], a.Mode, a.Offset, a.Range))
 		}
-		return r.submit(ctx, g, s.Device, func(h *acpp.Handler) { r.launch(h, s, name, k) })
+		return r.submit(ctx, g, func() (ticket, error) { return r.eng.kernel(ctx, g, s, name, k, r.bufs, s.Device) })
 	}
 	return r.job.At(s.Line, s.Path, fmt.Errorf("step kind %q cannot run here", s.Kind))
 }
 
-// launch declares a kernel step's arguments in the kernel's parameter
-// order and launches it.
-func (r *runner) launch(h *acpp.Handler, s *jobfile.Step, name string, k *device.Kernel) {
-	args := make([]acpp.KernelArg, len(k.Params))
-	for i, p := range k.Params {
-		switch p.Kind {
-		case device.ArgScalar:
-			for _, sc := range s.Scalars {
-				if sc.Param == p.Name {
-					v, _ := sc.Value.Encode(sc.Type)
-					args[i] = scalarArg(v)
-				}
-			}
-		case device.ArgLocal:
-			for _, l := range s.Local {
-				if l.Param == p.Name {
-					args[i] = acpp.LocalAccessor[byte](h, l.Bytes)
-				}
-			}
-		default:
-			for _, a := range s.Accessors {
-				if a.Param == p.Name {
-					args[i] = r.bufs[a.Buffer].arg(h, p.Kind, a)
-				}
-			}
-		}
-	}
-	rng := toRange(s.Range)
-	if s.WorkGroup != nil {
-		h.LaunchND(name, rng, toRange(s.WorkGroup), args...)
-		return
-	}
-	h.Launch(name, rng, args...)
-}
-
-// submit submits one command group and keeps the window of groups in
-// flight.
-func (r *runner) submit(ctx context.Context, g *Group, dev string, cgf func(h *acpp.Handler)) error {
-	opts := []acpp.SubmitOption{acpp.Named(g.Label)}
-	if dev != "" {
-		id, err := jobfile.ParseDevice(dev)
-		if err != nil {
-			return r.job.At(g.Line, g.Path+".device", err)
-		}
-		opts = append(opts, acpp.On(id))
-	}
-	ev, err := r.q.Submit(func(h *acpp.Handler) error {
-		g.Device = h.Device().ID
-		cgf(h)
-		return nil
-	}, opts...)
+// submit submits one command group through the engine and keeps the
+// window of groups in flight.
+func (r *runner) submit(ctx context.Context, g *Group, sub func() (ticket, error)) error {
+	t, err := sub()
 	if err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("job %s stopped: %w", r.job.Name, context.Cause(ctx))
 		}
 		return r.job.At(g.Line, g.Path, err)
 	}
-	g.ID = ev.ID()
 	r.res.Count++
 	if r.cfg.Record {
-		g.RuntimeDeps = ev.Deps()
 		g.Deps = r.dag.add(g.ID, g.regions)
 		r.res.Groups = append(r.res.Groups, g)
+	} else {
+		g.RuntimeDeps = nil
 	}
 	g.regions = nil
-	r.pending = append(r.pending, &pendingGroup{g: g, ev: ev})
+	r.pending = append(r.pending, &pendingGroup{g: g, t: t})
 	return r.drain(ctx, r.cfg.Window)
 }
 
@@ -494,9 +470,10 @@ func (r *runner) drain(ctx context.Context, keep int) error {
 	for len(r.pending) > keep {
 		p := r.pending[0]
 		r.pending = r.pending[1:]
-		err := p.ev.Wait(ctx)
-		p.g.Timing = p.ev.Timing()
-		p.g.StatsAfter = r.q.Stats()
+		err := p.t.wait(ctx)
+		if rerr := p.t.record(p.g, r.res); err == nil {
+			err = rerr
+		}
 		p.g.Err = err
 		r.res.tally(p.g)
 		r.done++
@@ -517,8 +494,7 @@ func (r *runner) drain(ctx context.Context, keep int) error {
 // run stopped.
 func (r *runner) settle() {
 	for _, p := range r.pending {
-		p.g.Timing = p.ev.Timing()
-		p.g.Err = p.ev.Err()
+		p.g.Err = p.t.record(p.g, r.res)
 		p.g.StatsAfter = r.res.Stats
 		r.res.tally(p.g)
 	}
@@ -538,8 +514,8 @@ func (r *runner) outputs(ctx context.Context) error {
 	}
 	for _, o := range r.job.Outputs {
 		b := r.bufs[o.Buffer]
-		start, before := time.Now(), r.q.Stats().BytesDeviceToHost
-		data, err := b.bytes(ctx)
+		start := time.Now()
+		data, moved, err := r.eng.read(ctx, b)
 		if err != nil {
 			return r.job.At(o.Line, o.Path, fmt.Errorf("read buffer %q back: %w", o.Buffer, err))
 		}
@@ -554,7 +530,7 @@ func (r *runner) outputs(ctx context.Context) error {
 			return r.job.At(o.Line, o.Path+".file", fmt.Errorf("write %s: %w", p, err))
 		}
 		r.res.Outputs = append(r.res.Outputs, OutputFile{Buffer: o.Buffer, Path: p, Format: o.Format, Bytes: len(data), Type: b.spec().Type, Range: b.spec().Range,
-			Start: start, End: time.Now(), Moved: r.q.Stats().BytesDeviceToHost - before})
+			Start: start, End: time.Now(), Moved: moved})
 	}
 	return nil
 }

@@ -1,0 +1,135 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/acpp/acpp/proto"
+)
+
+// Nodes prints one row per cluster member, as the first reachable address
+// of cfg sees the membership: name, state, QUIC address, devices per kind
+// with their memory.
+func Nodes(ctx context.Context, cfg *ClusterConfig, w io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	cl, _, ms, err := Dial(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	if cfg.client == nil {
+		defer cl.Close()
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tSTATE\tQUIC ADDRESS\tDEVICES")
+	for _, m := range ms.Members {
+		state := m.State
+		if m.Leaving && state == "alive" {
+			state = "draining"
+		}
+		addr := m.QUICAddr
+		if addr == "" {
+			addr = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.Name, state, addr, deviceSummary(m.Devices))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%d members (as node %s sees them)\n", len(ms.Members), ms.Node)
+	return nil
+}
+
+func deviceSummary(ds []proto.DeviceSummary) string {
+	if len(ds) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		s := fmt.Sprintf("%s×%d", d.Kind, d.Count)
+		if d.MemBytes > 0 {
+			s += " " + bytesStr(int64(d.MemBytes))
+		}
+		if d.Unified {
+			s += " (host-unified)"
+		}
+		parts[i] = s
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Status prints one row per alive member with what its inventory says of
+// the jobs it runs: open jobs, memory they hold, the node's limits, and
+// whether it drains.
+func Status(ctx context.Context, cfg *ClusterConfig, w io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	cl, _, ms, err := Dial(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	if cfg.client == nil {
+		defer cl.Close()
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tSTATE\tJOBS\tALLOCATED\tLIMIT\tDEVICES")
+	var jobs, unreachable int
+	for _, m := range ms.Members {
+		if m.State != "alive" || m.QUICAddr == "" {
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\n", m.Name, m.State)
+			continue
+		}
+		inv, err := inventory(ctx, cl, m)
+		if err != nil {
+			unreachable++
+			fmt.Fprintf(tw, "%s\tunreachable\t-\t-\t-\t%v\n", m.Name, err)
+			continue
+		}
+		state := "serving"
+		if inv.Draining {
+			state = "draining"
+		}
+		limit := "none"
+		if inv.MaxBytes > 0 {
+			limit = bytesStr(int64(inv.MaxBytes))
+		}
+		if inv.MaxJobBytes > 0 {
+			limit += ", " + bytesStr(int64(inv.MaxJobBytes)) + "/job"
+		}
+		devs := make([]string, len(inv.Devices))
+		for i, d := range inv.Devices {
+			devs[i] = d.ID
+		}
+		jobs += inv.Jobs
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", m.Name, state, inv.Jobs, bytesStr(int64(inv.Allocated)), limit, strings.Join(devs, " "))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%d jobs open on %d members", jobs, len(ms.Members))
+	if unreachable > 0 {
+		fmt.Fprintf(w, "; %d unreachable", unreachable)
+	}
+	fmt.Fprintln(w)
+	return nil
+}
+
+type inventoryClient interface {
+	Connect(ctx context.Context, addr string) (string, error)
+	Inventory(ctx context.Context, node string) (*proto.Inventory, error)
+}
+
+func inventory(ctx context.Context, cl inventoryClient, m proto.Member) (*proto.Inventory, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	name, err := cl.Connect(ctx, m.QUICAddr)
+	if err != nil {
+		return nil, err
+	}
+	return cl.Inventory(ctx, name)
+}
