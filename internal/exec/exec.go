@@ -74,7 +74,7 @@ type Runtime struct {
 	devOf   map[coherence.MemID]device.Device // memory → the device that allocates it and runs its copies
 	queueRR atomic.Uint32
 
-	procs   int // GOMAXPROCS at New: with one, every Submit plans inline
+	procs int // GOMAXPROCS at New: with one, every Submit plans inline
 
 	// Submitted nodes wait in pending, in ID order, until planned: by their
 	// submitter (inline) or, while the runtime is busy, by a planner
