@@ -247,3 +247,38 @@ func TestPageSizeDecidesConflicts_P1_D1(t *testing.T) {
 		b.Close()
 	}
 }
+
+// TestNoInitKeepsRestOfEdgePages_T1_T3: a NoInit accessor that covers pages
+// only in part must not lose the rest of those pages. Fully covered pages are
+// discarded without a transfer (T1); the two edge pages are brought to the
+// device first (T3), so the host later reads back its own values outside the
+// accessor and the kernel's values inside.
+func TestNoInitKeepsRestOfEdgePages_T1_T3(t *testing.T) {
+	q, _ := gpuQueue(t)
+	const n, page = 4096, 1024
+	data := make([]float32, n)
+	for i := range data {
+		data[i] = float32(i)
+	}
+	b := must(NewBufferFrom(q, data, R1(n), PageSize(page)))
+	const lo, hi = 100, 2148 // page 0 in part, page 1 whole, page 2 in part
+	must(q.Submit(func(h *Handler) error {
+		a := WriteRange(h, b, R1(hi-lo), I1(lo), NoInit)
+		h.Launch("acpptest.add", R1(hi-lo), a, Scalar(float32(0.5)))
+		return nil
+	}, On(fakeID)))
+	waitAll(t, q)
+	if st := q.Stats(); st.BytesHostToDevice != 2*page*4 {
+		t.Fatalf("host→device moved %d bytes, want %d (the two edge pages only)", st.BytesHostToDevice, 2*page*4)
+	}
+	v := hostValues(t, b)
+	for i, x := range v {
+		inside := i >= lo && i < hi
+		switch {
+		case !inside && x != float32(i):
+			t.Fatalf("v[%d] = %v outside the NoInit accessor, want %v (data lost)", i, x, float32(i))
+		case inside && i < page && x != float32(i)+0.5:
+			t.Fatalf("v[%d] = %v on an edge page, want %v", i, x, float32(i)+0.5)
+		}
+	}
+}

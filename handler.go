@@ -194,15 +194,51 @@ func (q *Queue) submitGroup(cg *cgroup) (*Event, error) {
 	if len(h.reqs) > len(h.accBuf) {
 		acc = make([]coherence.Access, 0, len(h.reqs))
 	}
-	acc = acc[:len(h.reqs)]
-	for i, r := range h.reqs {
-		acc[i] = coherence.Access{Buffer: r.st.id, Pages: r.pages, Mode: r.mode, Discard: r.noInit, Target: h.mem}
+	for _, r := range h.reqs {
+		a := coherence.Access{Buffer: r.st.id, Pages: r.pages, Mode: r.mode, Target: h.mem}
+		if r.noInit {
+			acc = appendDiscard(acc, a, r)
+			continue
+		}
+		acc = append(acc, a)
 	}
 	if err := q.rt.SubmitNode(&cg.node, exec.Group{Name: h.name, Accesses: acc, After: h.after, Device: h.dev, Ops: h.ops}); err != nil {
 		return nil, err
 	}
 	cg.ev.n = &cg.node
 	return &cg.ev, nil
+}
+
+// appendDiscard appends the coherence accesses of a NoInit accessor. The core
+// tracks whole pages, and a discard access marks its whole page range valid
+// on the target without a transfer (T1). Where the accessor covers a page only
+// in part, the rest of that page must survive, so such edge pages become a
+// plain write: their current contents are brought to the target first (T3)
+// and nothing outside the accessor is lost. Page-aligned accessors (and
+// whole-buffer ones) stay pure discards.
+func appendDiscard(acc []coherence.Access, a coherence.Access, r *req) []coherence.Access {
+	geo := r.st.geo
+	if r.brange != geo.Range || r.elem != geo.ElemSize {
+		// A reinterpreted or reshaped view: its page range is a bounding box
+		// (P5), so only an access to all of its bytes may discard.
+		a.Discard = r.off == [3]int{} && r.rng == r.brange
+		return append(acc, a)
+	}
+	full, partial, err := geo.DiscardPages(r.off, r.rng)
+	if err != nil { // cannot happen for a validated accessor; stay safe
+		return append(acc, a)
+	}
+	if !full.Empty() {
+		f := a
+		f.Pages, f.Discard = full, true
+		acc = append(acc, f)
+	}
+	for _, p := range partial {
+		w := a
+		w.Pages = p
+		acc = append(acc, w)
+	}
+	return acc
 }
 
 // ---- kernels ----
