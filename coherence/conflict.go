@@ -45,6 +45,39 @@ type fill struct {
 	cg  CGID
 }
 
+// seg is one segment of a buffer's conflict map: its region and, when the
+// region's lists are short (almost always: a writer and a few readers), a
+// copy of them, so that detection reads the segment array alone instead of
+// following a pointer per region into the heap (a cache miss each). It is
+// a pure function of r (mkSeg), so segments compare equal exactly when
+// their regions are the same and the map coalesces as before.
+type seg struct {
+	r   *region
+	ids [segIDs]CGID
+	// writers are ids[:nw], readers ids[nw:nw+nr]; nw == segFar: the lists
+	// do not fit, or the region has before, and detection reads r.
+	nw, nr uint8
+	reduce bool // r.reduce: a Reduce access must read r's op and target
+}
+
+const (
+	segIDs = 4
+	segFar = 0xff
+)
+
+func mkSeg(r *region) seg {
+	if r == nil {
+		return seg{}
+	}
+	s := seg{r: r, reduce: r.reduce, nw: segFar}
+	if len(r.before) == 0 && len(r.writers)+len(r.readers) <= segIDs {
+		copy(s.ids[:], r.writers)
+		copy(s.ids[len(r.writers):], r.readers)
+		s.nw, s.nr = uint8(len(r.writers)), uint8(len(r.readers))
+	}
+	return s
+}
+
 func appendIDs(deps []CGID, gs []CGID) []CGID { return append(deps, gs...) }
 
 // allDone reports whether every group r names has completed.
@@ -248,9 +281,10 @@ func (c *Core) conflictPass(b *buffer, box Box, x *accessCtx, filled []span, dep
 		if addFill {
 			memo = &c.memoFill
 		}
-		b.conf.update(lo, hi, func(r *region) *region {
+		b.conf.update(lo, hi, func(s seg) seg {
+			r := s.r
 			if n, ok := memo.get(r); ok {
-				return n
+				return mkSeg(n)
 			}
 			// Regions whose groups all completed share one successor, so
 			// stale fragmentation coalesces.
@@ -258,7 +292,7 @@ func (c *Core) conflictPass(b *buffer, box Box, x *accessCtx, filled []span, dep
 			if r != nil && c.allDone(r) {
 				if n, ok := memo.get(nil); ok {
 					memo.put(r, n)
-					return n
+					return mkSeg(n)
 				}
 				n, deps = c.applyAccess(nil, x, addFill, deps)
 				memo.put(nil, n)
@@ -266,7 +300,7 @@ func (c *Core) conflictPass(b *buffer, box Box, x *accessCtx, filled []span, dep
 				n, deps = c.applyAccess(r, x, addFill, deps)
 			}
 			memo.put(r, n)
-			return n
+			return mkSeg(n)
 		})
 	}
 	boxSpans(b.pages, box, func(lo, hi int) {
@@ -294,11 +328,11 @@ func (c *Core) conflictPass(b *buffer, box Box, x *accessCtx, filled []span, dep
 // fillDeps appends the groups whose in-flight copies made [lo, hi) valid on
 // the allocation of generation gen.
 func (c *Core) fillDeps(b *buffer, lo, hi int, gen uint64, deps []CGID) []CGID {
-	b.conf.visit(lo, hi, func(_, _ int, r *region) {
-		if r == nil {
+	b.conf.visit(lo, hi, func(_, _ int, s seg) {
+		if s.r == nil {
 			return
 		}
-		for _, f := range r.fills {
+		for _, f := range s.r.fills {
 			if f.gen == gen && c.isLive(f.cg) {
 				deps = append(deps, f.cg)
 			}
@@ -353,46 +387,96 @@ func (m *regionMemo) put(r, n *region) {
 // conflictDeps is the D1 part of Submit's dependencies for cg, computed
 // without recording anything: for each access, the groups its regions say it
 // must wait for (deduplicated, sorted, without fills or allocations). It is
-// the detection step the conflict benchmark measures.
+// the detection step the conflict benchmark measures. The result lives in
+// the core's scratch space: valid until the next call.
+//
+// The lookup allocates nothing and calls no closure per region: for each
+// chunk it first loads every region it will read (independent loads, so
+// their cache misses overlap), then applies the rules.
 func (c *Core) conflictDeps(cg CommandGroup) []CGID {
-	var deps []CGID
-	for _, a := range cg.Accesses {
+	deps := c.depScratch[:0]
+	for i := range cg.Accesses {
+		a := &cg.Accesses[i]
 		b := c.bufs[a.Buffer]
 		if b == nil {
 			continue
 		}
 		boxSpans(b.pages, a.Pages, func(lo, hi int) {
-			b.conf.visit(lo, hi, func(_, _ int, r *region) {
-				if r == nil {
-					return
-				}
-				live := func(gs []CGID) {
-					for _, g := range gs {
-						if c.isLive(g) {
-							deps = append(deps, g)
-						}
-					}
-				}
-				anyLive := func(gs []CGID) bool {
-					for _, g := range gs {
-						if c.isLive(g) {
-							return true
-						}
-					}
-					return false
-				}
-				switch {
-				case a.Mode == Read:
-					live(r.writers)
-				case a.Mode == Reduce && r.reduce && r.op == a.Op && r.target == a.Target && !anyLive(r.readers):
-					live(r.before)
-				case anyLive(r.readers):
-					live(r.readers)
-				default:
-					live(r.writers)
-				}
-			})
+			deps = c.spanDeps(b.conf, lo, hi, a, deps)
 		})
 	}
+	c.depScratch = deps
 	return finishDeps(deps, cg.ID)
+}
+
+// spanDeps appends the conflict dependencies of access a on pages [lo, hi).
+func (c *Core) spanDeps(m *imap[seg], lo, hi int, a *Access, deps []CGID) []CGID {
+	for lo < hi {
+		ci := lo >> imShift
+		base := ci << imShift
+		end := min(hi, base+m.chunkSize(ci))
+		ch := &m.chunks[ci]
+		off := lo - base
+		lo = end
+		if len(ch.starts) == 0 {
+			continue // never touched: no history
+		}
+		for i := runIndex(ch.starts, off); i < len(ch.starts) && base+int(ch.starts[i]) < end; i++ {
+			deps = c.segDeps(&ch.vals[i], a, deps)
+		}
+	}
+	return deps
+}
+
+// segDeps appends the live groups access a must wait for in segment s,
+// from the copy of the region's lists in s when it has one.
+func (c *Core) segDeps(s *seg, a *Access, deps []CGID) []CGID {
+	if s.r == nil {
+		return deps
+	}
+	if s.nw == segFar || s.reduce && a.Mode == Reduce {
+		return c.regionDeps(s.r, a, deps)
+	}
+	gs := s.ids[:s.nw]
+	if rd := s.ids[s.nw : s.nw+s.nr]; a.Mode != Read && c.anyLive(rd) {
+		gs = rd
+	}
+	return c.appendLiveNew(deps, gs)
+}
+
+// regionDeps appends the live groups access a must wait for in region r.
+func (c *Core) regionDeps(r *region, a *Access, deps []CGID) []CGID {
+	var gs []CGID
+	switch {
+	case a.Mode == Read:
+		gs = r.writers
+	case a.Mode == Reduce && r.reduce && r.op == a.Op && r.target == a.Target && !c.anyLive(r.readers):
+		gs = r.before
+	case c.anyLive(r.readers):
+		gs = r.readers
+	default:
+		gs = r.writers
+	}
+	return c.appendLiveNew(deps, gs)
+}
+
+// appendLiveNew appends the live groups of gs to deps. Neighbouring regions
+// often name the same group: the repeat is skipped here rather than left
+// to the final sort.
+func (c *Core) appendLiveNew(deps, gs []CGID) []CGID {
+	for _, g := range gs {
+		if (len(deps) == 0 || deps[len(deps)-1] != g) && c.isLive(g) {
+			deps = append(deps, g)
+		}
+	}
+	return deps
+}
+
+func (c *Core) anyLive(gs []CGID) bool {
+	for _, g := range gs {
+		if c.isLive(g) {
+			return true
+		}
+	}
+	return false
 }

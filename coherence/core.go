@@ -12,15 +12,16 @@ import (
 // states per allocation and the conflict-tracking history. It is not safe for
 // concurrent use.
 type Core struct {
-	cost     CostModel
-	bufs     map[BufferID]*buffer
-	last     CGID
-	started  bool
-	live     map[CGID]*cgInfo // submitted, not completed
-	alive    liveSet          // the keys of live, for fast tests
-	memo     regionMemo
-	memoFill regionMemo // successors of regions that also record a fill
-	scratch  []CGID     // applyAccess's live lists
+	cost       CostModel
+	bufs       map[BufferID]*buffer
+	last       CGID
+	started    bool
+	live       map[CGID]*cgInfo // submitted, not completed
+	alive      liveSet          // the keys of live, for fast tests
+	memo       regionMemo
+	memoFill   regionMemo // successors of regions that also record a fill
+	scratch    []CGID     // applyAccess's live lists
+	depScratch []CGID     // conflictDeps's result
 
 	completions int    // since the last history sweep
 	sweepAt     int    // conflict segments after the last sweep
@@ -55,7 +56,7 @@ type buffer struct {
 	slots  [maxSlots]slot
 	used   uint64 // live slots
 	states *pageStates
-	conf   *imap[*region]
+	conf   *imap[seg]
 	lost   []lostRecord
 }
 
@@ -104,7 +105,7 @@ func (c *Core) AddBuffer(s BufferSpec) error {
 		initial = 1 << sl
 	}
 	b.states = newPageStates(b.n, initial)
-	b.conf = newIMap[*region](b.n)
+	b.conf = newIMap[seg](b.n)
 	c.bufs[s.ID] = b
 	return nil
 }
@@ -402,8 +403,8 @@ func (c *Core) planAccess(b *buffer, box Box, t int, copies *[]*copyAcc, planned
 		}
 		// Several equally cheap sources: decide per conflict region, so
 		// that pages still being filled somewhere come from elsewhere.
-		b.conf.visit(lo, hi, func(lo, hi int, r *region) {
-			emit(lo, hi, c.pickSource(b, cands, r, prev))
+		b.conf.visit(lo, hi, func(lo, hi int, s seg) {
+			emit(lo, hi, c.pickSource(b, cands, s.r, prev))
 		})
 	}
 	boxSpans(b.pages, box, func(lo, hi int) {
@@ -797,13 +798,13 @@ func (c *Core) sweep() {
 	slices.Sort(ids)
 	for _, id := range ids {
 		b := c.bufs[id]
-		memo := map[*region]*region{}
-		b.conf.rewriteAll(func(r *region) *region {
-			if n, ok := memo[r]; ok {
+		memo := map[*region]seg{}
+		b.conf.rewriteAll(func(s seg) seg {
+			if n, ok := memo[s.r]; ok {
 				return n
 			}
-			n := c.pruned(r)
-			memo[r] = n
+			n := mkSeg(c.pruned(s.r))
+			memo[s.r] = n
 			return n
 		})
 		segs += b.conf.segments()
