@@ -161,6 +161,11 @@ type clusterEngine struct {
 	devs   []coordinator.Device
 	mu     sync.Mutex      // guards done
 	done   map[coordinator.GroupID]coordinator.GroupTrace
+	// lastDone is, per device, the end of the last group recorded there:
+	// groups are issued ahead, so a group's busy time starts at the later
+	// of its issue and its predecessor's end on the device (the same
+	// correction the coordinator's duration estimates make).
+	lastDone map[string]time.Time
 	signal chan struct{} // receives a value when a group is done
 }
 
@@ -177,7 +182,7 @@ func openCluster(ctx context.Context, cfg Config, log *slog.Logger) (engine, err
 	if err != nil {
 		return nil, err
 	}
-	e := &clusterEngine{cl: cl, ownCl: cc.client == nil, done: map[coordinator.GroupID]coordinator.GroupTrace{}, signal: make(chan struct{}, 1)}
+	e := &clusterEngine{cl: cl, ownCl: cc.client == nil, done: map[coordinator.GroupID]coordinator.GroupTrace{}, lastDone: map[string]time.Time{}, signal: make(chan struct{}, 1)}
 	job, err := coordinator.Open(ctx, coordinator.Config{
 		Nodes: addrs, Client: cl, Devices: coordinator.DeviceFilter{Nodes: cc.Nodes, Kinds: cc.Kinds},
 		Placement: cc.Placement, Logger: log,
@@ -529,6 +534,12 @@ func (t *clusterTicket) record(g *Group, _ *Result) error {
 		start := tr.Issued
 		if start.IsZero() {
 			start = tr.Submitted
+		}
+		if last := t.e.lastDone[tr.Device]; last.After(start) && last.Before(tr.Done) {
+			start = last
+		}
+		if tr.Done.After(t.e.lastDone[tr.Device]) {
+			t.e.lastDone[tr.Device] = tr.Done
 		}
 		return acpp.Timing{Submitted: tr.Submitted, Started: start, Ended: tr.Done}
 	}

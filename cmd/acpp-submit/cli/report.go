@@ -30,7 +30,11 @@ func (res *Result) Summary() string {
 	for _, id := range ids {
 		w = max(w, len(id))
 	}
-	fmt.Fprintf(&b, "  %-*s %7s %10s   %s\n", w, "device", "groups", "busy", "by step (groups, busy)")
+	if res.Cluster != nil {
+		fmt.Fprintf(&b, "  %-*s %7s %10s   %s\n", w, "device", "groups", "kernels", "by step (groups)")
+	} else {
+		fmt.Fprintf(&b, "  %-*s %7s %10s   %s\n", w, "device", "groups", "busy", "by step (groups, busy)")
+	}
 	for _, id := range ids {
 		a := perDev[id]
 		names := make([]string, 0, len(perKernel[id]))
@@ -51,9 +55,20 @@ func (res *Result) Summary() string {
 				break
 			}
 			k := perKernel[id][n]
-			parts = append(parts, fmt.Sprintf("%s ×%d %s", n, k.N, round(k.Busy)))
+			if res.Cluster != nil {
+				parts = append(parts, fmt.Sprintf("%s ×%d", n, k.N))
+			} else {
+				parts = append(parts, fmt.Sprintf("%s ×%d %s", n, k.N, round(k.Busy)))
+			}
 		}
-		fmt.Fprintf(&b, "  %-*s %7d %10s   %s\n", w, id, a.N, round(a.Busy), strings.Join(parts, ", "))
+		busy := a.Busy
+		if res.Cluster != nil {
+			// Groups are issued ahead and completions reach the client in
+			// batches: the coordinator's per-device kernel time is the
+			// closer figure.
+			busy = res.Cluster.KernelTime[id]
+		}
+		fmt.Fprintf(&b, "  %-*s %7d %10s   %s\n", w, id, a.N, round(busy), strings.Join(parts, ", "))
 	}
 	if c := res.Cluster; c != nil {
 		c.summary(&b)

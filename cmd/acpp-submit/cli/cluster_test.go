@@ -1,0 +1,105 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/acpp/acpp/coordinator/coordtest"
+)
+
+// TestClusterJacobiMatchesEmbedded_C3: the Jacobi example on three
+// in-process nodes (one address given, the others discovered) gives bit
+// for bit the embedded result, and the nodes move exactly the halo rows
+// between them: each iteration, each of the two block boundaries one row
+// each way (one row per page).
+func TestClusterJacobiMatchesEmbedded_C3(t *testing.T) {
+	c := coordtest.Start(t, 3, coordtest.Options{})
+	const n, iters = 48, 6
+	params := map[string]string{"n": "48", "iters": "6", "rows": "1"}
+	job := "../../../examples/jobs/jacobi.yaml"
+
+	emb := t.TempDir()
+	if _, err := Run(context.Background(), Config{JobFile: job, Params: params, OutDir: emb, Devices: []string{"cpu"}}); err != nil {
+		t.Fatalf("embedded: %v", err)
+	}
+	out := t.TempDir()
+	before := c.PeerBytes()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := Run(ctx, Config{JobFile: job, Params: params, OutDir: out, Record: true,
+		Cluster: &ClusterConfig{Addrs: c.Addrs()[:1], CredentialsDir: c.Dir, Client: "alice"}})
+	if err != nil {
+		t.Fatalf("cluster: %v", err)
+	}
+	want, _ := os.ReadFile(filepath.Join(emb, "jacobi.npy"))
+	got, _ := os.ReadFile(filepath.Join(out, "jacobi.npy"))
+	if len(want) == 0 || !bytes.Equal(got, want) {
+		t.Fatalf("cluster jacobi.npy (%d bytes) differs from the embedded one (%d bytes)", len(got), len(want))
+	}
+	halo := int64(iters * 2 * 2 * n * 4)
+	if moved := c.PeerBytes() - before; moved != halo {
+		t.Errorf("bytes between nodes (counted by the nodes) = %d, want the halo minimum %d", moved, halo)
+	}
+	if len(res.Cluster.Nodes) != 3 {
+		t.Errorf("nodes = %v, want the three discovered from one address", res.Cluster.Nodes)
+	}
+	sum := res.Summary()
+	for _, s := range []string{"on cluster (3 nodes", "between nodes " + bytesStr(halo), "n0/cpu:0", "n2/cpu:0", "wrote "} {
+		if !strings.Contains(sum, s) {
+			t.Errorf("summary lacks %q:\n%s", s, sum)
+		}
+	}
+	t.Log(sum)
+	var tr bytes.Buffer
+	if err := res.WriteTrace(&tr); err != nil || !strings.Contains(tr.String(), "acpp cluster") {
+		t.Errorf("trace: %v", err)
+	}
+}
+
+// TestClusterCommands_C1: nodes lists every member with its QUIC address
+// and devices; status lists each member's jobs; an unreachable cluster is a
+// clear error with exit code 1.
+func TestClusterCommands_C1(t *testing.T) {
+	c := coordtest.Start(t, 3, coordtest.Options{})
+	env := func(out, errb *bytes.Buffer) Env { return Env{Stdout: out, Stderr: errb} }
+	var out, errb bytes.Buffer
+	if code := Main(context.Background(), []string{"nodes", "--cluster", c.Addrs()[1], "--credentials", c.Dir, "--client", "alice"}, env(&out, &errb)); code != 0 {
+		t.Fatalf("nodes: exit %d: %s", code, errb.String())
+	}
+	for i, a := range c.Addrs() {
+		if !strings.Contains(out.String(), a) || !strings.Contains(out.String(), "n"+string(rune('0'+i))) {
+			t.Errorf("nodes output lacks n%d at %s:\n%s", i, a, out.String())
+		}
+	}
+	if !strings.Contains(out.String(), "cpu×1") || !strings.Contains(out.String(), "3 members") {
+		t.Errorf("nodes output:\n%s", out.String())
+	}
+	t.Log("\n" + out.String())
+	out.Reset()
+	if code := Main(context.Background(), []string{"status", "--cluster", c.Addrs()[0], "--credentials", c.Dir, "--client", "alice"}, env(&out, &errb)); code != 0 {
+		t.Fatalf("status: exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "serving") || !strings.Contains(out.String(), "0 jobs open on 3 members") {
+		t.Errorf("status output:\n%s", out.String())
+	}
+	t.Log("\n" + out.String())
+
+	// Nothing listens on the port of a stopped node.
+	addr := c.Addrs()[2]
+	c.Stop(2)
+	out.Reset()
+	errb.Reset()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	code := Main(ctx, []string{"run", "--cluster", addr, "--credentials", c.Dir, "--client", "alice", "../../../examples/jobs/saxpy.yaml"}, env(&out, &errb))
+	if code != 1 || !strings.Contains(errb.String(), "cluster unreachable: connect to "+addr) || !strings.Contains(errb.String(), "is acpp-node running there") {
+		t.Errorf("run on a stopped node: exit %d, stderr %q; want 1 and a message naming the address", code, errb.String())
+	}
+	t.Logf("unreachable reported in %v: %s", time.Since(start), errb.String())
+}
