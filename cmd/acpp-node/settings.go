@@ -27,6 +27,7 @@ type settings struct {
 	AdvertiseAddr string   `yaml:"advertise_addr"`
 	QUICAddr      string   `yaml:"quic_addr"`
 	Join          []string `yaml:"join"`
+	JoinRetry     string   `yaml:"join_retry"`
 	Devices       string   `yaml:"devices"`
 	CPUWorkers    int      `yaml:"cpu_workers"`
 	HTTPAddr      string   `yaml:"http_addr"`
@@ -55,6 +56,7 @@ func (s *settings) table() []setting {
 		{"advertise-addr", "ACPP_ADVERTISE_ADDR", "IP address peers use to reach this node (default: the bind address, or a private IP)", &s.AdvertiseAddr, nil, nil},
 		{"quic-addr", "ACPP_QUIC_ADDR", "QUIC listener host:port (UDP) for pages and instructions", &s.QUICAddr, nil, nil},
 		{"join", "ACPP_JOIN", "gossip host:port of a member to join; repeat the flag (env: comma-separated)", nil, &s.Join, nil},
+		{"join-retry", "ACPP_JOIN_RETRY", "how long to keep retrying --join while no member answers, so nodes may start in any order (0: fail at once)", &s.JoinRetry, nil, nil},
 		{"devices", "ACPP_DEVICES", "devices to expose: all, or a list of kinds and kind:index (cpu,cuda:0)", &s.Devices, nil, nil},
 		{"cpu-workers", "ACPP_CPU_WORKERS", "worker goroutines of the CPU device (0: GOMAXPROCS)", nil, nil, &s.CPUWorkers},
 		{"http-addr", "ACPP_HTTP_ADDR", "host:port serving /metrics and /healthz (empty: none)", &s.HTTPAddr, nil, nil},
@@ -71,7 +73,7 @@ func (s *settings) table() []setting {
 func defaultSettings() settings {
 	return settings{
 		Credentials: "/etc/acpp", GossipAddr: "0.0.0.0:7946", QUICAddr: "0.0.0.0:7947", Devices: "all",
-		HTTPAddr: "127.0.0.1:9464", MaxBytes: "0", MaxJobBytes: "0", JobLease: "30s", DrainTimeout: "10s",
+		HTTPAddr: "127.0.0.1:9464", MaxBytes: "0", MaxJobBytes: "0", JobLease: "30s", DrainTimeout: "10s", JoinRetry: "60s",
 		Timing: "lan", LogLevel: "info", LogFormat: "text",
 	}
 }
@@ -203,6 +205,11 @@ func (s settings) nodeConfig(log *slog.Logger) (node.Config, error) {
 	cfg.CredentialsDir = s.Credentials
 	cfg.GossipAddr, cfg.AdvertiseAddr, cfg.QUICAddr = s.GossipAddr, s.AdvertiseAddr, s.QUICAddr
 	cfg.Join = s.Join
+	if d, err := time.ParseDuration(s.JoinRetry); err != nil || d < 0 {
+		errs = append(errs, fmt.Errorf("join-retry %q: want a duration like 60s, or 0 to fail at once", s.JoinRetry))
+	} else {
+		cfg.Cluster.JoinRetry = d
+	}
 	cfg.Devices, cfg.CPUWorkers, cfg.HTTPAddr = s.Devices, s.CPUWorkers, s.HTTPAddr
 	var err error
 	if cfg.MaxBytes, err = parseBytes(s.MaxBytes); err != nil {

@@ -126,3 +126,26 @@ func FuzzConfigFile(f *testing.F) {
 		}
 	})
 }
+
+// TestJoinRetry: nodes of a cluster may be started in any order, so by
+// default a node keeps retrying --join for a while instead of exiting when
+// its seed is not up yet; 0 turns that off and a bad value is named.
+func TestJoinRetry(t *testing.T) {
+	s := defaultSettings()
+	s.Name = "n1"
+	cfg, err := s.nodeConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Cluster.JoinRetry != 60*time.Second {
+		t.Errorf("default JoinRetry = %v, want 60s", cfg.Cluster.JoinRetry)
+	}
+	s.JoinRetry = "0"
+	if cfg, err = s.nodeConfig(nil); err != nil || cfg.Cluster.JoinRetry != 0 {
+		t.Errorf("join-retry 0: JoinRetry %v, err %v; want 0, nil", cfg.Cluster.JoinRetry, err)
+	}
+	s.JoinRetry = "soon"
+	if _, err = s.nodeConfig(nil); err == nil || !strings.Contains(err.Error(), "join-retry") {
+		t.Errorf("join-retry soon: err %v, want one naming join-retry", err)
+	}
+}
