@@ -154,19 +154,19 @@ func Dial(ctx context.Context, cfg *ClusterConfig, log *slog.Logger) (*nodeclien
 // ---- the cluster engine ----
 
 type clusterEngine struct {
-	job    *coordinator.Job
-	cl     *nodeclient.Client
-	ownCl  bool
-	stats  ClusterStats
-	devs   []coordinator.Device
-	mu     sync.Mutex      // guards done
-	done   map[coordinator.GroupID]coordinator.GroupTrace
+	job   *coordinator.Job
+	cl    *nodeclient.Client
+	ownCl bool
+	stats ClusterStats
+	devs  []coordinator.Device
+	mu    sync.Mutex // guards done
+	done  map[coordinator.GroupID]coordinator.GroupTrace
 	// lastDone is, per device, the end of the last group recorded there:
 	// groups are issued ahead, so a group's busy time starts at the later
 	// of its issue and its predecessor's end on the device (the same
 	// correction the coordinator's duration estimates make).
 	lastDone map[string]time.Time
-	signal chan struct{} // receives a value when a group is done
+	signal   chan struct{} // receives a value when a group is done
 }
 
 type cbuf struct {
@@ -333,7 +333,9 @@ func (e *clusterEngine) fill(ctx context.Context, g *Group, b buf, off, rng []in
 		}
 		return hostTicket{start, time.Now()}, nil
 	}
-	acc := coordinator.Accessor{Buffer: cb.b, Mode: coordinator.Write, Offset: o, Range: r, NoInit: whole || pageAligned(cb.s, off, rng), Map: coordinator.OneToOne()}
+	// As embedded: only a fill of the whole buffer discards; a partial fill
+	// keeps the rest of its pages, and so runs where they are.
+	acc := coordinator.Accessor{Buffer: cb.b, Mode: coordinator.Write, Offset: o, Range: r, NoInit: whole, Map: coordinator.OneToOne()}
 	cg := coordinator.Group{Kernel: "fill_f32", Range: r, Offset: o, Args: []coordinator.Arg{coordinator.Acc(acc), coordinator.Scalar(v)}}
 	if init && dev == "" {
 		// A value initialisation is spread over every device: each then

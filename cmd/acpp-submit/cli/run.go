@@ -21,7 +21,6 @@ import (
 	_ "github.com/acpp/acpp/cuda" // GPUs, where a driver is found
 )
 
-
 // Config is one run of a job.
 type Config struct {
 	// JobFile is the job file's path. Input files named in it are relative
@@ -57,11 +56,11 @@ type Config struct {
 
 // Group is what Run records of one command group it submitted.
 type Group struct {
-	ID     uint64
-	Label  string // step name, kernel, or "init grid"
-	Kind   string // kernel, fill, copy, init
-	Path   string // the job field it came from: steps[1].repeat.steps[0]
-	Line   int
+	ID    uint64
+	Label string // step name, kernel, or "init grid"
+	Kind  string // kernel, fill, copy, init
+	Path  string // the job field it came from: steps[1].repeat.steps[0]
+	Line  int
 	// Device is where it ran: "cpu:0" embedded, "n1/cpu:0" on a cluster;
 	// for a split group the devices of its chunks, comma-separated.
 	Device string
