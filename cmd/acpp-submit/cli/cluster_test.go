@@ -56,8 +56,14 @@ func TestClusterJacobiMatchesEmbedded_C3(t *testing.T) {
 	}
 	t.Log(sum)
 	var tr bytes.Buffer
-	if err := res.WriteTrace(&tr); err != nil || !strings.Contains(tr.String(), "acpp cluster") {
-		t.Errorf("trace: %v", err)
+	if err := res.WriteTrace(&tr); err != nil {
+		t.Fatalf("trace: %v", err)
+	}
+	// A track per device, the split steps' chunks as slices on them.
+	for _, s := range []string{"acpp cluster", `"name":"device n1/cpu:0"`, `"chunk":`} {
+		if !strings.Contains(tr.String(), s) {
+			t.Errorf("trace lacks %s", s)
+		}
 	}
 }
 

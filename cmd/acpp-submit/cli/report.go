@@ -176,30 +176,44 @@ func (res *Result) WriteTrace(w io.Writer) error {
 	}
 	us := func(t time.Time) float64 { return float64(t.Sub(t0).Nanoseconds()) / 1e3 }
 	byID := map[uint64]*Group{}
-	for _, g := range res.Groups {
-		byID[g.ID] = g
-		tid, ok := tids[g.Device]
+	tidOf := func(dev string) int {
+		tid, ok := tids[dev]
 		if !ok {
 			tid = len(tids) + 1
-			tids[g.Device] = tid
-			evs = append(evs, traceEvent{Name: "thread_name", Ph: "M", Pid: pid, Tid: tid, Args: map[string]any{"name": "device " + g.Device}})
+			tids[dev] = tid
+			evs = append(evs, traceEvent{Name: "thread_name", Ph: "M", Pid: pid, Tid: tid, Args: map[string]any{"name": "device " + dev}})
 		}
-		if g.Timing.Started.IsZero() || g.Timing.Ended.IsZero() {
-			continue
+		return tid
+	}
+	for _, g := range res.Groups {
+		byID[g.ID] = g
+		// A split group is one slice per chunk, on its chunk's device.
+		parts := g.Chunks
+		if len(parts) == 0 {
+			parts = []Chunk{{ID: g.ID, Device: g.Device, Timing: g.Timing}}
 		}
-		dur := float64(g.Timing.Ended.Sub(g.Timing.Started).Nanoseconds()) / 1e3
-		args := map[string]any{"group": g.ID, "step": g.Path, "line": g.Line, "accesses": strings.Join(g.Accesses, " "),
-			"waited_us": float64(g.Timing.Started.Sub(g.Timing.Submitted).Nanoseconds()) / 1e3}
-		if len(g.Deps) > 0 {
-			args["deps"] = g.Deps
+		for _, c := range parts {
+			tid := tidOf(c.Device)
+			if c.Timing.Started.IsZero() || c.Timing.Ended.IsZero() {
+				continue
+			}
+			dur := float64(c.Timing.Ended.Sub(c.Timing.Started).Nanoseconds()) / 1e3
+			args := map[string]any{"group": g.ID, "step": g.Path, "line": g.Line, "accesses": strings.Join(g.Accesses, " "),
+				"waited_us": float64(c.Timing.Started.Sub(c.Timing.Submitted).Nanoseconds()) / 1e3}
+			if len(g.Chunks) > 0 {
+				args["chunk"] = c.ID
+			}
+			if len(g.Deps) > 0 {
+				args["deps"] = g.Deps
+			}
+			if len(g.RuntimeDeps) > 0 {
+				args["waited_for"] = g.RuntimeDeps
+			}
+			if g.Err != nil {
+				args["error"] = g.Err.Error()
+			}
+			evs = append(evs, traceEvent{Name: g.Label, Cat: g.Kind, Ph: "X", Ts: us(c.Timing.Started), Dur: &dur, Pid: pid, Tid: tid, Args: args})
 		}
-		if len(g.RuntimeDeps) > 0 {
-			args["waited_for"] = g.RuntimeDeps
-		}
-		if g.Err != nil {
-			args["error"] = g.Err.Error()
-		}
-		evs = append(evs, traceEvent{Name: g.Label, Cat: g.Kind, Ph: "X", Ts: us(g.Timing.Started), Dur: &dur, Pid: pid, Tid: tid, Args: args})
 	}
 	// Dependency arrows: from the end of each dependency to the start of
 	// the group that waited for it.
@@ -213,8 +227,8 @@ func (res *Result) WriteTrace(w io.Writer) error {
 				continue
 			}
 			id := fmt.Sprintf("%d-%d", d, g.ID)
-			evs = append(evs, traceEvent{Name: "dependency", Cat: "dep", Ph: "s", Ts: us(dg.Timing.Ended) - 0.001, Pid: pid, Tid: tids[dg.Device], ID: id},
-				traceEvent{Name: "dependency", Cat: "dep", Ph: "f", Bp: "e", Ts: us(g.Timing.Started), Pid: pid, Tid: tids[g.Device], ID: id})
+			evs = append(evs, traceEvent{Name: "dependency", Cat: "dep", Ph: "s", Ts: us(dg.Timing.Ended) - 0.001, Pid: pid, Tid: tidOf(lastDevice(dg)), ID: id},
+				traceEvent{Name: "dependency", Cat: "dep", Ph: "f", Bp: "e", Ts: us(g.Timing.Started), Pid: pid, Tid: tidOf(firstDevice(g)), ID: id})
 		}
 	}
 	// Link tracks: cumulative bytes per direction.
@@ -262,6 +276,22 @@ func (res *Result) WriteTrace(w io.Writer) error {
 			"bytes_copied": res.Stats.BytesCopied, "copies": res.Stats.Copies,
 		},
 	})
+}
+
+// firstDevice and lastDevice are the devices of a group's first and last
+// chunk (its device when it is not split), for dependency arrows.
+func firstDevice(g *Group) string {
+	if len(g.Chunks) > 0 {
+		return g.Chunks[0].Device
+	}
+	return g.Device
+}
+
+func lastDevice(g *Group) string {
+	if len(g.Chunks) > 0 {
+		return g.Chunks[len(g.Chunks)-1].Device
+	}
+	return g.Device
 }
 
 // ---- DAG ----
