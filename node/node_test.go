@@ -43,6 +43,29 @@ func TestThreeNodesJoinAndAdvertiseDevices_C1(t *testing.T) {
 	}
 }
 
+// A client that knows one node learns every member from it (MsgMembers):
+// names, states, QUIC addresses and device summaries.
+func TestMembersListsClusterForClients_C1(t *testing.T) {
+	nodes := startNodes(t, 3, nil)
+	c := startClient(t, credDir, "alice", nodes[1])
+	ms, err := c.Members(testCtx(t), nodes[1].Name())
+	if err != nil {
+		t.Fatalf("Members: %v", err)
+	}
+	if ms.Node != nodes[1].Name() || len(ms.Members) != 3 {
+		t.Fatalf("Members = %+v; want 3 members as %s sees them", ms, nodes[1].Name())
+	}
+	for i, m := range ms.Members {
+		n := nodes[i] // both sorted by name: n0, n1, n2
+		if m.Name != n.Name() || m.State != "alive" || m.QUICAddr != n.QUICAddr() || m.GossipAddr != n.GossipAddr() {
+			t.Errorf("member %d = %+v; want %s alive at QUIC %s, gossip %s", i, m, n.Name(), n.QUICAddr(), n.GossipAddr())
+		}
+		if len(m.Devices) == 0 || m.Devices[0].Kind != "cpu" || m.Devices[0].Count < 1 || !m.Devices[0].Unified {
+			t.Errorf("member %s devices = %+v; want a unified CPU", m.Name, m.Devices)
+		}
+	}
+}
+
 // randomBoxes cuts k disjoint boxes out of rng: slabs along dimension d,
 // one random box inside each slab.
 func randomBoxes(r *rand.Rand, rng [3]uint64, k int) []proto.Box {
