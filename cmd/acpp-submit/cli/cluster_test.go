@@ -90,7 +90,7 @@ func TestClusterCommands_C1(t *testing.T) {
 	if code := Main(context.Background(), []string{"status", "--cluster", c.Addrs()[0], "--credentials", c.Dir, "--client", "alice"}, env(&out, &errb)); code != 0 {
 		t.Fatalf("status: exit %d: %s", code, errb.String())
 	}
-	if !strings.Contains(out.String(), "serving") || !strings.Contains(out.String(), "0 jobs open on 3 members") {
+	if !strings.Contains(out.String(), "serving") || !strings.Contains(out.String(), "3 members; 0 job openings") {
 		t.Errorf("status output:\n%s", out.String())
 	}
 	t.Log("\n" + out.String())

@@ -111,7 +111,7 @@ func Status(ctx context.Context, cfg *ClusterConfig, w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%d jobs open on %d members", jobs, len(ms.Members))
+	fmt.Fprintf(w, "%d members; %d job openings (a job counts once per node it runs on)", len(ms.Members), jobs)
 	if unreachable > 0 {
 		fmt.Fprintf(w, "; %d unreachable", unreachable)
 	}
