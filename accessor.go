@@ -118,10 +118,14 @@ func access[T any](h *Handler, b *Buffer[T], mode coherence.Mode, ranged bool, o
 		h.fail(fmt.Errorf("%w: %v", ErrBadRange, err))
 		return nil
 	}
-	mem, err := h.q.rt.Alloc(b.st.id, h.mem)
-	if err != nil {
-		h.fail(fmt.Errorf("acpp: allocate buffer on %s: %w", h.dev.Info().ID, err))
-		return nil
+	mem := clusterMem // a cluster queue's buffers live on the nodes
+	if h.cl == nil {
+		m, err := h.q.rt.Alloc(b.st.id, h.mem)
+		if err != nil {
+			h.fail(fmt.Errorf("acpp: allocate buffer on %s: %w", h.dev.Info().ID, err))
+			return nil
+		}
+		mem = m
 	}
 	r := h.newReq()
 	*r = req{h: h, st: b.st, mode: mode, noInit: cfg.noInit, pages: pages, mem: mem, elem: b.elem(),

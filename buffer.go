@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/acpp/acpp/coherence"
+	"github.com/acpp/acpp/coordinator"
 	"github.com/acpp/acpp/device"
 )
 
@@ -26,6 +27,8 @@ type bufState struct {
 	// bound: the buffer lives on one device's memory (a user USM
 	// allocation, B3).
 	bound *coherence.AllocID
+	// cb is the buffer in a cluster queue's job (Connect); nil otherwise.
+	cb *coordinator.Buffer
 
 	mu     sync.Mutex  // serialises close
 	closed atomic.Bool // set once by close
@@ -115,6 +118,9 @@ func (q *Queue) addBuffer(st *bufState, user *device.Mem, at coherence.AllocID) 
 	if q.closed {
 		return ErrClosed
 	}
+	if q.cl != nil {
+		return q.addClusterBufferLocked(st, user)
+	}
 	id, err := q.rt.AddBuffer(st.geo, user, at)
 	if err != nil {
 		return err
@@ -169,6 +175,15 @@ func NewBufferFrom[T any](q *Queue, data []T, r Range, opts ...BufferOption) (*B
 		return nil, fmt.Errorf("%w: slice has %d elements, range %v needs %d", ErrBadRange, len(data), r, r.Count())
 	}
 	raw := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(data))), len(data)*es)
+	if q.cl != nil {
+		// The job keeps a copy to upload from; data gets the contents back
+		// at WriteBack and Close (unless CopyData).
+		st := &bufState{q: q, geo: geo, dims: r.dims, host: &device.Mem{Kind: device.MemHost, Bytes: len(raw), Host: raw}, writeBack: !cfg.copyIn}
+		if err := q.addBuffer(st, st.host, coherence.AllocID{}); err != nil {
+			return nil, err
+		}
+		return &Buffer[T]{st: st, rng: r}, nil
+	}
 	host := q.rt.Host().Info().ID
 	var mem *device.Mem
 	if cfg.copyIn {
@@ -204,6 +219,9 @@ func NewBufferOver[T any](q *Queue, p USM[T], r Range, opts ...BufferOption) (*B
 	geo, err := q.geometry(r, es, cfg)
 	if err != nil {
 		return nil, err
+	}
+	if q.cl != nil {
+		return nil, fmt.Errorf("%w: NewBufferOver (USM lives on local devices); use NewBufferFrom", ErrNotOnCluster)
 	}
 	if p.mem == nil || p.n < r.Count() {
 		return nil, fmt.Errorf("%w: USM allocation holds %d elements, range %v needs %d", ErrBadRange, p.n, r, r.Count())
@@ -283,6 +301,9 @@ func (b *Buffer[T]) WriteBack(ctx context.Context) error {
 	if b.st.isClosed() {
 		return ErrBufferClosed
 	}
+	if b.st.cb != nil {
+		return b.st.clusterWriteBack(ctx)
+	}
 	ev, err := b.st.hostTask(ctx, coherence.Read, false, "write-back")
 	if err != nil {
 		return err
@@ -318,6 +339,9 @@ func (st *bufState) close(ctx context.Context) error {
 	defer st.mu.Unlock()
 	if st.closed.Swap(true) {
 		return nil
+	}
+	if st.cb != nil {
+		return st.closeCluster(ctx)
 	}
 	// A read-write host group over every page conflicts with every earlier
 	// user, so waiting for it waits for them all; it copies only when the

@@ -42,34 +42,71 @@ func (t Timing) Duration() time.Duration {
 // Event is the handle of a submitted command group.
 type Event struct {
 	n *exec.Node
+	c *clusterEvent // an event of a cluster queue (then n is nil)
 }
 
 // Wait blocks until the group finished and returns its error (a kernel
 // error or panic, a failed copy, a cancelled queue), or ctx's error if ctx
 // ends first.
-func (e *Event) Wait(ctx context.Context) error { return e.n.Wait(ctx) }
+func (e *Event) Wait(ctx context.Context) error {
+	if e.c != nil {
+		return e.c.wait(ctx)
+	}
+	return e.n.Wait(ctx)
+}
 
 // Done is closed when the group has finished.
-func (e *Event) Done() <-chan struct{} { return e.n.Done() }
+func (e *Event) Done() <-chan struct{} {
+	if e.c != nil {
+		return e.c.done
+	}
+	return e.n.Done()
+}
 
 // Err is the group's error once it finished; nil before.
-func (e *Event) Err() error { return e.n.Err() }
+func (e *Event) Err() error {
+	if e.c != nil {
+		_, err := e.c.state()
+		return err
+	}
+	return e.n.Err()
+}
 
 // Status is the group's current state.
-func (e *Event) Status() Status { return e.n.State() }
+func (e *Event) Status() Status {
+	if e.c != nil {
+		s, _ := e.c.state()
+		return s
+	}
+	return e.n.State()
+}
 
 // Timing returns the group's timestamps.
+// On a cluster queue, Started is when the group's launch went to its node.
 func (e *Event) Timing() Timing {
+	if e.c != nil {
+		return e.c.timing()
+	}
 	s, st, en := e.n.Times()
 	return Timing{s, st, en}
 }
 
 // ID is the command group's submission number; groups are ordered by it
 // (D3).
-func (e *Event) ID() uint64 { return uint64(e.n.ID) }
+// On a cluster queue it is the coordinator's group ID.
+func (e *Event) ID() uint64 {
+	if e.c != nil {
+		return uint64(e.c.ids[0])
+	}
+	return uint64(e.n.ID)
+}
 
 // Deps are the IDs of earlier groups this one waited for (D1–D3).
+// A cluster queue's coordinator keeps them; Deps is nil there.
 func (e *Event) Deps() []uint64 {
+	if e.c != nil {
+		return nil
+	}
 	d := e.n.Deps()
 	out := make([]uint64, len(d))
 	for i, x := range d {

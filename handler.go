@@ -17,6 +17,7 @@ type submitConfig struct {
 	dev   *DeviceID
 	after []*Event
 	name  string
+	node  string // OnNode: the node of dev on a cluster queue
 }
 
 // On runs the command group on device id (one of the queue's devices)
@@ -46,6 +47,7 @@ type Handler struct {
 	act   string // the action declared, "" for none
 	errs  []error
 	done  bool
+	cl    *clusterCG // a cluster queue's group (Connect)
 
 	// Inline storage for the common small groups (fewer allocations per
 	// submit).
@@ -78,7 +80,13 @@ func (h *Handler) Device() device.Info { return h.dev.Info() }
 // DependsOn adds explicit dependencies, like the After option.
 func (h *Handler) DependsOn(evs ...*Event) {
 	for _, e := range evs {
-		if e != nil {
+		switch {
+		case e == nil:
+		case e.c != nil && h.cl != nil:
+			h.cl.after = append(h.cl.after, e)
+		case e.c != nil || h.cl != nil:
+			h.fail(fmt.Errorf("%w: an event of a cluster queue and a group of a local queue (or the other way round) cannot be ordered; Wait for the event first", ErrNotOnCluster))
+		default:
 			h.after = append(h.after, e.n)
 		}
 	}
@@ -125,6 +133,10 @@ func (h *Handler) recordAction(name string, ops []device.Op) {
 }
 
 func (h *Handler) runsGo(what string) bool {
+	if h.cl != nil {
+		h.fail(fmt.Errorf("%w (%s)", ErrClosureOnCluster, what))
+		return false
+	}
 	if h.dev.Info().Caps.Runs(device.FormGo) {
 		return true
 	}
@@ -149,6 +161,9 @@ func (q *Queue) Submit(cgf func(h *Handler) error, opts ...SubmitOption) (*Event
 			o(c)
 		}
 		cfg = *c
+	}
+	if q.cl != nil {
+		return q.submitCluster(cgf, cfg)
 	}
 	dev := q.devs[0]
 	if cfg.dev != nil {
@@ -509,6 +524,10 @@ func (h *Handler) LaunchND(name string, global, local Range, args ...KernelArg) 
 }
 
 func (h *Handler) launch(name string, nd device.NDRange, args []KernelArg) {
+	if h.cl != nil {
+		h.launchCluster(name, nd, args)
+		return
+	}
 	k, err := device.Kernels.Lookup(name)
 	if err != nil {
 		h.fail(err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/acpp/acpp/coherence"
+	"github.com/acpp/acpp/coordinator"
 	"github.com/acpp/acpp/internal/exec"
 )
 
@@ -36,6 +37,9 @@ func HostAccess[T any](ctx context.Context, b *Buffer[T], mode Mode, opts ...Acc
 	}
 	if cfg.noInit && mode == ModeRead {
 		return nil, fmt.Errorf("%w: a read host accessor cannot be NoInit", ErrMode)
+	}
+	if st.cb != nil {
+		return hostAccessCluster(ctx, b, mode, cfg)
 	}
 	host := st.q.rt.HostAlloc()
 	m, err := st.q.rt.Alloc(st.id, host)
@@ -104,6 +108,13 @@ func (a *HostAccessor[T]) Close() {
 
 // Read copies the buffer's contents into a new slice (waiting for writers).
 func (b *Buffer[T]) Read(ctx context.Context) ([]T, error) {
+	if b.st.cb != nil && !b.st.isClosed() {
+		raw, err := b.st.q.cl.job.Read(ctx, b.st.cb, coordinator.Dims{}, coordinator.Dims{})
+		if err != nil {
+			return nil, err
+		}
+		return elemsOf[T](raw), nil
+	}
 	ha, err := HostAccess(ctx, b, ModeRead)
 	if err != nil {
 		return nil, err
@@ -116,6 +127,9 @@ func (b *Buffer[T]) Read(ctx context.Context) ([]T, error) {
 func (b *Buffer[T]) Write(ctx context.Context, data []T) error {
 	if len(data) != b.Len() {
 		return fmt.Errorf("%w: %d elements for a buffer of %d", ErrBadRange, len(data), b.Len())
+	}
+	if b.st.cb != nil && !b.st.isClosed() {
+		return b.st.q.cl.job.Write(ctx, b.st.cb, coordinator.Dims{}, coordinator.Dims{}, bytesOf(data))
 	}
 	ha, err := HostAccess(ctx, b, ModeWrite, NoInit)
 	if err != nil {

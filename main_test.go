@@ -7,7 +7,13 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// The cluster tests' nodes (connect_test.go): memberlist's TCP
+		// handlers end within its TCP timeout after Close.
+		goleak.IgnoreTopFunction("github.com/hashicorp/memberlist.(*Memberlist).streamListen"),
+	)
+}
 
 func newQueue(t testing.TB, opts ...Option) *Queue {
 	t.Helper()

@@ -34,6 +34,7 @@ type queueConfig struct {
 	log      *slog.Logger
 	onError  func(error)
 	devices  []device.Device // caller-owned devices (tests, node agents)
+	cluster  *clusterConfig  // options only Connect takes
 }
 
 // Option configures NewQueue.
@@ -77,6 +78,7 @@ func WithDevices(devs ...device.Device) Option {
 // for concurrent use.
 type Queue struct {
 	rt      *exec.Runtime
+	cl      *clusterQueue   // set by Connect: the queue forwards to a cluster job
 	devs    []device.Device // selected, default first
 	owned   []device.Device // closed by Close
 	onError func(error)
@@ -99,6 +101,9 @@ func NewQueue(ctx context.Context, opts ...Option) (*Queue, error) {
 	var cfg queueConfig
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if cfg.cluster != nil {
+		return nil, errors.New("acpp: WithCredentials, WithClientCredentials, WithNodes, WithLabels and WithCoordinator apply to Connect only")
 	}
 	if cfg.cpus < 0 || cfg.workers < 0 {
 		return nil, fmt.Errorf("acpp: WithCPUDevices (%d) and WithWorkers (%d) must be >= 0", cfg.cpus, cfg.workers)
@@ -179,6 +184,9 @@ func closeAll(ds []device.Device) {
 
 // Devices describes the queue's selected devices; the first is the default.
 func (q *Queue) Devices() []device.Info {
+	if q.cl != nil {
+		return q.clusterDevices()
+	}
 	out := make([]device.Info, len(q.devs))
 	for i, d := range q.devs {
 		out[i] = d.Info()
@@ -187,9 +195,19 @@ func (q *Queue) Devices() []device.Info {
 }
 
 // Device describes the default device.
-func (q *Queue) Device() device.Info { return q.devs[0].Info() }
+// On a cluster queue it is the job's first device (placement chooses where
+// groups run unless they are pinned with OnNode).
+func (q *Queue) Device() device.Info {
+	if q.cl != nil {
+		return q.clusterDevices()[0]
+	}
+	return q.devs[0].Info()
+}
 
 func (q *Queue) deviceByID(id DeviceID) (device.Device, error) {
+	if q.cl != nil {
+		return nil, fmt.Errorf("%w: %s: a cluster queue's buffers live on the nodes and the coordinator manages their allocations", ErrNotOnCluster, id)
+	}
 	for _, d := range q.devs {
 		if d.Info().ID == id {
 			return d, nil
@@ -199,12 +217,22 @@ func (q *Queue) deviceByID(id DeviceID) (device.Device, error) {
 }
 
 // Stats returns the queue's counters.
-func (q *Queue) Stats() Stats { return q.rt.Stats() }
+// On a cluster queue only Groups is counted; the job's own counters are
+// in coordinator.Stats.
+func (q *Queue) Stats() Stats {
+	if q.cl != nil {
+		return Stats{Groups: int64(q.cl.job.Stats().Groups)}
+	}
+	return q.rt.Stats()
+}
 
 // Wait blocks until every submitted command group has finished and returns
 // the errors of those that failed since the last Wait (unless an async
 // handler takes them). It returns ctx's error if ctx ends first.
 func (q *Queue) Wait(ctx context.Context) error {
+	if q.cl != nil {
+		return q.clusterWait(ctx)
+	}
 	if err := q.rt.Wait(ctx); err != nil {
 		return err
 	}
@@ -227,6 +255,9 @@ func (q *Queue) takeErrors() error {
 // any HostAccessor first: an open host access holds its buffer, and Close
 // waits for it.
 func (q *Queue) Close() error {
+	if q.cl != nil {
+		return q.clusterClose()
+	}
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()

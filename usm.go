@@ -46,6 +46,9 @@ func Malloc[T any](q *Queue, n int, kind device.MemKind, opts ...SubmitOption) (
 }
 
 func (q *Queue) submitDevice(opts []SubmitOption) (device.Device, error) {
+	if q.cl != nil {
+		return nil, fmt.Errorf("%w: USM memory lives on local devices", ErrNotOnCluster)
+	}
 	var cfg submitConfig
 	for _, o := range opts {
 		o(&cfg)
@@ -61,6 +64,9 @@ func (q *Queue) submitDevice(opts []SubmitOption) (device.Device, error) {
 func Free[T any](q *Queue, p USM[T]) error {
 	if p.mem == nil {
 		return fmt.Errorf("%w: Free of a nil USM pointer", ErrBadRange)
+	}
+	if q.cl != nil {
+		return fmt.Errorf("%w: Free of USM memory", ErrNotOnCluster)
 	}
 	for _, d := range q.rt.Devices() {
 		if d.Info().ID == p.mem.Device {
@@ -155,6 +161,9 @@ func Memcpy[T any](q *Queue, dst, src USM[T], n int, opts ...SubmitOption) (*Eve
 	if dst.mem == nil || src.mem == nil {
 		return nil, fmt.Errorf("%w: nil USM pointer", ErrBadRange)
 	}
+	if q.cl != nil {
+		return nil, fmt.Errorf("%w: Memcpy of USM memory", ErrNotOnCluster)
+	}
 	if n < 0 || n > dst.n || n > src.n {
 		return nil, fmt.Errorf("%w: Memcpy of %d elements (source has %d, destination %d)", ErrBadRange, n, src.n, dst.n)
 	}
@@ -189,6 +198,9 @@ func FillUSM[T any](q *Queue, p USM[T], v T, n int, opts ...SubmitOption) (*Even
 func (q *Queue) fillUSM(name string, m *device.Mem, off, n, have, es int, pat []byte, opts []SubmitOption) (*Event, error) {
 	if m == nil {
 		return nil, fmt.Errorf("%w: nil USM pointer", ErrBadRange)
+	}
+	if q.cl != nil {
+		return nil, fmt.Errorf("%w: %s of USM memory", ErrNotOnCluster, name)
 	}
 	if n < 0 || n > have {
 		return nil, fmt.Errorf("%w: %s of %d elements, the pointer has %d", ErrBadRange, name, n, have)
