@@ -519,8 +519,22 @@ func (n *Node) Close() error {
 // Inventory is the node's inventory as MsgInventory returns it.
 func (n *Node) Inventory() *proto.Inventory {
 	devs, mems := n.devs.inventory()
+	n.mu.Lock()
+	jobs := make([]*job, 0, len(n.jobs))
+	for _, j := range n.jobs {
+		jobs = append(jobs, j)
+	}
+	n.mu.Unlock()
+	list := make([]proto.JobInv, 0, len(jobs))
+	for _, j := range jobs {
+		j.mu.Lock()
+		list = append(list, proto.JobInv{ID: j.id, Client: j.owner.Name, Bytes: j.bytes, Allocs: len(j.allocs), Pending: j.pending, Running: j.running, Known: len(j.instrs)})
+		j.mu.Unlock()
+	}
+	sort.Slice(list, func(a, b int) bool { return list[a].ID < list[b].ID })
 	return &proto.Inventory{
-		Node: n.cfg.Name, Devices: devs, Memories: mems, Jobs: n.Jobs(), Allocated: n.allocated.Load(),
+		Node: n.cfg.Name, Devices: devs, Memories: mems, Jobs: len(jobs), Allocated: n.allocated.Load(),
 		MaxBytes: n.cfg.MaxBytes, MaxJobBytes: n.cfg.MaxJobBytes, Kernels: device.Kernels.Names(), Draining: n.draining.Load(),
+		JobList: list,
 	}
 }

@@ -345,6 +345,25 @@ type Inventory struct {
 	MaxJobBytes uint64   `msgpack:"mj,omitempty"`
 	Kernels     []string `msgpack:"k,omitempty"`
 	Draining    bool     `msgpack:"dr,omitempty"`
+	// JobList describes each open job (sorted by ID).
+	JobList []JobInv `msgpack:"jl,omitempty"`
+}
+
+// JobInv is one open job of a node, for status tables.
+type JobInv struct {
+	ID uint64 `msgpack:"i"`
+	// Client is the owner's identity name.
+	Client string `msgpack:"c"`
+	// Bytes are the bytes it holds (allocations and staged arrivals);
+	// Allocs its allocations.
+	Bytes  uint64 `msgpack:"b"`
+	Allocs int    `msgpack:"a"`
+	// Pending are its instructions not finished, Running those running
+	// now, Known those the node still remembers (finished ones until the
+	// coordinator lets it forget them).
+	Pending int `msgpack:"p"`
+	Running int `msgpack:"r"`
+	Known   int `msgpack:"k"`
 }
 
 // Members is the cluster membership as one node sees it (MsgMembers).

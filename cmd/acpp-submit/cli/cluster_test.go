@@ -5,10 +5,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/acpp/acpp/coordinator"
 	"github.com/acpp/acpp/coordinator/coordtest"
 )
 
@@ -94,6 +96,19 @@ func TestClusterCommands_C1(t *testing.T) {
 		t.Errorf("status output:\n%s", out.String())
 	}
 	t.Log("\n" + out.String())
+	// With a job open on every node: a row per (job, node).
+	job, err := coordinator.Open(context.Background(), c.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	code := Main(context.Background(), []string{"status", "--cluster", c.Addrs()[0], "--credentials", c.Dir, "--client", "alice"}, env(&out, &errb))
+	job.Close(context.Background())
+	id := strconv.FormatUint(job.ID(), 10)
+	if code != 0 || strings.Count(out.String(), id) != 3 || !strings.Contains(out.String(), "3 job openings") || !strings.Contains(out.String(), "alice") {
+		t.Errorf("status with job %s open: exit %d\n%s", id, code, out.String())
+	}
+	t.Log("\n" + out.String())
 
 	// Nothing listens on the port of a stopped node.
 	addr := c.Addrs()[2]
@@ -103,7 +118,7 @@ func TestClusterCommands_C1(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	start := time.Now()
-	code := Main(ctx, []string{"run", "--cluster", addr, "--credentials", c.Dir, "--client", "alice", "../../../examples/jobs/saxpy.yaml"}, env(&out, &errb))
+	code = Main(ctx, []string{"run", "--cluster", addr, "--credentials", c.Dir, "--client", "alice", "../../../examples/jobs/saxpy.yaml"}, env(&out, &errb))
 	if code != 1 || !strings.Contains(errb.String(), "cluster unreachable: connect to "+addr) || !strings.Contains(errb.String(), "is acpp-node running there") {
 		t.Errorf("run on a stopped node: exit %d, stderr %q; want 1 and a message naming the address", code, errb.String())
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -63,9 +64,10 @@ func deviceSummary(ds []proto.DeviceSummary) string {
 	return strings.Join(parts, ", ")
 }
 
-// Status prints one row per alive member with what its inventory says of
-// the jobs it runs: open jobs, memory they hold, the node's limits, and
-// whether it drains.
+// Status prints one row per member with what its inventory says: open
+// jobs, memory they hold, the node's limits, whether it drains; then one
+// row per (job, node) with the job's client, the bytes and allocations it
+// holds there and its instructions pending, running and remembered.
 func Status(ctx context.Context, cfg *ClusterConfig, w io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
@@ -79,6 +81,11 @@ func Status(ctx context.Context, cfg *ClusterConfig, w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tSTATE\tJOBS\tALLOCATED\tLIMIT\tDEVICES")
 	var jobs, unreachable int
+	type jobRow struct {
+		node string
+		j    proto.JobInv
+	}
+	var rows []jobRow
 	for _, m := range ms.Members {
 		if m.State != "alive" || m.QUICAddr == "" {
 			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\n", m.Name, m.State)
@@ -106,7 +113,18 @@ func Status(ctx context.Context, cfg *ClusterConfig, w io.Writer) error {
 			devs[i] = d.ID
 		}
 		jobs += inv.Jobs
+		for _, j := range inv.JobList {
+			rows = append(rows, jobRow{m.Name, j})
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", m.Name, state, inv.Jobs, bytesStr(int64(inv.Allocated)), limit, strings.Join(devs, " "))
+	}
+	if len(rows) > 0 {
+		sort.SliceStable(rows, func(a, b int) bool { return rows[a].j.ID < rows[b].j.ID })
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "JOB\tNODE\tCLIENT\tHOLDS\tALLOCATIONS\tPENDING\tRUNNING\tINSTRUCTIONS KNOWN")
+		for _, r := range rows {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", r.j.ID, r.node, r.j.Client, bytesStr(int64(r.j.Bytes)), r.j.Allocs, r.j.Pending, r.j.Running, r.j.Known)
+		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
