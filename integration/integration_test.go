@@ -196,14 +196,16 @@ func TestSecurity_C6(t *testing.T) {
 	waitMembers(t, []*proc{n1, n2}, 2, 15*time.Second)
 
 	// Wrong gossip key: n4's certificate is fine, its key is another
-	// cluster's. Its join fails and it exits with an error.
+	// cluster's. Its join fails and, with --join-retry 0, it exits with an
+	// error at once (by default it would keep retrying, and failing, for a
+	// minute).
 	wrongKey := filepath.Join(t.TempDir(), "wrongkey")
 	copyDir(t, credDir, wrongKey)
 	if err := os.Remove(filepath.Join(wrongKey, "gossip.key")); err != nil {
 		t.Fatal(err)
 	}
 	copyFile(t, filepath.Join(other, "gossip.key"), filepath.Join(wrongKey, "gossip.key"))
-	n4 := startNode(t, wrongKey, "n4", []string{n1.gossip})
+	n4 := startNode(t, wrongKey, "n4", []string{n1.gossip}, "--join-retry", "0")
 	select {
 	case <-n4.done:
 		if n4.exitErr == nil || !strings.Contains(n4.output(), "join") {
