@@ -1,8 +1,10 @@
 // Command acpp-submit runs acpp job files: on the embedded runtime of this
-// machine by default (and, once the coordinator exists, on a cluster of
-// acpp-node agents with --cluster). See docs/JOBS.md.
+// machine by default, or on a cluster of acpp-node agents with --cluster;
+// nodes and status list a cluster's members and jobs. See docs/JOBS.md.
 //
 //	acpp-submit run examples/jobs/jacobi.yaml
+//	acpp-submit run --cluster 127.0.0.1:7951 --credentials creds --client alice examples/jobs/jacobi.yaml
+//	acpp-submit nodes --cluster 127.0.0.1:7951 --credentials creds --client alice
 //	acpp-submit run --trace trace.json --dag dag.dot examples/jobs/jacobi.yaml
 //	acpp-submit check JOB
 //	acpp-submit kernels

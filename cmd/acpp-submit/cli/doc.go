@@ -1,6 +1,12 @@
 // Package cli is acpp-submit: its commands (cobra), the runner that executes
-// a job file on the embedded runtime (Run), and the reports it writes — the
-// summary, a Chrome/Perfetto trace and the DAG in Graphviz DOT.
+// a job file (Run) on the embedded runtime or on a cluster of acpp-node
+// agents (through package coordinator), the cluster tables (Nodes, Status),
+// and the reports it writes — the summary, a Chrome/Perfetto trace and the
+// DAG in Graphviz DOT.
+//
+// The runner holds the job's semantics once and drives an engine (engine.go):
+// embeddedEngine submits to an acpp.Queue, clusterEngine to a
+// coordinator.Job (cluster.go).
 //
 // # Usage
 //
