@@ -166,7 +166,9 @@ type clusterEngine struct {
 	// of its issue and its predecessor's end on the device (the same
 	// correction the coordinator's duration estimates make).
 	lastDone map[string]time.Time
-	signal   chan struct{} // receives a value when a group is done
+	// record: keep per-group link counters for the trace.
+	record bool
+	signal chan struct{} // receives a value when a group is done
 }
 
 type cbuf struct {
@@ -206,6 +208,7 @@ func openCluster(ctx context.Context, cfg Config, log *slog.Logger) (engine, err
 		return nil, fmt.Errorf("%w: %w", ErrCluster, err)
 	}
 	e.job = job
+	e.record = cfg.Record
 	e.devs = job.Devices()
 	for _, n := range job.Nodes() {
 		e.stats.Nodes = append(e.stats.Nodes, n.Name)
@@ -566,6 +569,9 @@ func (t *clusterTicket) record(g *Group, _ *Result) error {
 				g.Timing.Ended = c.Timing.Ended
 			}
 		}
+	}
+	if t.e.record {
+		g.Links = t.e.job.Stats().PlannedBytes
 	}
 	if len(trs) < len(t.ids) {
 		if err := t.e.job.Err(); err != nil {

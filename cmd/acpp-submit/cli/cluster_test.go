@@ -62,7 +62,7 @@ func TestClusterJacobiMatchesEmbedded_C3(t *testing.T) {
 		t.Fatalf("trace: %v", err)
 	}
 	// A track per device, the split steps' chunks as slices on them.
-	for _, s := range []string{"acpp cluster", `"name":"device n1/cpu:0"`, `"chunk":`} {
+	for _, s := range []string{"acpp cluster", `"name":"device n1/cpu:0"`, `"chunk":`, `"name":"link n0→n1 (bytes)"`} {
 		if !strings.Contains(tr.String(), s) {
 			t.Errorf("trace lacks %s", s)
 		}

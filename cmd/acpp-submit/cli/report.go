@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -231,42 +233,55 @@ func (res *Result) WriteTrace(w io.Writer) error {
 				traceEvent{Name: "dependency", Cat: "dep", Ph: "f", Bp: "e", Ts: us(g.Timing.Started), Pid: pid, Tid: tidOf(firstDevice(g)), ID: id})
 		}
 	}
-	// Link tracks: cumulative bytes per direction.
-	var h2d, d2h int64 = -1, -1
-	evs = append(evs, traceEvent{Name: "link host→device (bytes)", Ph: "C", Ts: 0, Pid: pid, Args: map[string]any{"bytes": 0}},
-		traceEvent{Name: "link device→host (bytes)", Ph: "C", Ts: 0, Pid: pid, Args: map[string]any{"bytes": 0}})
-	for _, g := range res.Groups {
-		if g.Timing.Ended.IsZero() {
-			continue
-		}
-		s := g.StatsAfter
-		if s.BytesHostToDevice != h2d {
-			h2d = s.BytesHostToDevice
-			evs = append(evs, traceEvent{Name: "link host→device (bytes)", Ph: "C", Ts: us(g.Timing.Ended), Pid: pid, Args: map[string]any{"bytes": h2d}})
-		}
-		if s.BytesDeviceToHost != d2h {
-			d2h = s.BytesDeviceToHost
-			evs = append(evs, traceEvent{Name: "link device→host (bytes)", Ph: "C", Ts: us(g.Timing.Ended), Pid: pid, Args: map[string]any{"bytes": d2h}})
-		}
-	}
-	// Outputs: a host track with the read-backs, and the links' final
-	// totals (they include the read-backs and buffer closes).
-	if len(res.Outputs) > 0 {
-		tid := len(tids) + 1
-		evs = append(evs, traceEvent{Name: "thread_name", Ph: "M", Pid: pid, Tid: tid, Args: map[string]any{"name": "host: outputs"}})
-		for _, o := range res.Outputs {
-			dur := float64(o.End.Sub(o.Start).Nanoseconds()) / 1e3
-			evs = append(evs, traceEvent{Name: "output " + o.Buffer, Cat: "output", Ph: "X", Ts: us(o.Start), Dur: &dur, Pid: pid, Tid: tid,
-				Args: map[string]any{"file": o.Path, "bytes": o.Bytes, "copied_to_host": o.Moved, "format": string(o.Format)}})
-			if o.Moved > 0 {
-				d2h = max(d2h, 0) + o.Moved
-				evs = append(evs, traceEvent{Name: "link device→host (bytes)", Ph: "C", Ts: us(o.End), Pid: pid, Args: map[string]any{"bytes": d2h}})
+	if res.Cluster != nil {
+		evs = append(evs, res.clusterLinkTracks(pid, us)...)
+		if len(res.Outputs) > 0 {
+			tid := len(tids) + 1
+			evs = append(evs, traceEvent{Name: "thread_name", Ph: "M", Pid: pid, Tid: tid, Args: map[string]any{"name": "client: outputs"}})
+			for _, o := range res.Outputs {
+				dur := float64(o.End.Sub(o.Start).Nanoseconds()) / 1e3
+				evs = append(evs, traceEvent{Name: "output " + o.Buffer, Cat: "output", Ph: "X", Ts: us(o.Start), Dur: &dur, Pid: pid, Tid: tid,
+					Args: map[string]any{"file": o.Path, "bytes": o.Bytes, "read_back": o.Moved, "format": string(o.Format)}})
 			}
 		}
+	} else {
+		// Link tracks: cumulative bytes per direction.
+		var h2d, d2h int64 = -1, -1
+		evs = append(evs, traceEvent{Name: "link host→device (bytes)", Ph: "C", Ts: 0, Pid: pid, Args: map[string]any{"bytes": 0}},
+			traceEvent{Name: "link device→host (bytes)", Ph: "C", Ts: 0, Pid: pid, Args: map[string]any{"bytes": 0}})
+		for _, g := range res.Groups {
+			if g.Timing.Ended.IsZero() {
+				continue
+			}
+			s := g.StatsAfter
+			if s.BytesHostToDevice != h2d {
+				h2d = s.BytesHostToDevice
+				evs = append(evs, traceEvent{Name: "link host→device (bytes)", Ph: "C", Ts: us(g.Timing.Ended), Pid: pid, Args: map[string]any{"bytes": h2d}})
+			}
+			if s.BytesDeviceToHost != d2h {
+				d2h = s.BytesDeviceToHost
+				evs = append(evs, traceEvent{Name: "link device→host (bytes)", Ph: "C", Ts: us(g.Timing.Ended), Pid: pid, Args: map[string]any{"bytes": d2h}})
+			}
+		}
+		// Outputs: a host track with the read-backs, and the links' final
+		// totals (they include the read-backs and buffer closes).
+		if len(res.Outputs) > 0 {
+			tid := len(tids) + 1
+			evs = append(evs, traceEvent{Name: "thread_name", Ph: "M", Pid: pid, Tid: tid, Args: map[string]any{"name": "host: outputs"}})
+			for _, o := range res.Outputs {
+				dur := float64(o.End.Sub(o.Start).Nanoseconds()) / 1e3
+				evs = append(evs, traceEvent{Name: "output " + o.Buffer, Cat: "output", Ph: "X", Ts: us(o.Start), Dur: &dur, Pid: pid, Tid: tid,
+					Args: map[string]any{"file": o.Path, "bytes": o.Bytes, "copied_to_host": o.Moved, "format": string(o.Format)}})
+				if o.Moved > 0 {
+					d2h = max(d2h, 0) + o.Moved
+					evs = append(evs, traceEvent{Name: "link device→host (bytes)", Ph: "C", Ts: us(o.End), Pid: pid, Args: map[string]any{"bytes": d2h}})
+				}
+			}
+		}
+		end := us(res.Start.Add(res.Wall))
+		evs = append(evs, traceEvent{Name: "link host→device (bytes)", Ph: "C", Ts: end, Pid: pid, Args: map[string]any{"bytes": res.Stats.BytesHostToDevice}},
+			traceEvent{Name: "link device→host (bytes)", Ph: "C", Ts: end, Pid: pid, Args: map[string]any{"bytes": res.Stats.BytesDeviceToHost}})
 	}
-	end := us(res.Start.Add(res.Wall))
-	evs = append(evs, traceEvent{Name: "link host→device (bytes)", Ph: "C", Ts: end, Pid: pid, Args: map[string]any{"bytes": res.Stats.BytesHostToDevice}},
-		traceEvent{Name: "link device→host (bytes)", Ph: "C", Ts: end, Pid: pid, Args: map[string]any{"bytes": res.Stats.BytesDeviceToHost}})
 	enc := json.NewEncoder(w)
 	return enc.Encode(map[string]any{
 		"traceEvents":     evs,
@@ -276,6 +291,34 @@ func (res *Result) WriteTrace(w io.Writer) error {
 			"bytes_copied": res.Stats.BytesCopied, "copies": res.Stats.Copies,
 		},
 	})
+}
+
+// clusterLinkTracks are counter tracks "link src→dst (bytes)" per link of
+// a cluster run: the bytes planned on each link so far, sampled as groups
+// finish, and the totals at the end.
+func (res *Result) clusterLinkTracks(pid int, us func(time.Time) float64) []traceEvent {
+	var evs []traceEvent
+	name := func(l string) string { return "link " + strings.Replace(l, "->", "→", 1) + " (bytes)" }
+	last := map[string]int64{}
+	for _, l := range slices.Sorted(maps.Keys(res.Cluster.Bytes)) {
+		evs = append(evs, traceEvent{Name: name(l), Ph: "C", Ts: 0, Pid: pid, Args: map[string]any{"bytes": 0}})
+	}
+	for _, g := range res.Groups {
+		if g.Timing.Ended.IsZero() || g.Links == nil {
+			continue
+		}
+		for _, l := range slices.Sorted(maps.Keys(g.Links)) {
+			if n := g.Links[l]; n != last[l] {
+				last[l] = n
+				evs = append(evs, traceEvent{Name: name(l), Ph: "C", Ts: us(g.Timing.Ended), Pid: pid, Args: map[string]any{"bytes": n}})
+			}
+		}
+	}
+	end := us(res.Start.Add(res.Wall))
+	for _, l := range slices.Sorted(maps.Keys(res.Cluster.Bytes)) {
+		evs = append(evs, traceEvent{Name: name(l), Ph: "C", Ts: end, Pid: pid, Args: map[string]any{"bytes": res.Cluster.Bytes[l]}})
+	}
+	return evs
 }
 
 // firstDevice and lastDevice are the devices of a group's first and last

@@ -81,7 +81,10 @@ type Group struct {
 	// StatsAfter is the queue's counters when Run saw the group finish
 	// (for the link tracks of the trace).
 	StatsAfter acpp.Stats
-	Err        error
+	// Links are, on a cluster, the bytes per link "src->dst" so far when
+	// Run saw the group finish (with Config.Record; for the trace).
+	Links map[string]int64
+	Err   error
 
 	regions []access
 }
