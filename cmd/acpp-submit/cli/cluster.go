@@ -168,7 +168,7 @@ type clusterEngine struct {
 	lastDone map[string]time.Time
 	// record: keep per-group link counters for the trace.
 	record bool
-	signal chan struct{} // receives a value when a group is done
+	signal chan struct{} // receives a value when a group is done (buffer 1: wake-ups coalesce)
 }
 
 type cbuf struct {
@@ -513,13 +513,8 @@ func (t *clusterTicket) wait(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
-		case <-t.e.signal:
-			// Another waiter may need the wake-up: pass it on once.
-			select {
-			case t.e.signal <- struct{}{}:
-			default:
-			}
-		case <-tick.C:
+		case <-t.e.signal: // a group finished (the runner is the only waiter)
+		case <-tick.C: // the job may have failed
 		}
 	}
 	return nil
