@@ -147,3 +147,42 @@ func TestMemoryLimitFailsJob(t *testing.T) {
 		t.Fatalf("Wait = %v, want ErrJobFailed naming the memory limit", err)
 	}
 }
+
+// TestNoInitKeepsRestOfEdgePages_T1_T3: a no_init accessor that covers pages
+// only in part must not lose the rest of them. x is valid on n1; a copy into
+// x[8, 40) with no_init runs on n0 (pages of 16: page 0 in part, page 1
+// whole, page 2 in part). The whole page moves nowhere (T1); the two edge
+// pages come from n1 first (T3), so x keeps its values outside the copy.
+func TestNoInitKeepsRestOfEdgePages_T1_T3(t *testing.T) {
+	c := coordtest.Start(t, 2, coordtest.Options{})
+	ctx := testCtx(t)
+	j := openJob(t, c, nil)
+	const n = 64
+	x, _ := j.NewBuffer(coordinator.BufferSpec{Name: "x", Range: coordinator.Dims{1, 1, n}, ElemSize: 4, PageSize: coordinator.Dims{1, 1, 16}})
+	y, _ := j.NewBuffer(coordinator.BufferSpec{Name: "y", Range: coordinator.Dims{1, 1, n}, ElemSize: 4, PageSize: coordinator.Dims{1, 1, 16}})
+	fill(t, j, x, n, 1, "n1/cpu:0")
+	fill(t, j, y, n, 5, "n0/cpu:0")
+	before := c.Sent(1)["n0"]
+	off, rng := coordinator.Dims{0, 0, 8}, coordinator.Dims{1, 1, 32}
+	if _, err := j.Submit(ctx, coordinator.Group{Kernel: "copy_f32", Range: rng, Device: "n0/cpu:0",
+		Args: []coordinator.Arg{
+			coordinator.Acc(coordinator.Accessor{Buffer: y, Mode: coordinator.Read, Offset: off, Range: rng}),
+			coordinator.Acc(coordinator.Accessor{Buffer: x, Mode: coordinator.Write, Offset: off, Range: rng, NoInit: true}),
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := j.Read(ctx, x, coordinator.Dims{}, coordinator.Dims{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Repeat([]float32{1}, n)
+	for i := 8; i < 40; i++ {
+		want[i] = 5
+	}
+	if g := bytesF32(got); !slices.Equal(g, want) {
+		t.Fatalf("x = %v, want %v (elements outside the no_init accessor lost?)", g, want)
+	}
+	if moved := c.Sent(1)["n0"] - before; moved != 2*16*4 {
+		t.Errorf("n1 sent n0 %d bytes for the copy, want %d (the two edge pages only)", moved, 2*16*4)
+	}
+}
