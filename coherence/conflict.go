@@ -45,39 +45,6 @@ type fill struct {
 	cg  CGID
 }
 
-// seg is one segment of a buffer's conflict map: its region and, when the
-// region's lists are short (almost always: a writer and a few readers), a
-// copy of them, so that detection reads the segment array alone instead of
-// following a pointer per region into the heap (a cache miss each). It is
-// a pure function of r (mkSeg), so segments compare equal exactly when
-// their regions are the same and the map coalesces as before.
-type seg struct {
-	r   *region
-	ids [segIDs]CGID
-	// writers are ids[:nw], readers ids[nw:nw+nr]; nw == segFar: the lists
-	// do not fit, or the region has before, and detection reads r.
-	nw, nr uint8
-	reduce bool // r.reduce: a Reduce access must read r's op and target
-}
-
-const (
-	segIDs = 4
-	segFar = 0xff
-)
-
-func mkSeg(r *region) seg {
-	if r == nil {
-		return seg{}
-	}
-	s := seg{r: r, reduce: r.reduce, nw: segFar}
-	if len(r.before) == 0 && len(r.writers)+len(r.readers) <= segIDs {
-		copy(s.ids[:], r.writers)
-		copy(s.ids[len(r.writers):], r.readers)
-		s.nw, s.nr = uint8(len(r.writers)), uint8(len(r.readers))
-	}
-	return s
-}
-
 func appendIDs(deps []CGID, gs []CGID) []CGID { return append(deps, gs...) }
 
 // allDone reports whether every group r names has completed.
@@ -281,10 +248,9 @@ func (c *Core) conflictPass(b *buffer, box Box, x *accessCtx, filled []span, dep
 		if addFill {
 			memo = &c.memoFill
 		}
-		b.conf.update(lo, hi, func(s seg) seg {
-			r := s.r
+		b.conf.update(lo, hi, func(r *region) *region {
 			if n, ok := memo.get(r); ok {
-				return mkSeg(n)
+				return n
 			}
 			// Regions whose groups all completed share one successor, so
 			// stale fragmentation coalesces.
@@ -292,7 +258,7 @@ func (c *Core) conflictPass(b *buffer, box Box, x *accessCtx, filled []span, dep
 			if r != nil && c.allDone(r) {
 				if n, ok := memo.get(nil); ok {
 					memo.put(r, n)
-					return mkSeg(n)
+					return n
 				}
 				n, deps = c.applyAccess(nil, x, addFill, deps)
 				memo.put(nil, n)
@@ -300,7 +266,7 @@ func (c *Core) conflictPass(b *buffer, box Box, x *accessCtx, filled []span, dep
 				n, deps = c.applyAccess(r, x, addFill, deps)
 			}
 			memo.put(r, n)
-			return mkSeg(n)
+			return n
 		})
 	}
 	boxSpans(b.pages, box, func(lo, hi int) {
@@ -328,11 +294,11 @@ func (c *Core) conflictPass(b *buffer, box Box, x *accessCtx, filled []span, dep
 // fillDeps appends the groups whose in-flight copies made [lo, hi) valid on
 // the allocation of generation gen.
 func (c *Core) fillDeps(b *buffer, lo, hi int, gen uint64, deps []CGID) []CGID {
-	b.conf.visit(lo, hi, func(_, _ int, s seg) {
-		if s.r == nil {
+	b.conf.visit(lo, hi, func(_, _ int, r *region) {
+		if r == nil {
 			return
 		}
-		for _, f := range s.r.fills {
+		for _, f := range r.fills {
 			if f.gen == gen && c.isLive(f.cg) {
 				deps = append(deps, f.cg)
 			}
@@ -390,9 +356,10 @@ func (m *regionMemo) put(r, n *region) {
 // the detection step the conflict benchmark measures. The result lives in
 // the core's scratch space: valid until the next call.
 //
-// The lookup allocates nothing and calls no closure per region: for each
-// chunk it first loads every region it will read (independent loads, so
-// their cache misses overlap), then applies the rules.
+// The lookup allocates nothing and calls no closure per region; it finds a
+// chunk's segments from the head bitmap in the chunk header, and it loads
+// all the regions it will read before applying the rules to any (independent
+// loads, so their cache misses overlap instead of queueing one by one).
 func (c *Core) conflictDeps(cg CommandGroup) []CGID {
 	deps := c.depScratch[:0]
 	for i := range cg.Accesses {
@@ -406,11 +373,18 @@ func (c *Core) conflictDeps(cg CommandGroup) []CGID {
 		})
 	}
 	c.depScratch = deps
-	return finishDeps(deps, cg.ID)
+	// deps is sorted and unique already (appendLiveNew).
+	if i, ok := slices.BinarySearch(deps, cg.ID); ok {
+		deps = slices.Delete(deps, i, i+1)
+	}
+	if len(deps) == 0 {
+		return nil
+	}
+	return deps
 }
 
 // spanDeps appends the conflict dependencies of access a on pages [lo, hi).
-func (c *Core) spanDeps(m *imap[seg], lo, hi int, a *Access, deps []CGID) []CGID {
+func (c *Core) spanDeps(m *imap[*region], lo, hi int, a *Access, deps []CGID) []CGID {
 	for lo < hi {
 		ci := lo >> imShift
 		base := ci << imShift
@@ -418,30 +392,24 @@ func (c *Core) spanDeps(m *imap[seg], lo, hi int, a *Access, deps []CGID) []CGID
 		ch := &m.chunks[ci]
 		off := lo - base
 		lo = end
-		if len(ch.starts) == 0 {
+		if len(ch.vals) == 0 {
 			continue // never touched: no history
 		}
-		for i := runIndex(ch.starts, off); i < len(ch.starts) && base+int(ch.starts[i]) < end; i++ {
-			deps = c.segDeps(&ch.vals[i], a, deps)
+		vals := ch.vals[ch.rank(off)-1 : ch.rank(end-base-1)]
+		var t uintptr
+		for _, r := range vals {
+			if r != nil {
+				t += uintptr(r.small[0]) + uintptr(len(r.readers))
+			}
+		}
+		c.touch += t
+		for _, r := range vals {
+			if r != nil {
+				deps = c.regionDeps(r, a, deps)
+			}
 		}
 	}
 	return deps
-}
-
-// segDeps appends the live groups access a must wait for in segment s,
-// from the copy of the region's lists in s when it has one.
-func (c *Core) segDeps(s *seg, a *Access, deps []CGID) []CGID {
-	if s.r == nil {
-		return deps
-	}
-	if s.nw == segFar || s.reduce && a.Mode == Reduce {
-		return c.regionDeps(s.r, a, deps)
-	}
-	gs := s.ids[:s.nw]
-	if rd := s.ids[s.nw : s.nw+s.nr]; a.Mode != Read && c.anyLive(rd) {
-		gs = rd
-	}
-	return c.appendLiveNew(deps, gs)
 }
 
 // regionDeps appends the live groups access a must wait for in region r.
@@ -460,14 +428,20 @@ func (c *Core) regionDeps(r *region, a *Access, deps []CGID) []CGID {
 	return c.appendLiveNew(deps, gs)
 }
 
-// appendLiveNew appends the live groups of gs to deps. Neighbouring regions
-// often name the same group: the repeat is skipped here rather than left
-// to the final sort.
+// appendLiveNew adds the live groups of gs to deps, kept sorted and
+// without repeats (a handful of entries: an insertion is a short move, and
+// most groups are repeats of a neighbouring region's), so no final sort or
+// compaction is needed.
 func (c *Core) appendLiveNew(deps, gs []CGID) []CGID {
 	for _, g := range gs {
-		if (len(deps) == 0 || deps[len(deps)-1] != g) && c.isLive(g) {
-			deps = append(deps, g)
+		i := len(deps)
+		for i > 0 && deps[i-1] > g {
+			i--
 		}
+		if i > 0 && deps[i-1] == g || !c.isLive(g) {
+			continue
+		}
+		deps = slices.Insert(deps, i, g)
 	}
 	return deps
 }

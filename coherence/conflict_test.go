@@ -13,8 +13,7 @@ func refConflictDeps(c *Core, cg CommandGroup) []CGID {
 	for _, a := range cg.Accesses {
 		b := c.bufs[a.Buffer]
 		boxSpans(b.pages, a.Pages, func(lo, hi int) {
-			b.conf.visit(lo, hi, func(_, _ int, s seg) {
-				r := s.r
+			b.conf.visit(lo, hi, func(_, _ int, r *region) {
 				if r == nil {
 					return
 				}
@@ -50,8 +49,7 @@ func refConflictDeps(c *Core, cg CommandGroup) []CGID {
 }
 
 // TestConflictDepsMatchesReference_D1: the optimised detection query
-// (segment copies of short region lists, no closures, deduplication while
-// appending) returns what the plain per-region reading does, over a random
+// (head-bitmap lookup, no closures, deduplication while appending) returns what the plain per-region reading does, over a random
 // history with reductions, wide and narrow accesses and completions out of
 // order.
 func TestConflictDepsMatchesReference_D1(t *testing.T) {

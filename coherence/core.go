@@ -12,16 +12,19 @@ import (
 // states per allocation and the conflict-tracking history. It is not safe for
 // concurrent use.
 type Core struct {
-	cost       CostModel
-	bufs       map[BufferID]*buffer
-	last       CGID
-	started    bool
-	live       map[CGID]*cgInfo // submitted, not completed
-	alive      liveSet          // the keys of live, for fast tests
-	memo       regionMemo
-	memoFill   regionMemo // successors of regions that also record a fill
-	scratch    []CGID     // applyAccess's live lists
-	depScratch []CGID     // conflictDeps's result
+	cost     CostModel
+	bufs     map[BufferID]*buffer
+	last     CGID
+	started  bool
+	live     map[CGID]*cgInfo // submitted, not completed
+	alive    liveSet          // the keys of live, for fast tests
+	memo     regionMemo
+	memoFill regionMemo // successors of regions that also record a fill
+	scratch  []CGID     // applyAccess's live lists
+	// depScratch holds conflictDeps's result; touch sinks the loads that
+	// bring a chunk's regions into cache.
+	depScratch []CGID
+	touch      uintptr
 
 	completions int    // since the last history sweep
 	sweepAt     int    // conflict segments after the last sweep
@@ -56,7 +59,7 @@ type buffer struct {
 	slots  [maxSlots]slot
 	used   uint64 // live slots
 	states *pageStates
-	conf   *imap[seg]
+	conf   *imap[*region]
 	lost   []lostRecord
 }
 
@@ -105,7 +108,7 @@ func (c *Core) AddBuffer(s BufferSpec) error {
 		initial = 1 << sl
 	}
 	b.states = newPageStates(b.n, initial)
-	b.conf = newIMap[seg](b.n)
+	b.conf = newIMap[*region](b.n)
 	c.bufs[s.ID] = b
 	return nil
 }
@@ -403,8 +406,8 @@ func (c *Core) planAccess(b *buffer, box Box, t int, copies *[]*copyAcc, planned
 		}
 		// Several equally cheap sources: decide per conflict region, so
 		// that pages still being filled somewhere come from elsewhere.
-		b.conf.visit(lo, hi, func(lo, hi int, s seg) {
-			emit(lo, hi, c.pickSource(b, cands, s.r, prev))
+		b.conf.visit(lo, hi, func(lo, hi int, r *region) {
+			emit(lo, hi, c.pickSource(b, cands, r, prev))
 		})
 	}
 	boxSpans(b.pages, box, func(lo, hi int) {
@@ -798,13 +801,13 @@ func (c *Core) sweep() {
 	slices.Sort(ids)
 	for _, id := range ids {
 		b := c.bufs[id]
-		memo := map[*region]seg{}
-		b.conf.rewriteAll(func(s seg) seg {
-			if n, ok := memo[s.r]; ok {
+		memo := map[*region]*region{}
+		b.conf.rewriteAll(func(r *region) *region {
+			if n, ok := memo[r]; ok {
 				return n
 			}
-			n := mkSeg(c.pruned(s.r))
-			memo[s.r] = n
+			n := c.pruned(r)
+			memo[r] = n
 			return n
 		})
 		segs += b.conf.segments()

@@ -1,6 +1,9 @@
 package coherence
 
-import "slices"
+import (
+	"math/bits"
+	"slices"
+)
 
 // imap is a chunked interval map over [0, n) with values of type V; equal
 // adjacent values (by ==) inside a chunk are coalesced. It is the conflict
@@ -21,9 +24,27 @@ type imap[V comparable] struct {
 	sV     []V
 }
 
+// imChunk is one chunk's segments: starts[i] (offset in the chunk) begins
+// vals[i]. heads mirrors starts as a bitmap (bit p set: a segment starts
+// at p), so a lookup finds the segment of an offset with a popcount over
+// 32 bytes next to vals in the chunk header, instead of a binary search
+// through starts (a chain of dependent cache misses on fragmented chunks).
+// Every change to starts updates heads.
 type imChunk[V comparable] struct {
-	starts []uint16
 	vals   []V
+	heads  [imLen / 64]uint64
+	starts []uint16
+}
+
+// rank is the number of segments starting at or before offset x: the
+// segment holding x is vals[rank(x)-1].
+func (c *imChunk[V]) rank(x int) int {
+	w := x >> 6
+	n := bits.OnesCount64(c.heads[w] & (2<<(x&63) - 1))
+	for _, h := range c.heads[:w] {
+		n += bits.OnesCount64(h)
+	}
+	return n
 }
 
 func newIMap[V comparable](n int) *imap[V] {
@@ -46,7 +67,7 @@ func (m *imap[V]) visit(lo, hi int, fn func(lo, hi int, v V)) {
 			lo = end
 			continue
 		}
-		for i := runIndex(c.starts, lo-base); i < len(c.starts); i++ {
+		for i := c.rank(lo-base) - 1; i < len(c.starts); i++ {
 			s := base + int(c.starts[i])
 			if s >= end {
 				break
@@ -80,9 +101,12 @@ func (m *imap[V]) updateChunk(c *imChunk[V], size, a, b int, f func(V) V) {
 			return
 		} else if a == 0 && b == size {
 			c.starts, c.vals = []uint16{0}, []V{v}
+			c.heads = [imLen / 64]uint64{1}
 			return
 		}
-		c.starts, c.vals = []uint16{0}, []V{zero}
+		// About to split: room for the usual three segments.
+		c.starts, c.vals = make([]uint16, 1, 4), make([]V, 1, 4)
+		c.heads = [imLen / 64]uint64{1}
 	}
 	if len(c.starts) == 1 && a == 0 && b == size {
 		c.vals[0] = f(c.vals[0])
@@ -90,7 +114,7 @@ func (m *imap[V]) updateChunk(c *imChunk[V], size, a, b int, f func(V) V) {
 	}
 	// Splice: rebuild only the segments overlapping [a, b), then coalesce
 	// with the neighbours; the rest of the chunk is moved at most once.
-	i, j := runIndex(c.starts, a), runIndex(c.starts, b-1)
+	i, j := c.rank(a)-1, c.rank(b-1)-1
 	end := func(k int) int {
 		if k+1 < len(c.starts) {
 			return int(c.starts[k+1])
@@ -125,10 +149,24 @@ func (m *imap[V]) updateChunk(c *imChunk[V], size, a, b int, f func(V) V) {
 			hi++
 		}
 	}
+	// Positions before the old start of segment lo keep their heads: every
+	// new start from lo on lies at or after it.
+	keep := int(c.starts[lo])
 	c.starts = slices.Replace(c.starts, lo, hi, ns...)
 	c.vals = slices.Replace(c.vals, lo, hi, nv...)
+	c.clearHeads(keep)
+	for _, st := range c.starts[lo:] {
+		c.heads[st>>6] |= 1 << (st & 63)
+	}
 	m.sS, m.sV = ns[:0], nv[:0]
 	clear(m.sV[:cap(m.sV)])
+}
+
+// clearHeads clears the head bits at positions ≥ p.
+func (c *imChunk[V]) clearHeads(p int) {
+	w := p >> 6
+	c.heads[w] &= 1<<(p&63) - 1
+	clear(c.heads[w+1:])
 }
 
 // segments is the number of stored segments.
@@ -144,6 +182,9 @@ func (m *imap[V]) segments() int {
 func (m *imap[V]) rewriteAll(f func(V) V) {
 	for ci := range m.chunks {
 		c := &m.chunks[ci]
+		if len(c.vals) == 0 {
+			continue // never touched, or back in the empty form
+		}
 		for i := range c.vals {
 			c.vals[i] = f(c.vals[i])
 		}
@@ -157,12 +198,19 @@ func (m *imap[V]) rewriteAll(f func(V) V) {
 			w++
 		}
 		var zero V
+		if w == len(c.vals) && (w > 1 || c.vals[0] != zero) {
+			continue // starts, and so heads, unchanged
+		}
 		for i := w; i < len(c.vals); i++ {
 			c.vals[i] = zero
 		}
 		c.starts, c.vals = c.starts[:w], c.vals[:w]
+		c.clearHeads(0)
 		if w == 1 && c.vals[0] == zero {
 			c.starts, c.vals = nil, nil // back to the empty form
+		}
+		for _, st := range c.starts {
+			c.heads[st>>6] |= 1 << (st & 63)
 		}
 	}
 }

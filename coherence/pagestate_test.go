@@ -144,6 +144,16 @@ func TestIMapAgainstSlice(t *testing.T) {
 			}
 			p = b
 		})
+		// heads mirrors starts.
+		for ci, c := range m.chunks {
+			var want [imLen / 64]uint64
+			for _, st := range c.starts {
+				want[st>>6] |= 1 << (st & 63)
+			}
+			if c.heads != want {
+				t.Fatalf("chunk %d: heads %x, starts %v", ci, c.heads, c.starts)
+			}
+		}
 		// Coalesced: adjacent stored segments of one chunk differ.
 		for _, c := range m.chunks {
 			for i := 1; i < len(c.vals); i++ {
