@@ -49,9 +49,9 @@ func refConflictDeps(c *Core, cg CommandGroup) []CGID {
 }
 
 // TestConflictDepsMatchesReference_D1: the optimised detection query
-// (head-bitmap lookup, no closures, deduplication while appending) returns what the plain per-region reading does, over a random
-// history with reductions, wide and narrow accesses and completions out of
-// order.
+// (head-bitmap lookup, no closures, deduplication while appending) returns
+// what the plain per-region reading does, over a random history with
+// reductions, wide and narrow accesses and completions out of order.
 func TestConflictDepsMatchesReference_D1(t *testing.T) {
 	const n = 1 << 12
 	groups := CGID(20000)
