@@ -130,18 +130,25 @@ func (q *Queue) addBuffer(st *bufState, user *device.Mem, at coherence.AllocID) 
 	return nil
 }
 
-// NewBuffer makes an uninitialised buffer (T2): nothing is allocated until a
-// device first uses it (B5), and nothing is copied before the first write.
-func NewBuffer[T any](q *Queue, r Range, opts ...BufferOption) (*Buffer[T], error) {
+// bufferSetup applies a constructor's options and derives the element size
+// and page geometry of a new buffer of T over r.
+func bufferSetup[T any](q *Queue, r Range, opts []BufferOption) (bufferConfig, int, coherence.Geometry, error) {
 	var cfg bufferConfig
 	for _, o := range opts {
 		o(&cfg)
 	}
 	es, err := elemSize[T]()
 	if err != nil {
-		return nil, err
+		return cfg, 0, coherence.Geometry{}, err
 	}
 	geo, err := q.geometry(r, es, cfg)
+	return cfg, es, geo, err
+}
+
+// NewBuffer makes an uninitialised buffer (T2): nothing is allocated until a
+// device first uses it (B5), and nothing is copied before the first write.
+func NewBuffer[T any](q *Queue, r Range, opts ...BufferOption) (*Buffer[T], error) {
+	_, _, geo, err := bufferSetup[T](q, r, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -159,15 +166,7 @@ func NewBuffer[T any](q *Queue, r Range, opts ...BufferOption) (*Buffer[T], erro
 // the buffer is open, except after WriteBack and before the next
 // submission. With CopyData the contents are copied instead.
 func NewBufferFrom[T any](q *Queue, data []T, r Range, opts ...BufferOption) (*Buffer[T], error) {
-	var cfg bufferConfig
-	for _, o := range opts {
-		o(&cfg)
-	}
-	es, err := elemSize[T]()
-	if err != nil {
-		return nil, err
-	}
-	geo, err := q.geometry(r, es, cfg)
+	cfg, es, geo, err := bufferSetup[T](q, r, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -208,15 +207,7 @@ func NewBufferFrom[T any](q *Queue, data []T, r Range, opts ...BufferOption) (*B
 // bound to p's device: that memory is its allocation there and holds its
 // initial contents.
 func NewBufferOver[T any](q *Queue, p USM[T], r Range, opts ...BufferOption) (*Buffer[T], error) {
-	var cfg bufferConfig
-	for _, o := range opts {
-		o(&cfg)
-	}
-	es, err := elemSize[T]()
-	if err != nil {
-		return nil, err
-	}
-	geo, err := q.geometry(r, es, cfg)
+	_, _, geo, err := bufferSetup[T](q, r, opts)
 	if err != nil {
 		return nil, err
 	}
