@@ -20,6 +20,7 @@ import (
 	"github.com/acpp/acpp/coherence"
 	"github.com/acpp/acpp/coordinator"
 	"github.com/acpp/acpp/credentials"
+	"github.com/acpp/acpp/credentials/credtest"
 )
 
 // The multi-process test runs the coordinator against three acpp-node
@@ -95,18 +96,7 @@ func TestMultiProcessJacobiAndKill_C3_C5(t *testing.T) {
 		t.Fatalf("go build acpp-node: %v\n%s", err, out)
 	}
 	dir := filepath.Join(tmp, "creds")
-	if _, err := credentials.CreateCA(dir, credentials.CAConfig{Cluster: "mp"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := credentials.CreateGossipKey(dir); err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range []string{"n0", "n1", "n2"} {
-		if _, err := credentials.CreateNode(dir, n, credentials.IssueConfig{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := credentials.CreateClient(dir, "alice", credentials.IssueConfig{}); err != nil {
+	if err := credtest.Create(dir, "mp", []string{"n0", "n1", "n2"}, []string{"alice"}); err != nil {
 		t.Fatal(err)
 	}
 	var procs []*nodeProc

@@ -14,6 +14,7 @@ import (
 
 	"github.com/acpp/acpp/cluster"
 	"github.com/acpp/acpp/credentials"
+	"github.com/acpp/acpp/credentials/credtest"
 	"github.com/acpp/acpp/node"
 	"github.com/acpp/acpp/node/nodeclient"
 	"github.com/acpp/acpp/proto"
@@ -51,23 +52,7 @@ func makeCreds(cluster string, nodes, clients []string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, err := credentials.CreateCA(dir, credentials.CAConfig{Cluster: cluster}); err != nil {
-		return "", err
-	}
-	if _, err := credentials.CreateGossipKey(dir); err != nil {
-		return "", err
-	}
-	for _, n := range nodes {
-		if _, err := credentials.CreateNode(dir, n, credentials.IssueConfig{}); err != nil {
-			return "", err
-		}
-	}
-	for _, c := range clients {
-		if _, err := credentials.CreateClient(dir, c, credentials.IssueConfig{}); err != nil {
-			return "", err
-		}
-	}
-	return dir, nil
+	return dir, credtest.Create(dir, cluster, nodes, clients)
 }
 
 // logWriter writes to t until t ends.

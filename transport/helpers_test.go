@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/acpp/acpp/credentials"
+	"github.com/acpp/acpp/credentials/credtest"
 )
 
 // credDir holds a cluster CA "lab" with nodes n1..n4 and client alice, and
@@ -47,20 +48,7 @@ func makeCreds(cluster string, nodes, clients []string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, err := credentials.CreateCA(dir, credentials.CAConfig{Cluster: cluster}); err != nil {
-		return "", err
-	}
-	for _, n := range nodes {
-		if _, err := credentials.CreateNode(dir, n, credentials.IssueConfig{}); err != nil {
-			return "", err
-		}
-	}
-	for _, c := range clients {
-		if _, err := credentials.CreateClient(dir, c, credentials.IssueConfig{}); err != nil {
-			return "", err
-		}
-	}
-	return dir, nil
+	return dir, credtest.Create(dir, cluster, nodes, clients)
 }
 
 // directory is a stand-in for cluster membership: node name → address.

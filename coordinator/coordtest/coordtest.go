@@ -14,6 +14,7 @@ import (
 
 	"github.com/acpp/acpp/coordinator"
 	"github.com/acpp/acpp/credentials"
+	"github.com/acpp/acpp/credentials/credtest"
 	"github.com/acpp/acpp/kernels"
 	"github.com/acpp/acpp/node"
 	"github.com/acpp/acpp/node/nodeclient"
@@ -51,21 +52,12 @@ func Start(t testing.TB, n int, opts Options) *Cluster {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	if _, err := credentials.CreateCA(dir, credentials.CAConfig{Cluster: "coordtest"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := credentials.CreateGossipKey(dir); err != nil {
-		t.Fatal(err)
-	}
+	names := make([]string, n)
 	for i := range n {
-		if _, err := credentials.CreateNode(dir, fmt.Sprintf("n%d", i), credentials.IssueConfig{}); err != nil {
-			t.Fatal(err)
-		}
+		names[i] = fmt.Sprintf("n%d", i)
 	}
-	for _, c := range []string{"alice", "bob"} {
-		if _, err := credentials.CreateClient(dir, c, credentials.IssueConfig{}); err != nil {
-			t.Fatal(err)
-		}
+	if err := credtest.Create(dir, "coordtest", names, []string{"alice", "bob"}); err != nil {
+		t.Fatal(err)
 	}
 	creds, err := credentials.LoadClient(dir, "alice")
 	if err != nil {
