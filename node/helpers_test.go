@@ -3,10 +3,8 @@ package node_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 	"github.com/acpp/acpp/cluster"
 	"github.com/acpp/acpp/credentials"
 	"github.com/acpp/acpp/credentials/credtest"
+	"github.com/acpp/acpp/internal/testlog"
 	"github.com/acpp/acpp/node"
 	"github.com/acpp/acpp/node/nodeclient"
 	"github.com/acpp/acpp/proto"
@@ -55,31 +54,7 @@ func makeCreds(cluster string, nodes, clients []string) (string, error) {
 	return dir, credtest.Create(dir, cluster, nodes, clients)
 }
 
-// logWriter writes to t until t ends.
-type logWriter struct {
-	mu   sync.Mutex
-	w    io.Writer
-	done bool
-}
-
-func (w *logWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.done {
-		return len(p), nil
-	}
-	return w.w.Write(p)
-}
-
-func testLogger(t testing.TB) *slog.Logger {
-	w := &logWriter{w: t.Output()}
-	t.Cleanup(func() { w.mu.Lock(); w.done = true; w.mu.Unlock() })
-	lvl := slog.LevelWarn
-	if os.Getenv("ACPP_TEST_DEBUG") != "" {
-		lvl = slog.LevelDebug
-	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl}))
-}
+func testLogger(t testing.TB) *slog.Logger { return testlog.Default(t) }
 
 func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -3,13 +3,12 @@ package clustertest
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/acpp/acpp/cluster"
+	"github.com/acpp/acpp/internal/testlog"
 )
 
 // Key is the gossip key of test clusters (AES-256). It is public: never use
@@ -28,32 +27,7 @@ func Config(t testing.TB, name string) cluster.Config {
 
 // Logger returns a logger that writes to t's output at level and above,
 // and goes quiet when t ends (memberlist's handlers may still log then).
-func Logger(t testing.TB, level slog.Level) *slog.Logger {
-	w := &testWriter{w: t.Output()}
-	t.Cleanup(w.stop)
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
-}
-
-type testWriter struct {
-	mu   sync.Mutex
-	w    io.Writer
-	done bool
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.done {
-		return len(p), nil
-	}
-	return w.w.Write(p)
-}
-
-func (w *testWriter) stop() {
-	w.mu.Lock()
-	w.done = true
-	w.mu.Unlock()
-}
+func Logger(t testing.TB, level slog.Level) *slog.Logger { return testlog.New(t, level) }
 
 // Start starts n members named m0, m1, ... with Config, lets mod adjust
 // each config (mod may be nil), joins members 1..n-1 to member 0 and waits

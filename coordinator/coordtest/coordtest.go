@@ -3,7 +3,6 @@ package coordtest
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"github.com/acpp/acpp/coordinator"
 	"github.com/acpp/acpp/credentials"
 	"github.com/acpp/acpp/credentials/credtest"
+	"github.com/acpp/acpp/internal/testlog"
 	"github.com/acpp/acpp/kernels"
 	"github.com/acpp/acpp/node"
 	"github.com/acpp/acpp/node/nodeclient"
@@ -203,27 +203,4 @@ func label(m *dto.Metric, name string) string {
 }
 
 // Logger logs to t at Warn (Debug with ACPP_TEST_DEBUG set) until the test ends.
-func Logger(t testing.TB) *slog.Logger {
-	w := &logWriter{w: t.Output()}
-	t.Cleanup(func() { w.mu.Lock(); w.done = true; w.mu.Unlock() })
-	lvl := slog.LevelWarn
-	if os.Getenv("ACPP_TEST_DEBUG") != "" {
-		lvl = slog.LevelDebug
-	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl}))
-}
-
-type logWriter struct {
-	mu   sync.Mutex
-	w    io.Writer
-	done bool
-}
-
-func (w *logWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.done {
-		return len(p), nil
-	}
-	return w.w.Write(p)
-}
+func Logger(t testing.TB) *slog.Logger { return testlog.Default(t) }
