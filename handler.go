@@ -239,21 +239,11 @@ func appendDiscard(acc []coherence.Access, a coherence.Access, r *req) []coheren
 		a.Discard = r.off == [3]int{} && r.rng == r.brange
 		return append(acc, a)
 	}
-	full, partial, err := geo.DiscardPages(r.off, r.rng)
+	out, err := geo.AppendNoInit(acc, a, r.off, r.rng)
 	if err != nil { // cannot happen for a validated accessor; stay safe
 		return append(acc, a)
 	}
-	if !full.Empty() {
-		f := a
-		f.Pages, f.Discard = full, true
-		acc = append(acc, f)
-	}
-	for _, p := range partial {
-		w := a
-		w.Pages = p
-		acc = append(acc, w)
-	}
-	return acc
+	return out
 }
 
 // ---- kernels ----

@@ -478,3 +478,27 @@ func (g Geometry) DiscardPages(offset, rng Dims) (full Box, partial []Box, err e
 	}
 	return full, partial, nil
 }
+
+// AppendNoInit appends to dst the accesses for a no_init (discard) accessor
+// a over the elements offset+rng (a.Pages and a.Discard are set here). The
+// pages the accessor covers completely are one Discard access: no transfer
+// (T1). Each box of pages it covers only in part becomes a plain access of
+// a's mode, so the rest of those pages is brought to the target first (T3)
+// and never lost. Page-aligned accessors give exactly one Discard access.
+func (g Geometry) AppendNoInit(dst []Access, a Access, offset, rng Dims) ([]Access, error) {
+	full, partial, err := g.DiscardPages(offset, rng)
+	if err != nil {
+		return dst, err
+	}
+	if !full.Empty() {
+		f := a
+		f.Pages, f.Discard = full, true
+		dst = append(dst, f)
+	}
+	for _, p := range partial {
+		w := a
+		w.Pages, w.Discard = p, false
+		dst = append(dst, w)
+	}
+	return dst, nil
+}

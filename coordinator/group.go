@@ -340,7 +340,11 @@ func (j *Job) submitLocked(g *Group, params []device.Param, p chunkPlan, capable
 		}
 		acc := coherence.Access{Buffer: a.acc.Buffer.id, Pages: r.pages, Mode: a.acc.Mode, Target: target}
 		if a.acc.NoInit {
-			cg.Accesses = appendNoInit(cg.Accesses, acc, a.acc.Buffer.geo, r.off, r.rng)
+			out, err := a.acc.Buffer.geo.AppendNoInit(cg.Accesses, acc, r.off, r.rng)
+			if err != nil { // the region passed PageRange above; stay safe
+				out = append(cg.Accesses, acc)
+			}
+			cg.Accesses = out
 		} else {
 			cg.Accesses = append(cg.Accesses, acc)
 		}
@@ -944,27 +948,4 @@ func copyOut(host []byte, geo coherence.Geometry, off, rng Dims) []byte {
 		}
 	}
 	return out
-}
-
-// appendNoInit appends the accesses of a no_init accessor over the element
-// region off+rng. Pages it covers completely are discarded without a
-// transfer (T1); a page it covers only in part keeps data outside the
-// accessor, so such edge pages are plain writes, brought up to date on the
-// target first (T3). Page-aligned accessors stay pure discards.
-func appendNoInit(dst []coherence.Access, a coherence.Access, geo coherence.Geometry, off, rng Dims) []coherence.Access {
-	full, partial, err := geo.DiscardPages(off, rng)
-	if err != nil { // the region was validated by PageRange; stay safe
-		return append(dst, a)
-	}
-	if !full.Empty() {
-		f := a
-		f.Pages, f.Discard = full, true
-		dst = append(dst, f)
-	}
-	for _, p := range partial {
-		w := a
-		w.Pages = p
-		dst = append(dst, w)
-	}
-	return dst
 }
