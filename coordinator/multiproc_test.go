@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +20,7 @@ import (
 	"github.com/acpp/acpp/coordinator"
 	"github.com/acpp/acpp/credentials"
 	"github.com/acpp/acpp/credentials/credtest"
+	"github.com/acpp/acpp/internal/nodeproc"
 )
 
 // The multi-process test runs the coordinator against three acpp-node
@@ -43,24 +43,7 @@ func (p *nodeProc) Write(b []byte) (int, error) {
 	return p.log.Write(b)
 }
 
-func loopbackPort(t *testing.T) string {
-	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		l.Close()
-		if err == nil {
-			u.Close()
-			return fmt.Sprintf("127.0.0.1:%d", port)
-		}
-	}
-	t.Fatal("no free port")
-	return ""
-}
+func loopbackPort(t *testing.T) string { return fmt.Sprintf("127.0.0.1:%d", nodeproc.FreePort(t)) }
 
 // peerBytesHTTP sums acpp_node_page_bytes_total{direction="sent"} to
 // peers other than the client from a node's /metrics.
@@ -88,14 +71,9 @@ func TestMultiProcessJacobiAndKill_C3_C5(t *testing.T) {
 	if testing.Short() || os.Getenv("ACPP_MULTIPROC") == "" {
 		t.Skip("set ACPP_MULTIPROC=1 (and no -short) to build acpp-node and run three processes")
 	}
-	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "acpp-node")
-	build := exec.Command("go", "build", "-o", bin, "github.com/acpp/acpp/cmd/acpp-node")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build acpp-node: %v\n%s", err, out)
-	}
-	dir := filepath.Join(tmp, "creds")
+	bin := nodeproc.Build(t, "github.com/acpp/acpp/cmd/acpp-node")
+	t.Cleanup(nodeproc.Cleanup)
+	dir := filepath.Join(t.TempDir(), "creds")
 	if err := credtest.Create(dir, "mp", []string{"n0", "n1", "n2"}, []string{"alice"}); err != nil {
 		t.Fatal(err)
 	}

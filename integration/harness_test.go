@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,14 +18,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/acpp/acpp/credentials"
+	"github.com/acpp/acpp/internal/nodeproc"
 	"github.com/acpp/acpp/node/nodeclient"
-)
-
-var (
-	binOnce sync.Once
-	binDir  string
-	binPath string
-	binErr  error
 )
 
 func TestMain(m *testing.M) {
@@ -38,9 +31,7 @@ type cleanup struct{ m *testing.M }
 
 func (c cleanup) Run() int {
 	code := c.m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	nodeproc.Cleanup()
 	return code
 }
 
@@ -50,21 +41,7 @@ func nodeBinary(t testing.TB) string {
 	if testing.Short() {
 		t.Skip("multi-process test: skipped with -short")
 	}
-	binOnce.Do(func() {
-		if binDir, binErr = os.MkdirTemp("", "acpp-integration-"); binErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "acpp-node")
-		cmd := exec.Command("go", "build", "-o", binPath, "github.com/acpp/acpp/cmd/acpp-node")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build acpp-node: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
+	return nodeproc.Build(t, "github.com/acpp/acpp/cmd/acpp-node")
 }
 
 // run runs the acpp-node binary to completion (credentials subcommands).
@@ -90,24 +67,7 @@ func makeCredentials(t testing.TB, cluster string, nodes, clients []string) stri
 }
 
 // freePort returns a port free for TCP and UDP on 127.0.0.1.
-func freePort(t testing.TB) int {
-	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		l.Close()
-		if err == nil {
-			u.Close()
-			return port
-		}
-	}
-	t.Fatal("no free port")
-	return 0
-}
+func freePort(t testing.TB) int { return nodeproc.FreePort(t) }
 
 // proc is one acpp-node process.
 type proc struct {

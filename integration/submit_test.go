@@ -9,34 +9,17 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-)
 
-var (
-	submitOnce sync.Once
-	submitPath string
-	submitErr  error
+	"github.com/acpp/acpp/internal/nodeproc"
 )
 
 // submitBinary builds acpp-submit once per test run, next to acpp-node.
 func submitBinary(t testing.TB) string {
 	t.Helper()
-	nodeBinary(t) // skips under -short; makes binDir
-	submitOnce.Do(func() {
-		submitPath = filepath.Join(binDir, "acpp-submit")
-		cmd := exec.Command("go", "build", "-o", submitPath, "github.com/acpp/acpp/cmd/acpp-submit")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			submitErr = err
-			t.Logf("go build acpp-submit: %s", out)
-		}
-	})
-	if submitErr != nil {
-		t.Fatal(submitErr)
-	}
-	return submitPath
+	nodeBinary(t) // skips under -short
+	return nodeproc.Build(t, "github.com/acpp/acpp/cmd/acpp-submit")
 }
 
 // submit runs acpp-submit with args and returns its exit code, stdout and
