@@ -487,6 +487,20 @@ func elemBytes(b *Buffer, pages []coherence.Box) int {
 	return n * b.geo.ElemSize
 }
 
+// boxBytes is the size of element boxes of a buffer with elements of
+// elem bytes.
+func boxBytes(boxes []proto.Box, elem int) int64 {
+	var n int64
+	for _, b := range boxes {
+		v := int64(1)
+		for d := range 3 {
+			v *= int64(b.Hi[d] - b.Lo[d])
+		}
+		n += v
+	}
+	return n * int64(elem)
+}
+
 // builder collects one group's instructions per node.
 type builder struct {
 	j       *Job
@@ -511,7 +525,11 @@ func (bd *builder) add(ns *nodeState, in proto.Instr) uint64 {
 	ns.nextInstr++
 	in.ID = ns.nextInstr
 	e.instrs = append(e.instrs, in)
-	ns.instrs[in.ID] = instrRef{g: bd.g, launch: in.Kind == proto.InstrLaunch}
+	ref := instrRef{g: bd.g, launch: in.Kind == proto.InstrLaunch, kind: in.Kind, peer: in.Peer}
+	if b := bd.j.bufs[coherence.BufferID(in.Buffer)]; b != nil && len(in.Boxes) > 0 {
+		ref.bytes = boxBytes(in.Boxes, b.geo.ElemSize)
+	}
+	ns.instrs[in.ID] = ref
 	bd.g.pending++
 	return in.ID
 }
@@ -808,7 +826,7 @@ func (j *Job) hostAccess(ctx context.Context, b *Buffer, off, rng Dims, data []b
 			part := boxes[:min(len(boxes), proto.MaxBoxes)]
 			boxes = boxes[len(part):]
 			src.nextInstr++
-			src.instrs[src.nextInstr] = instrRef{g: gs}
+			src.instrs[src.nextInstr] = instrRef{g: gs, kind: proto.InstrReadBack, peer: "client", bytes: boxBytes(part, b.geo.ElemSize)}
 			gs.pending++
 			rbs = append(rbs, rb{ns: src, id: src.nextInstr, mem: uint32(c.Src.Mem), boxes: part})
 		}

@@ -99,11 +99,15 @@ type nodeState struct {
 	instrs    map[uint64]instrRef
 	lost      bool
 	lastDone  map[int]time.Time // per device: when its last kernel finished
+	lastEnd   map[int]int64     // per device: when its last kernel finished, node clock (Unix ns)
 }
 
 type instrRef struct {
 	g      *groupState
 	launch bool
+	kind   proto.InstrKind
+	peer   string // Send: the destination node; Recv: the source
+	bytes  int64  // the bytes a transfer or copy moves
 }
 
 // entry is one group's instructions for one node, in the node's FIFO.
@@ -142,6 +146,7 @@ type groupState struct {
 	submitted time.Time // when Submit planned it
 	issued    time.Time // when its launch went out
 	estimate  float64
+	instrs    []InstrTrace // finished instructions, kept for OnGroupDone
 	// recvs are the pages this group brings from other nodes: if the
 	// source is lost before the group finishes, they never arrive.
 	recvs []recvRec
@@ -233,7 +238,7 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 			return fail(fmt.Errorf("coordinator: node %s is draining (shutting down); leave it out of Nodes", name))
 		}
 		ns := &nodeState{id: coherence.NodeID(i + 1), name: name, addr: addr, inv: inv, wake: make(chan struct{}, 1),
-			instrs: map[uint64]instrRef{}, lastDone: map[int]time.Time{}}
+			instrs: map[uint64]instrRef{}, lastDone: map[int]time.Time{}, lastEnd: map[int]int64{}}
 		j.nodes = append(j.nodes, ns)
 		j.byName[name] = ns
 		for _, d := range inv.Devices {
@@ -649,18 +654,15 @@ func (j *Job) onEvents(ns *nodeState, evs []proto.Event) bool {
 		g := ref.g
 		if ref.launch && g.dev >= 0 {
 			d := j.devices[g.dev]
-			begin := g.issued
-			if t := ns.lastDone[g.dev]; t.After(begin) {
-				begin = t
-			}
-			ns.lastDone[g.dev] = now
-			if !begin.IsZero() {
-				dur := now.Sub(begin)
+			if dur, ok := ns.kernelTime(g, ev, now); ok {
 				j.est.observe(g.kernel, *d, g.items, dur)
 				j.stats.KernelTime[d.String()] += dur
 			}
 			j.queued[g.dev] = max(0, j.queued[g.dev]-g.estimate)
 			j.pending[g.dev]--
+		}
+		if j.cfg.OnGroupDone != nil && ev.End != 0 {
+			g.instrs = append(g.instrs, ref.trace(ns.name, ev))
 		}
 		g.pending--
 		if g.pending == 0 {
@@ -705,7 +707,8 @@ func (j *Job) finishLocked(g *groupState, now time.Time) []GroupTrace {
 		delete(j.live, g.id)
 		j.core.Complete(g.id)
 		j.stats.Completed++
-		tr := GroupTrace{ID: g.id, Kernel: g.kernel, Submitted: g.submitted, Issued: g.issued, Done: now}
+		tr := GroupTrace{ID: g.id, Kernel: g.kernel, Submitted: g.submitted, Issued: g.issued, Done: now, Instrs: g.instrs}
+		g.instrs = nil
 		if g.dev >= 0 {
 			tr.Device = j.devices[g.dev].String()
 		}
@@ -729,6 +732,58 @@ type GroupTrace struct {
 	// the node (zero for host accesses), Done when its last completion
 	// event arrived.
 	Submitted, Issued, Done time.Time
+	// Instrs are the group's instructions as the nodes ran them: its
+	// kernel, and the copies and transfers planned for it.
+	Instrs []InstrTrace
+}
+
+// InstrTrace is one instruction of a group as a node ran it. Start and End
+// are the node's clock (see proto.Event): on one host they compare with
+// the client's times; across hosts only as well as the clocks agree.
+type InstrTrace struct {
+	Node string
+	// Kind is "kernel", "send", "recv", "upload", "readback", "copy",
+	// "fill", "alloc" or "free".
+	Kind string
+	// Peer is the other node of a send (its destination) or recv (its
+	// source).
+	Peer       string
+	Bytes      int64
+	Start, End time.Time
+}
+
+// trace describes the instruction ref names, finished as ev says on node.
+func (ref instrRef) trace(node string, ev proto.Event) InstrTrace {
+	t := InstrTrace{Node: node, Kind: ref.kind.String(), Peer: ref.peer, Bytes: ref.bytes, End: time.Unix(0, ev.End)}
+	if ref.launch {
+		t.Kind = "kernel"
+	}
+	if ev.Start != 0 {
+		t.Start = time.Unix(0, ev.Start)
+	}
+	return t
+}
+
+// kernelTime is how long g's kernel ran on its device, from the completion
+// event ev that arrived at now: from when the node started it, or when the
+// device's previous kernel ended if that was later (it queued behind it),
+// to when it ended. Nodes that send no times are timed by the client's
+// clock from the launch's issue instead (which includes the trip).
+func (ns *nodeState) kernelTime(g *groupState, ev proto.Event, now time.Time) (time.Duration, bool) {
+	if ev.Start != 0 && ev.End >= ev.Start {
+		begin := max(ev.Start, ns.lastEnd[g.dev])
+		ns.lastEnd[g.dev] = max(ns.lastEnd[g.dev], ev.End)
+		return time.Duration(max(ev.End-begin, 0)), true
+	}
+	begin := g.issued
+	if t := ns.lastDone[g.dev]; t.After(begin) {
+		begin = t
+	}
+	ns.lastDone[g.dev] = now
+	if begin.IsZero() {
+		return 0, false
+	}
+	return now.Sub(begin), true
 }
 
 // notify calls Config.OnGroupDone outside the lock.

@@ -37,6 +37,9 @@ type instr struct {
 	claimed bool
 	// cancel stops a Send or ReadBack in flight.
 	cancel context.CancelCauseFunc
+	// started is when it started (Unix ns; 0 until then), reported on its
+	// completion event.
+	started int64
 }
 
 func (in *instr) finished() bool { return in.state == stDone || in.state == stFailed }
@@ -199,7 +202,7 @@ func (j *job) submit(batch []proto.Instr, forget uint64) (int, error) {
 		case failedDep != nil:
 			ready = append(ready, j.finishLocked(in, depFailed(failedDep))...)
 		case in.waiting == 0:
-			in.state = stRunning
+			in.state, in.started = stRunning, time.Now().UnixNano()
 			j.running++
 			ready = append(ready, in)
 		}
@@ -267,7 +270,10 @@ func (j *job) finishLocked(in *instr, err error) []*instr {
 		}
 		j.pending--
 		j.seq++
-		ev := proto.Event{Seq: j.seq, ID: cur.in.ID}
+		ev := proto.Event{Seq: j.seq, ID: cur.in.ID, Start: cur.started}
+		if cur.started != 0 {
+			ev.End = time.Now().UnixNano()
+		}
 		outcome := "ok"
 		if cerr != nil {
 			cur.state = stFailed
@@ -316,7 +322,7 @@ func (j *job) finishLocked(in *instr, err error) []*instr {
 			}
 			d.waiting--
 			if d.waiting == 0 && d.state == stWaiting {
-				d.state = stRunning
+				d.state, d.started = stRunning, time.Now().UnixNano()
 				j.running++
 				ready = append(ready, d)
 			}

@@ -329,6 +329,15 @@ type Event struct {
 	Seq uint64      `msgpack:"s"`
 	ID  uint64      `msgpack:"i"`
 	Err *InstrError `msgpack:"x,omitempty"`
+	// Start and End are when the instruction started (its dependencies
+	// had completed and it went to a device or the network; for a Recv or
+	// Upload, when it was armed) and when it finished, in Unix nanoseconds
+	// of the node's clock. Zero when unknown (an instruction that failed
+	// before it started). They feed traces and the coordinator's kernel
+	// time estimates; clocks of different hosts are only as close as
+	// their time synchronisation.
+	Start int64 `msgpack:"ts,omitempty"`
+	End   int64 `msgpack:"te,omitempty"`
 }
 
 // Inventory is a node's device inventory and load (the full version of the

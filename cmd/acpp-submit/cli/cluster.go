@@ -531,6 +531,17 @@ func (t *clusterTicket) record(g *Group, _ *Result) error {
 	}
 	t.e.mu.Unlock()
 	timing := func(tr coordinator.GroupTrace) acpp.Timing {
+		for _, in := range tr.Instrs {
+			// The node's own times of the kernel, where it sent them.
+			if in.Kind == "kernel" && !in.Start.IsZero() {
+				start := in.Start
+				if last := t.e.lastDone[tr.Device]; last.After(start) && last.Before(in.End) {
+					start = last // it queued behind the previous kernel
+				}
+				t.e.lastDone[tr.Device] = in.End
+				return acpp.Timing{Submitted: tr.Submitted, Started: start, Ended: in.End}
+			}
+		}
 		start := tr.Issued
 		if start.IsZero() {
 			start = tr.Submitted
@@ -567,6 +578,9 @@ func (t *clusterTicket) record(g *Group, _ *Result) error {
 	}
 	if t.e.record {
 		g.Links = t.e.job.Stats().PlannedBytes
+		for _, tr := range trs {
+			g.Transfers = append(g.Transfers, transfersOf(tr.Instrs)...)
+		}
 	}
 	if len(trs) < len(t.ids) {
 		if err := t.e.job.Err(); err != nil {
@@ -575,4 +589,40 @@ func (t *clusterTicket) record(g *Group, _ *Result) error {
 		return errors.New("did not finish")
 	}
 	return nil
+}
+
+// transfersOf pairs a group's sends with their recvs on the peer (the
+// same bytes, in order) into moves from the sender's start to the
+// receiver's end, and adds uploads, readbacks and copies within a node.
+func transfersOf(instrs []coordinator.InstrTrace) []Transfer {
+	var out []Transfer
+	used := make([]bool, len(instrs))
+	for _, in := range instrs {
+		switch in.Kind {
+		case "send":
+			tr := Transfer{Kind: "send", From: in.Node, To: in.Peer, Bytes: in.Bytes, Start: in.Start, End: in.End}
+			for k, r := range instrs {
+				if !used[k] && r.Kind == "recv" && r.Node == in.Peer && r.Peer == in.Node && r.Bytes == in.Bytes {
+					used[k] = true
+					tr.End = maxTime(tr.End, r.End)
+					break
+				}
+			}
+			out = append(out, tr)
+		case "upload":
+			out = append(out, Transfer{Kind: "upload", From: "client", To: in.Node, Bytes: in.Bytes, Start: in.Start, End: in.End})
+		case "readback":
+			out = append(out, Transfer{Kind: "readback", From: in.Node, To: "client", Bytes: in.Bytes, Start: in.Start, End: in.End})
+		case "copy":
+			out = append(out, Transfer{Kind: "copy", From: in.Node, To: in.Node, Bytes: in.Bytes, Start: in.Start, End: in.End})
+		}
+	}
+	return out
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -62,10 +63,38 @@ func TestClusterJacobiMatchesEmbedded_C3(t *testing.T) {
 		t.Fatalf("trace: %v", err)
 	}
 	// A track per device, the split steps' chunks as slices on them.
-	for _, s := range []string{"acpp cluster", `"name":"device n1/cpu:0"`, `"chunk":`, `"name":"link n0→n1 (bytes)"`} {
+	for _, s := range []string{"acpp cluster", `"name":"device n1/cpu:0"`, `"chunk":`, `"name":"link n0→n1 (bytes)"`, `"name":"link n1→n0"`} {
 		if !strings.Contains(tr.String(), s) {
 			t.Errorf("trace lacks %s", s)
 		}
+	}
+	// Every move between nodes is a slice on its link's track, timed by
+	// the nodes, carrying its bytes: together exactly the halo.
+	var doc struct {
+		TraceEvents []struct {
+			Cat  string         `json:"cat"`
+			Ph   string         `json:"ph"`
+			Dur  float64        `json:"dur"`
+			Args map[string]any `json:"args"`
+		} `json:"traceEvents"`
+	}
+	if err := json.Unmarshal(tr.Bytes(), &doc); err != nil {
+		t.Fatalf("trace is not JSON: %v", err)
+	}
+	var sent float64
+	slicesSeen := 0
+	for _, ev := range doc.TraceEvents {
+		if ev.Cat != "transfer" || ev.Ph != "X" || ev.Args["from"] == "client" || ev.Args["to"] == "client" || ev.Args["from"] == ev.Args["to"] {
+			continue
+		}
+		slicesSeen++
+		sent += ev.Args["bytes"].(float64)
+		if ev.Dur < 0 {
+			t.Errorf("transfer slice with negative duration: %+v", ev)
+		}
+	}
+	if int64(sent) != halo || slicesSeen != iters*2*2 {
+		t.Errorf("trace has %d transfer slices between nodes with %v bytes; want %d slices, the halo %d bytes", slicesSeen, sent, iters*2*2, halo)
 	}
 }
 

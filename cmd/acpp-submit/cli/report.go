@@ -235,6 +235,7 @@ func (res *Result) WriteTrace(w io.Writer) error {
 	}
 	if res.Cluster != nil {
 		evs = append(evs, res.clusterLinkTracks(pid, us)...)
+		evs = append(evs, res.transferTracks(pid, len(tids)+2, us)...) // the outputs track below is len(tids)+1
 		if len(res.Outputs) > 0 {
 			tid := len(tids) + 1
 			evs = append(evs, traceEvent{Name: "thread_name", Ph: "M", Pid: pid, Tid: tid, Args: map[string]any{"name": "client: outputs"}})
@@ -317,6 +318,64 @@ func (res *Result) clusterLinkTracks(pid int, us func(time.Time) float64) []trac
 	end := us(res.Start.Add(res.Wall))
 	for _, l := range slices.Sorted(maps.Keys(res.Cluster.Bytes)) {
 		evs = append(evs, traceEvent{Name: name(l), Ph: "C", Ts: end, Pid: pid, Args: map[string]any{"bytes": res.Cluster.Bytes[l]}})
+	}
+	return evs
+}
+
+// transferTracks is a track per link ("link n0→n1"; "n0 copies" within a
+// node) with a slice per transfer, named by its bytes, from tid0 on.
+// Transfers on one link may overlap (pipelined): overlapping ones go to
+// extra lanes of the link ("link n0→n1 #2"), since a track's slices must
+// nest.
+func (res *Result) transferTracks(pid, tid0 int, us func(time.Time) float64) []traceEvent {
+	type lane struct {
+		tid int
+		end time.Time
+	}
+	var evs []traceEvent
+	lanes := map[string][]*lane{}
+	var links []string
+	next := tid0
+	for _, g := range res.Groups {
+		for _, tr := range g.Transfers {
+			if tr.Start.IsZero() || tr.End.Before(tr.Start) {
+				continue
+			}
+			link := "link " + tr.From + "→" + tr.To
+			if tr.From == tr.To {
+				link = tr.From + " copies"
+			}
+			if _, ok := lanes[link]; !ok {
+				links = append(links, link)
+			}
+			var ln *lane
+			for _, l := range lanes[link] {
+				if !l.end.After(tr.Start) {
+					ln = l
+					break
+				}
+			}
+			if ln == nil {
+				ln = &lane{tid: next}
+				next++
+				name := link
+				if n := len(lanes[link]); n > 0 {
+					name = fmt.Sprintf("%s #%d", link, n+1)
+				}
+				lanes[link] = append(lanes[link], ln)
+				evs = append(evs, traceEvent{Name: "thread_name", Ph: "M", Pid: pid, Tid: ln.tid, Args: map[string]any{"name": name}})
+			}
+			ln.end = tr.End
+			dur := float64(tr.End.Sub(tr.Start).Nanoseconds()) / 1e3
+			evs = append(evs, traceEvent{Name: tr.Kind + " " + bytesStr(tr.Bytes), Cat: "transfer", Ph: "X", Ts: us(tr.Start), Dur: &dur, Pid: pid, Tid: ln.tid,
+				Args: map[string]any{"group": g.ID, "bytes": tr.Bytes, "from": tr.From, "to": tr.To, "step": g.Path}})
+		}
+	}
+	slices.Sort(links)
+	for i, l := range links {
+		for _, ln := range lanes[l] {
+			evs = append(evs, traceEvent{Name: "thread_sort_index", Ph: "M", Pid: pid, Tid: ln.tid, Args: map[string]any{"sort_index": 1000 + i}})
+		}
 	}
 	return evs
 }

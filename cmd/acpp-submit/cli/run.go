@@ -84,9 +84,24 @@ type Group struct {
 	// Links are, on a cluster, the bytes per link "src->dst" so far when
 	// Run saw the group finish (with Config.Record; for the trace).
 	Links map[string]int64
-	Err   error
+	// Transfers are the page moves made for the group (cluster only), as
+	// the nodes timed them.
+	Transfers []Transfer
+	Err       error
 
 	regions []access
+}
+
+// Transfer is one move of pages for a group on a cluster: between nodes
+// (From and To are node names), from the client ("client") to a node, from
+// a node to the client, or between two memories of one node (From == To).
+// Start and End are node clock times (see coordinator.InstrTrace): a move
+// between nodes runs from the sender's start to the receiver's end.
+type Transfer struct {
+	Kind       string // send, upload, readback, copy
+	From, To   string
+	Bytes      int64
+	Start, End time.Time
 }
 
 // Chunk is one part of a split command group.
