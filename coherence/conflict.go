@@ -29,6 +29,12 @@ import "slices"
 // Groups are referenced by CGID; whether one is still incomplete is a bit
 // test in the core's liveSet. Lists of up to four groups live inside the
 // region (small), so a region is usually one allocation.
+//
+// Readers are appended, not copied: a read's successor region shares its
+// predecessor's reader list and adds one ID at its end in place (readerLog),
+// so a stream of n readers costs O(n), not O(n²). A reader list may hold
+// completed groups; every consumer filters by liveness, and writes, sweeps
+// and a full log drop them.
 type region struct {
 	small   [4]CGID
 	writers []CGID
@@ -37,7 +43,50 @@ type region struct {
 	target  AllocID
 	before  []CGID
 	readers []CGID
-	fills   []fill
+	// rlog, when set, owns the backing array of readers (readers is a
+	// prefix of rlog.ids): a successor may append in place while no other
+	// successor did.
+	rlog  *readerLog
+	fills []fill
+}
+
+// readerLog is an append-only reader list shared by a chain of regions: each
+// holds a prefix of ids. A region whose readers are the whole log may append
+// to it; any other region (an older prefix, reached again through a segment
+// the log's later appends did not cover) copies instead.
+type readerLog struct {
+	ids   []CGID
+	first [6]CGID // ids' backing array until it grows
+}
+
+// appendReader returns the reader list rd (of a region with log lg) plus
+// self, and the log that owns it. In place when rd is lg's whole log and
+// there is room; otherwise into a fresh log that keeps only live readers
+// (amortised O(1): a fresh log has room for at least as many appends as it
+// copied entries).
+func (c *Core) appendReader(rd []CGID, lg *readerLog, self CGID) ([]CGID, *readerLog) {
+	if n := len(rd); n > 0 && rd[n-1] == self {
+		return rd, lg // the group's second access to these pages
+	}
+	if lg != nil && len(lg.ids) == len(rd) && len(rd) < cap(lg.ids) {
+		lg.ids = append(lg.ids, self)
+		return lg.ids, lg
+	}
+	live := 0
+	for _, g := range rd {
+		if c.isLive(g) {
+			live++
+		}
+	}
+	nl := new(readerLog)
+	if live+1 <= len(nl.first) {
+		nl.ids = nl.first[:0]
+	} else {
+		nl.ids = make([]CGID, 0, 2*(live+1))
+	}
+	nl.ids = c.appendLive(nl.ids, rd)
+	nl.ids = append(nl.ids, self)
+	return nl.ids, nl
 }
 
 type fill struct {
@@ -49,12 +98,9 @@ func appendIDs(deps []CGID, gs []CGID) []CGID { return append(deps, gs...) }
 
 // allDone reports whether every group r names has completed.
 func (c *Core) allDone(r *region) bool {
-	for _, l := range [][]CGID{r.writers, r.before, r.readers} {
-		for _, g := range l {
-			if c.isLive(g) {
-				return false
-			}
-		}
+	// Newest readers first: the likeliest to be live.
+	if c.anyLive(r.readers) || c.anyLive(r.writers) || c.anyLive(r.before) {
+		return false
 	}
 	for _, f := range r.fills {
 		if c.isLive(f.cg) {
@@ -109,6 +155,9 @@ func (c *Core) pruned(r *region) *region {
 		return r
 	}
 	n := &region{writers: w, reduce: r.reduce, op: r.op, target: r.target, before: bf, readers: rd, fills: fl}
+	if len(rd) == len(r.readers) {
+		n.rlog = r.rlog // the same list: appends may go on in place
+	}
 	if n.empty() {
 		return nil
 	}
@@ -134,13 +183,17 @@ func (c *Core) applyAccess(r *region, x *accessCtx, addFill bool, deps []CGID) (
 	if r != nil {
 		old = *r
 	}
-	// Live views of the old lists, in scratch space.
+	// Live views of the old lists, in scratch space. A read does not need
+	// the live readers (it appends itself to the list as it is), so it does
+	// not scan them.
 	sc := c.scratch[:0]
 	sc = c.appendLive(sc, old.writers)
 	nw := len(sc)
 	sc = c.appendLive(sc, old.before)
 	nb := len(sc)
-	sc = c.appendLive(sc, old.readers)
+	if x.mode != Read {
+		sc = c.appendLive(sc, old.readers)
+	}
 	c.scratch = sc
 	w, bf, rd := sc[:nw:nw], sc[nw:nb:nb], sc[nb:]
 	fl := c.liveFills(old.fills)
@@ -168,10 +221,13 @@ func (c *Core) applyAccess(r *region, x *accessCtx, addFill bool, deps []CGID) (
 	case Read:
 		deps = appendIDs(deps, w)
 		fillDeps()
-		if len(rd) == 0 || rd[len(rd)-1] != x.self {
-			rd = append(rd, x.self)
+		n := &region{reduce: old.reduce, op: old.op, target: old.target}
+		n.setLists(w, bf, nil)
+		if fl = withFill(fl); len(fl) > 0 {
+			n.fills = slices.Clone(fl)
 		}
-		return newRegion(w, bf, rd, withFill(fl), old.reduce, old.op, old.target), deps
+		n.readers, n.rlog = c.appendReader(old.readers, old.rlog, x.self)
+		return n, deps
 	case Reduce:
 		if len(rd) == 0 && old.reduce && len(w) > 0 && old.op == x.op && old.target == x.target {
 			deps = appendIDs(deps, bf)
@@ -211,29 +267,36 @@ func (c *Core) appendLive(dst, gs []CGID) []CGID {
 
 // newRegion copies the lists into one fresh backing array.
 func newRegion(w, bf, rd []CGID, fl []fill, reduce bool, op ReduceOp, target AllocID) *region {
-	n := &region{reduce: reduce, op: op, target: target}
-	total := len(w) + len(bf) + len(rd)
-	if total > 0 {
-		var all []CGID
-		if total <= len(n.small) {
-			all = n.small[:0:total]
-		} else {
-			all = make([]CGID, 0, total)
-		}
-		all = append(all, w...)
-		all = append(all, bf...)
-		all = append(all, rd...)
-		n.writers = all[:len(w):len(w)]
-		n.before = all[len(w) : len(w)+len(bf) : len(w)+len(bf)]
-		n.readers = all[len(w)+len(bf) : total : total]
+	if !reduce && len(w)+len(bf)+len(rd)+len(fl) == 0 {
+		return nil
 	}
+	n := &region{reduce: reduce, op: op, target: target}
+	n.setLists(w, bf, rd)
 	if len(fl) > 0 {
 		n.fills = slices.Clone(fl)
 	}
-	if !reduce && n.empty() {
-		return nil
-	}
 	return n
+}
+
+// setLists sets n's writers, before and readers to copies of w, bf and rd,
+// in one backing array (n.small when they fit).
+func (n *region) setLists(w, bf, rd []CGID) {
+	total := len(w) + len(bf) + len(rd)
+	if total == 0 {
+		return
+	}
+	var all []CGID
+	if total <= len(n.small) {
+		all = n.small[:0:total]
+	} else {
+		all = make([]CGID, 0, total)
+	}
+	all = append(all, w...)
+	all = append(all, bf...)
+	all = append(all, rd...)
+	n.writers = all[:len(w):len(w)]
+	n.before = all[len(w) : len(w)+len(bf) : len(w)+len(bf)]
+	n.readers = all[len(w)+len(bf) : total : total]
 }
 
 // conflictPass applies access x over the page box of buffer b and returns
@@ -446,9 +509,10 @@ func (c *Core) appendLiveNew(deps, gs []CGID) []CGID {
 	return deps
 }
 
+// anyLive reports whether some group of gs is live, newest (last) first.
 func (c *Core) anyLive(gs []CGID) bool {
-	for _, g := range gs {
-		if c.isLive(g) {
+	for i := len(gs) - 1; i >= 0; i-- {
+		if c.isLive(gs[i]) {
 			return true
 		}
 	}

@@ -29,6 +29,60 @@ type Core struct {
 	completions int    // since the last history sweep
 	sweepAt     int    // conflict segments after the last sweep
 	gens        uint64 // allocation generations handed out
+
+	// Per-Submit scratch, reused so that planning a group allocates little:
+	// freeInfo recycles the cgInfo of completed groups, depBuf and planBuf
+	// hold Submit's dependency list and planned pages while it is built,
+	// and idSlab is carved into the returned Step.Deps (many small lists
+	// per allocation; pointer-free, so the GC does not scan it).
+	freeInfo []*cgInfo
+	depBuf   []CGID
+	planBuf  []plannedTo
+	idSlab   []CGID
+}
+
+// idSlabLen is the number of IDs one idSlab allocation holds.
+const idSlabLen = 256
+
+// keepIDs returns a copy of ids carved from idSlab (nil when empty), capped
+// so that appending to it never writes into a neighbour's entries.
+func (c *Core) keepIDs(ids []CGID) []CGID {
+	if len(ids) == 0 {
+		return nil
+	}
+	if cap(c.idSlab)-len(c.idSlab) < len(ids) {
+		c.idSlab = make([]CGID, 0, max(idSlabLen, len(ids)))
+	}
+	n := len(c.idSlab)
+	c.idSlab = append(c.idSlab, ids...)
+	return c.idSlab[n : n+len(ids) : n+len(ids)]
+}
+
+// newInfo returns a cleared cgInfo for group id, recycled when one is free.
+func (c *Core) newInfo(id CGID) *cgInfo {
+	var info *cgInfo
+	if n := len(c.freeInfo); n > 0 {
+		info = c.freeInfo[n-1]
+		c.freeInfo[n-1] = nil
+		c.freeInfo = c.freeInfo[:n-1]
+	} else {
+		info = new(cgInfo)
+	}
+	info.id = id
+	info.uses = info.usesBuf[:0]
+	return info
+}
+
+// maxFreeInfo bounds the free list (the core keeps at most this many
+// recycled records beyond the live ones).
+const maxFreeInfo = 1024
+
+func (c *Core) recycleInfo(info *cgInfo) {
+	if len(c.freeInfo) >= maxFreeInfo {
+		return
+	}
+	*info = cgInfo{}
+	c.freeInfo = append(c.freeInfo, info)
 }
 
 // cgInfo is what the core remembers of an incomplete group.
@@ -43,6 +97,8 @@ type cgInfo struct {
 	covers *buffer
 	// deps is the group's Step.Deps (sorted).
 	deps []CGID
+	// usesBuf is uses' storage for groups of up to two allocations.
+	usesBuf [2]allocRef
 }
 
 type allocRef struct {
@@ -262,7 +318,7 @@ func (c *Core) Submit(cg CommandGroup) (Step, error) {
 		return Step{ID: cg.ID, Lost: lost}, lostError(cg.ID, lost)
 	}
 	c.last, c.started = cg.ID, true
-	info := &cgInfo{id: cg.ID}
+	info := c.newInfo(cg.ID)
 	c.live[cg.ID] = info
 	c.alive.add(cg.ID)
 
@@ -281,9 +337,9 @@ func (c *Core) Submit(cg CommandGroup) (Step, error) {
 	// copy of the same group is still bringing in (copies run in any order).
 	// A page planned once for a target is not planned again (nothing is sent
 	// twice).
-	var deps []CGID
+	deps := c.depBuf[:0]
 	var copies []*copyAcc
-	var planned []plannedTo
+	planned := c.planBuf[:0]
 	for _, a := range cg.Accesses {
 		if a.Discard {
 			continue
@@ -347,7 +403,10 @@ func (c *Core) Submit(cg CommandGroup) (Step, error) {
 			b.states.update(lo, hi, stateOp{kind: opSet, m: 1 << t})
 		})
 	}
-	step.Deps = c.reduceDeps(finishDeps(deps, cg.ID))
+	step.Deps = c.keepIDs(c.reduceDeps(finishDeps(deps, cg.ID)))
+	c.depBuf = deps[:0]
+	clear(planned)
+	c.planBuf = planned[:0]
 	info.deps = step.Deps
 	sortStep(&step)
 	return step, nil
@@ -770,10 +829,12 @@ func lostError(id CGID, lost []LostPages) error {
 // leaves the tracking state; later groups no longer depend on it. Completing
 // an unknown or already completed group does nothing.
 func (c *Core) Complete(id CGID) {
-	if _, ok := c.live[id]; !ok {
+	info, ok := c.live[id]
+	if !ok {
 		return
 	}
 	delete(c.live, id)
+	c.recycleInfo(info)
 	c.alive.remove(id)
 	c.completions++
 	c.maybeSweep()
@@ -856,12 +917,13 @@ func (c *Core) Release(id CGID, buf BufferID, alloc AllocID) (Step, error) {
 		}
 	}
 	c.last, c.started = id, true
-	info := &cgInfo{id: id, covers: b}
+	info := c.newInfo(id)
+	info.covers = b
 	c.live[id] = info
 	c.alive.add(id)
 	step := Step{ID: id}
 	x := accessCtx{self: id, mode: release, target: alloc, gen: b.slots[s].gen}
-	deps := c.conflictPass(b, b.geo.All(), &x, nil, nil)
+	deps := c.conflictPass(b, b.geo.All(), &x, nil, c.depBuf[:0])
 	// The allocation to free (and the host one evacuated into) may still be
 	// in the making.
 	info.use(b, s)
@@ -886,7 +948,8 @@ func (c *Core) Release(id CGID, buf BufferID, alloc AllocID) (Step, error) {
 	step.Free = []Allocation{b.allocation(s)}
 	b.used &^= sbit
 	b.slots[s] = slot{}
-	step.Deps = c.reduceDeps(finishDeps(deps, id))
+	step.Deps = c.keepIDs(c.reduceDeps(finishDeps(deps, id)))
+	c.depBuf = deps[:0]
 	info.deps = step.Deps
 	sortStep(&step)
 	return step, nil
