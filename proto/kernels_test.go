@@ -1,0 +1,141 @@
+package proto
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	// Tests only: proto itself imports no codec (transport/ owns msgpack),
+	// but its decoder is what the fuzz target must exercise.
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+func goodKernels() JobKernels {
+	return JobKernels{Job: 7, Kernels: []KernelSpec{{
+		Name:   "mysaxpy@0a1b2c",
+		Params: []KernelParam{{Name: "a", Kind: 5, Space: 6, ElemSize: 4}, {Name: "x", Kind: 1, Space: 7, ElemSize: 4}},
+		PTX:    []byte(".version 7.0\n.visible .entry saxpy(.param .u64 p){ret;}\n"),
+		Entry:  "saxpy",
+	}}}
+}
+
+// TestJobKernelsValidate_C6: a malformed request (bad names, sizes over
+// the bounds, unknown parameter kinds) is refused with an error that wraps
+// ErrMalformed and names what is wrong, before a node parses a module.
+func TestJobKernelsValidate_C6(t *testing.T) {
+	tests := []struct {
+		name string
+		mod  func(r *JobKernels)
+		want string // "" means valid
+	}{
+		{"good", func(*JobKernels) {}, ""},
+		{"no kernels", func(r *JobKernels) { r.Kernels = nil }, "no kernels"},
+		{"empty name", func(r *JobKernels) { r.Kernels[0].Name = "" }, "name"},
+		{"name with a slash", func(r *JobKernels) { r.Kernels[0].Name = "../etc" }, "name"},
+		{"name starting with a digit", func(r *JobKernels) { r.Kernels[0].Name = "1k" }, "name"},
+		{"name too long", func(r *JobKernels) { r.Kernels[0].Name = strings.Repeat("k", MaxKernelName+1) }, "name"},
+		{"name at the limit", func(r *JobKernels) { r.Kernels[0].Name = strings.Repeat("k", MaxKernelName) }, ""},
+		{"entry not an identifier", func(r *JobKernels) { r.Kernels[0].Entry = "sax py" }, "entry"},
+		{"empty module", func(r *JobKernels) { r.Kernels[0].PTX = nil }, "empty PTX module"},
+		{"module too large", func(r *JobKernels) { r.Kernels[0].PTX = make([]byte, MaxKernelModule+1) }, "at most 12582912"},
+		{"modules too large together", func(r *JobKernels) {
+			k := r.Kernels[0]
+			k.PTX = make([]byte, MaxKernelModule/2+1)
+			k2 := k
+			k2.Name = "other"
+			r.Kernels = []KernelSpec{k, k2}
+		}, "together"},
+		{"twice", func(r *JobKernels) { r.Kernels = append(r.Kernels, r.Kernels[0]) }, "twice"},
+		{"too many", func(r *JobKernels) {
+			for i := range MaxKernelsPerRequest {
+				k := r.Kernels[0]
+				k.Name = "k" + strings.Repeat("x", i)
+				r.Kernels = append(r.Kernels, k)
+			}
+		}, "at most 64"},
+		{"kind 0", func(r *JobKernels) { r.Kernels[0].Params[0].Kind = 0 }, "kind 0"},
+		{"kind 6", func(r *JobKernels) { r.Kernels[0].Params[0].Kind = 6 }, "kind 6"},
+		{"space 8", func(r *JobKernels) { r.Kernels[0].Params[1].Space = 8 }, "address space 8"},
+		{"elem size", func(r *JobKernels) { r.Kernels[0].Params[1].ElemSize = MaxParamElemSize + 1 }, "element size"},
+		{"param name not UTF-8", func(r *JobKernels) { r.Kernels[0].Params[0].Name = "\xff" }, "UTF-8"},
+		{"too many params", func(r *JobKernels) {
+			r.Kernels[0].Params = make([]KernelParam, MaxKernelParams+1)
+		}, "parameters"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := goodKernels()
+			tt.mod(&r)
+			err := r.Validate()
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Validate() = %v, want ErrMalformed mentioning %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestMsgJobKernelsName(t *testing.T) {
+	// node.go's list registers its names after this file's init: a clash
+	// of values would rename this one.
+	if got := MsgJobKernels.String(); got != "MsgJobKernels" {
+		t.Fatalf("MsgJobKernels.String() = %q; its value %d collides with another message", got, uint16(MsgJobKernels))
+	}
+}
+
+// FuzzJobKernels: arbitrary bytes decoded as a MsgJobKernels body never
+// crash the decoder or Validate; a request that validates stays within
+// the bounds, and re-encodes to bytes that decode to the same request.
+func FuzzJobKernels(f *testing.F) {
+	good := goodKernels()
+	seed, err := msgpack.Marshal(&good)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(seed)
+	f.Add([]byte{0x80})
+	f.Add([]byte{0x82, 0xa1, 'j', 0x07, 0xa1, 'k', 0x90})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) > 1<<20 {
+			return
+		}
+		var r JobKernels
+		if msgpack.Unmarshal(b, &r) != nil {
+			return
+		}
+		if r.Validate() != nil {
+			return
+		}
+		total := 0
+		for _, k := range r.Kernels {
+			if !ValidKernelName(k.Name) || len(k.PTX) == 0 || len(k.Params) > MaxKernelParams {
+				t.Fatalf("validated kernel %q breaks the bounds", k.Name)
+			}
+			total += len(k.PTX)
+		}
+		if total > MaxKernelModule || len(r.Kernels) > MaxKernelsPerRequest {
+			t.Fatalf("validated request of %d kernels, %d bytes breaks the bounds", len(r.Kernels), total)
+		}
+		enc, err := msgpack.Marshal(&r)
+		if err != nil {
+			t.Fatalf("re-encode: %v", err)
+		}
+		var r2 JobKernels
+		if err := msgpack.Unmarshal(enc, &r2); err != nil {
+			t.Fatalf("decode of the re-encoded request: %v", err)
+		}
+		enc2, err := msgpack.Marshal(&r2)
+		if err != nil || !bytes.Equal(enc, enc2) {
+			t.Fatalf("round trip changed the request: %x, %v; want %x", enc2, err, enc)
+		}
+		if err := r2.Validate(); err != nil {
+			t.Fatalf("round trip of a valid request does not validate: %v", err)
+		}
+	})
+}
