@@ -89,9 +89,9 @@ type Runtime struct {
 	planners  sync.WaitGroup // planLoop goroutines
 
 	mu      sync.Mutex
-	core    *coherence.Core          // guarded by mu
-	nextBuf coherence.BufferID       // guarded by mu
-	nodes   map[coherence.CGID]*Node // submitted, not yet drained; guarded by mu
+	core    *coherence.Core    // guarded by mu
+	nextBuf coherence.BufferID // guarded by mu
+	nodes   nodeWindow         // planned, not yet drained; guarded by mu
 	bufs    map[coherence.BufferID]*bufInfo
 	allocs  map[allocKey]*allocEntry // guarded by mu (entries have their own once)
 	readyMu sync.RWMutex             // guards ready; taken after mu, never before
@@ -115,6 +115,59 @@ type Runtime struct {
 	groups, planned, copies, bytes, h2d, d2h, nallocs atomic.Int64
 
 	bg sync.WaitGroup // goroutines that free released allocations
+
+	// epoch is when the runtime started; nodes keep their times as
+	// monotonic offsets from it (one clock read each instead of time.Now's
+	// wall and monotonic reads).
+	epoch time.Time
+}
+
+// nodeWindow maps the IDs of planned, undrained nodes to their nodes. IDs
+// are dense and planned in increasing order, so it is a slice over
+// [base, base+len(win)) with nil for absent IDs; its drained prefix is
+// dropped as nodes drain.
+type nodeWindow struct {
+	base coherence.CGID
+	win  []*Node
+}
+
+// put adds n; IDs must increase from one put to the next.
+func (w *nodeWindow) put(n *Node) {
+	if len(w.win) == 0 {
+		w.base = n.ID
+	}
+	for w.base+coherence.CGID(len(w.win)) < n.ID {
+		w.win = append(w.win, nil) // a group coherence refused
+	}
+	w.win = append(w.win, n)
+}
+
+func (w *nodeWindow) get(id coherence.CGID) *Node {
+	if id < w.base || id-w.base >= coherence.CGID(len(w.win)) {
+		return nil
+	}
+	return w.win[id-w.base]
+}
+
+func (w *nodeWindow) remove(id coherence.CGID) {
+	if id < w.base || id-w.base >= coherence.CGID(len(w.win)) {
+		return
+	}
+	w.win[id-w.base] = nil
+	i := 0
+	for i < len(w.win) && w.win[i] == nil {
+		i++
+	}
+	if i == 0 {
+		return
+	}
+	w.base += coherence.CGID(i)
+	w.win = w.win[i:]
+	if len(w.win) == 0 {
+		w.win = w.win[:0:0] // nothing left: let the backing array go
+	} else if cap(w.win) > 64 && len(w.win) < cap(w.win)/4 {
+		w.win = append([]*Node(nil), w.win...)
+	}
 }
 
 // New builds a runtime over cfg.Devices.
@@ -127,7 +180,7 @@ func New(cfg Config) (*Runtime, error) {
 		devOf:  map[coherence.MemID]device.Device{},
 		core:   coherence.New(coherence.Config{}),
 		next:   1,
-		nodes:  map[coherence.CGID]*Node{},
+		epoch:  time.Now(),
 		bufs:   map[coherence.BufferID]*bufInfo{},
 		allocs: map[allocKey]*allocEntry{},
 		ready:  map[allocKey]*device.Mem{},
@@ -338,7 +391,9 @@ type Node struct {
 	fin  atomic.Bool
 	done chan struct{} // guarded by linkMu
 
-	submitted, started, ended time.Time // started/ended set before done is closed
+	// Offsets from rt.epoch; started and ended are set before done is
+	// closed.
+	submitted, started, ended time.Duration
 
 	planned atomic.Bool // step (or planErr) is set
 	planErr error       // coherence refused the group
@@ -404,14 +459,15 @@ func (n *Node) State() State { return State(n.state.Load()) }
 // Times returns when the node was submitted, started and ended (zero while
 // not yet reached).
 func (n *Node) Times() (submitted, started, ended time.Time) {
+	at := n.rt.epoch.Add
 	if n.fin.Load() {
-		return n.submitted, n.started, n.ended
+		return at(n.submitted), at(n.started), at(n.ended)
 	}
 	if n.State() == Running {
 		// started is written before the state changes to Running.
-		return n.submitted, n.started, time.Time{}
+		return at(n.submitted), at(n.started), time.Time{}
 	}
-	return n.submitted, time.Time{}, time.Time{}
+	return at(n.submitted), time.Time{}, time.Time{}
 }
 
 // Deps are the command groups coherence ordered this one after.
@@ -441,7 +497,7 @@ func (rt *Runtime) SubmitNode(n *Node, g Group) error {
 	if err := rt.cancelled(); err != nil {
 		return fmt.Errorf("acpp: queue context done, submit refused: %w", err)
 	}
-	n.rt, n.g, n.Name, n.submitted = rt, g, g.Name, time.Now()
+	n.rt, n.g, n.Name, n.submitted = rt, g, g.Name, time.Since(rt.epoch)
 	n.succ = n.succBuf[:0]
 	n.pending.Store(1) // released once planned and linked
 	// Host groups and releases report coherence's verdict from Submit
@@ -553,9 +609,9 @@ func (rt *Runtime) planPendingLocked() []*Node {
 		}
 		n.step = step
 		n.planned.Store(true)
-		rt.nodes[n.ID] = n
+		rt.nodes.put(n)
 		for _, d := range step.Deps {
-			if p := rt.nodes[d]; p != nil {
+			if p := rt.nodes.get(d); p != nil {
 				n.linkAfter(p)
 			}
 		}
@@ -626,7 +682,7 @@ func (rt *Runtime) cancelled() error {
 
 // dispatch starts a node whose dependencies have finished.
 func (rt *Runtime) dispatch(n *Node) {
-	n.started = time.Now()
+	n.started = time.Since(rt.epoch)
 	n.state.Store(int32(Running))
 	if err := rt.cancelled(); err != nil {
 		rt.finish(n, fmt.Errorf("acpp: %s not run, queue context done: %w", n.Name, err))
@@ -821,7 +877,7 @@ func (rt *Runtime) finish(n *Node, err error) {
 		}
 	}
 	n.err = err
-	n.ended = time.Now()
+	n.ended = time.Since(rt.epoch)
 	if err != nil {
 		n.state.Store(int32(Failed))
 		rt.log.Debug("command group failed", "group", n.ID, "name", n.Name, "error", err)
@@ -877,7 +933,7 @@ func (rt *Runtime) drainLocked() {
 	rt.doneMu.Unlock()
 	for _, id := range ids {
 		rt.core.Complete(id)
-		delete(rt.nodes, id)
+		rt.nodes.remove(id)
 	}
 	rt.spare = ids
 }
