@@ -263,9 +263,9 @@ func (j *job) launchOp(l *proto.Launch) (device.LaunchOp, device.Device, error) 
 	if !ok {
 		return op, nil, fmt.Errorf("this node has no device %q (see its inventory)", l.Device)
 	}
-	k, err := device.Kernels.Lookup(l.Kernel)
+	k, err := j.kernel(l.Kernel, dev) // the job's own kernels first, then the node's
 	if err != nil {
-		return op, nil, fmt.Errorf("%w on node %s", err, j.n.cfg.Name)
+		return op, nil, err
 	}
 	memID := j.n.devs.memOf[l.Device]
 	args := make([]device.Arg, len(l.Args))

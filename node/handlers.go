@@ -55,6 +55,7 @@ func (n *Node) registerHandlers() {
 	transport.HandleFunc(n.tr, proto.MsgMembers, func(context.Context, credentials.Identity, *struct{}) (*proto.Members, error) {
 		return n.Members(), nil
 	})
+	transport.HandleFunc(n.tr, proto.MsgJobKernels, n.handleJobKernels) // kernels.go
 	n.tr.HandlePages(n.onPages)
 }
 

@@ -1,0 +1,260 @@
+package node_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+
+	ptxlib "github.com/acpp/acpp/cuda/kernels"
+	"github.com/acpp/acpp/device"
+	"github.com/acpp/acpp/device/devicetest"
+	"github.com/acpp/acpp/node"
+	"github.com/acpp/acpp/node/nodeclient"
+	"github.com/acpp/acpp/proto"
+	"github.com/acpp/acpp/transport"
+)
+
+// saxpySpec is the built-in saxpy's PTX and declaration shipped as a job
+// kernel under name (the node's registry does not have that name).
+func saxpySpec(name string) proto.KernelSpec {
+	b, _ := ptxlib.Lookup("saxpy")
+	k := b.Kernel()
+	s := proto.KernelSpec{Name: name, PTX: k.PTX.Module, Entry: k.PTX.Entry}
+	for _, p := range k.Params {
+		s.Params = append(s.Params, proto.KernelParam{Name: p.Name, Kind: uint8(p.Kind), Space: uint8(p.Space), ElemSize: uint32(p.ElemSize)})
+	}
+	return s
+}
+
+// ptxDevice is a fake device that runs PTX kernels, for machines without
+// a GPU: it records each PTX launch (the kernel, its module and entry) and
+// emulates the entry "saxpy" in Go on the fake's memory, so the
+// arguments' path through the node is checked too.
+type ptxDevice struct {
+	*devicetest.Fake
+	mu       sync.Mutex
+	launched []device.Kernel // guarded by mu
+}
+
+func newPTXDevice() *ptxDevice {
+	return &ptxDevice{Fake: devicetest.NewFake(devicetest.FakeConfig{Forms: []device.Form{device.FormGo, device.FormPTX}})}
+}
+
+func (d *ptxDevice) Info() device.Info {
+	info := d.Fake.Info()
+	info.Caps.KernelForms = []device.Form{device.FormPTX}
+	return info
+}
+
+func (d *ptxDevice) Enqueue(q int, op device.Op, done func(error)) error {
+	l, ok := op.(device.LaunchOp)
+	if !ok {
+		return d.Fake.Enqueue(q, op, done)
+	}
+	if l.Kernel == nil || l.Kernel.PTX == nil {
+		return device.ErrNoImplementation
+	}
+	d.mu.Lock()
+	d.launched = append(d.launched, *l.Kernel)
+	d.mu.Unlock()
+	if l.Kernel.PTX.Entry != "saxpy" {
+		return device.ErrNoImplementation
+	}
+	return d.Fake.Enqueue(q, device.LaunchOp{Name: l.Name, Range: l.Range, Args: l.Args, Func: func(w *device.Work) {
+		a := math.Float32frombits(binary.LittleEndian.Uint32(w.Args[0].Scalar))
+		x, y := w.Data[1], w.Data[2]
+		for i := w.Lo[2]; i < w.Hi[2]; i++ {
+			xv := math.Float32frombits(binary.LittleEndian.Uint32(x[4*i:]))
+			yv := math.Float32frombits(binary.LittleEndian.Uint32(y[4*i:]))
+			binary.LittleEndian.PutUint32(y[4*i:], math.Float32bits(a*xv+yv))
+		}
+	}}, done)
+}
+
+func (d *ptxDevice) launches() []device.Kernel {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]device.Kernel(nil), d.launched...)
+}
+
+// saxpyJob allocates x (all 1) and y (all 2) of n float32 in mem and
+// returns the launch of kernel name on dev over them with a = 3.
+func saxpyJob(t *testing.T, j *nodeclient.Job, mem uint32, kernel, dev string, n uint64) proto.Instr {
+	rng := [3]uint64{1, 1, n}
+	submit(t, j,
+		proto.Instr{ID: 1, Kind: proto.InstrAlloc, Buffer: 1, Mem: mem, Range: rng, ElemSize: 4},
+		proto.Instr{ID: 2, Kind: proto.InstrAlloc, Buffer: 2, Mem: mem, Range: rng, ElemSize: 4},
+		proto.Instr{ID: 3, Kind: proto.InstrFill, Deps: []uint64{1}, Buffer: 1, Mem: mem, Pattern: f32(1)},
+		proto.Instr{ID: 4, Kind: proto.InstrFill, Deps: []uint64{2}, Buffer: 2, Mem: mem, Pattern: f32(2)},
+	)
+	return proto.Instr{ID: 5, Kind: proto.InstrLaunch, Deps: []uint64{3, 4}, Launch: &proto.Launch{
+		Kernel: kernel, Device: dev, Global: rng,
+		Args: []proto.KArg{
+			{Kind: uint8(device.ArgScalar), Scalar: f32(3)},
+			{Kind: uint8(device.ArgPointer), Buffer: 1, Mem: mem, ElemSize: 4},
+			{Kind: uint8(device.ArgPointer), Buffer: 2, Mem: mem, ElemSize: 4},
+		},
+	}}
+}
+
+func f32(v float32) []byte { return binary.LittleEndian.AppendUint32(nil, math.Float32bits(v)) }
+
+// launchErr submits launch and returns its failure message ("" if it ran).
+func launchErr(t *testing.T, j *nodeclient.Job, launch proto.Instr) string {
+	t.Helper()
+	submit(t, j, launch)
+	err := j.Wait(testCtx(t), launch.ID)
+	if err == nil {
+		return ""
+	}
+	var fe *nodeclient.InstrFailedError
+	if !errors.As(err, &fe) || len(fe.Failed) != 1 {
+		t.Fatalf("Wait = %v, want one failed instruction", err)
+	}
+	return fe.Failed[0].Message
+}
+
+// TestJobKernelsAreThisJobsOnly_C6: a kernel shipped by a job runs in that
+// job on a device that runs PTX, with the job's module; another job of the
+// same client, or of another client, cannot launch it; it is gone when the
+// job closes (a job reopened under the same ID does not have it); on a CPU
+// device it fails at once with an error naming the kernel and the device.
+func TestJobKernelsAreThisJobsOnly_C6(t *testing.T) {
+	dev := newPTXDevice()
+	nodes := startNodes(t, 1, func(_ int, cfg *node.Config) { cfg.ExtraDevices = []device.Device{dev} })
+	alice := startClient(t, credDir, "alice", nodes...)
+	bob := startClient(t, credDir, "bob", nodes...)
+	mem, ok := memOf(t, alice, "n0", "fake:0")
+	if !ok {
+		t.Fatal("n0 has no fake:0")
+	}
+	const n = 1000
+	spec := saxpySpec("job.saxpy")
+
+	j1 := openJob(t, alice, "n0", 1)
+	got, err := j1.RegisterKernels(testCtx(t), spec)
+	if err != nil || got.Kernels != 1 || got.Bytes != uint64(len(spec.PTX)) {
+		t.Fatalf("RegisterKernels = %+v, %v; want 1 kernel of %d bytes", got, err, len(spec.PTX))
+	}
+	if _, err := j1.RegisterKernels(testCtx(t), spec); err != nil {
+		t.Fatalf("registering the same kernel again = %v, want nil (a retry)", err)
+	}
+	launch := saxpyJob(t, j1, mem, "job.saxpy", "fake:0", n)
+	if msg := launchErr(t, j1, launch); msg != "" {
+		t.Fatalf("launch of the job's kernel failed: %s", msg)
+	}
+	out := make([]byte, 4*n)
+	if err := j1.ReadBack(testCtx(t), 6, []uint64{5}, 2, mem, [3]uint64{1, 1, n}, 4, []proto.Box{{Hi: [3]uint64{1, 1, n}}}, out); err != nil {
+		t.Fatal(err)
+	}
+	if want := bytes.Repeat(f32(5), n); !bytes.Equal(out, want) {
+		t.Fatalf("y after 3*x+y = %v…, want 5 everywhere", out[:8])
+	}
+	if ls := dev.launches(); len(ls) != 1 || ls[0].Name != "job.saxpy" || !bytes.Equal(ls[0].PTX.Module, spec.PTX) || ls[0].PTX.Entry != "saxpy" {
+		t.Fatalf("device saw launches %v, want job.saxpy with the shipped module", ls)
+	}
+
+	// A PTX kernel on the CPU: refused before it is queued, naming both.
+	cpuLaunch := launch
+	cpuLaunch.ID, cpuLaunch.Deps = 7, nil
+	l := *launch.Launch
+	l.Device = "cpu:0"
+	cpuLaunch.Launch = &l
+	msg := launchErr(t, j1, cpuLaunch)
+	for _, w := range []string{`"job.saxpy"`, "cpu:0", "ptx only", "n0"} {
+		if !strings.Contains(msg, w) {
+			t.Errorf("CPU launch failure %q lacks %q", msg, w)
+		}
+	}
+
+	// Other jobs do not see it: another job of alice's, a job of bob's.
+	j2 := openJob(t, alice, "n0", 2)
+	if msg := launchErr(t, j2, saxpyJob(t, j2, mem, "job.saxpy", "fake:0", n)); !strings.Contains(msg, "no kernel registered") || !strings.Contains(msg, "job.saxpy") {
+		t.Errorf("alice's job 2 launching job 1's kernel: %q, want an unknown-kernel error", msg)
+	}
+	jb := openJob(t, bob, "n0", 3)
+	if msg := launchErr(t, jb, saxpyJob(t, jb, mem, "job.saxpy", "fake:0", n)); !strings.Contains(msg, "no kernel registered") {
+		t.Errorf("bob's job launching alice's kernel: %q, want an unknown-kernel error", msg)
+	}
+
+	// Freed with the job: reopened under the same ID, it has no kernels.
+	if err := j1.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	j1 = openJob(t, alice, "n0", 1)
+	if msg := launchErr(t, j1, saxpyJob(t, j1, mem, "job.saxpy", "fake:0", n)); !strings.Contains(msg, "no kernel registered") {
+		t.Errorf("job 1 reopened, launching the closed job's kernel: %q, want an unknown-kernel error", msg)
+	}
+	if ls := dev.launches(); len(ls) != 1 {
+		t.Errorf("device saw %d launches, want only the first job's one", len(ls))
+	}
+}
+
+// TestJobKernelsRefused_C6: bad kernels are refused with an error that
+// says what is wrong: a name of the node's own registry, a module that
+// does not parse, an entry the module lacks, parameters that do not match
+// the entry, another kernel under a name the job has; bad names and sizes
+// are refused before they are sent.
+func TestJobKernelsRefused_C6(t *testing.T) {
+	registerInc()
+	nodes := startNodes(t, 1, nil)
+	c := startClient(t, credDir, "alice", nodes...)
+	j := openJob(t, c, "n0", 1)
+	good := saxpySpec("job.saxpy")
+	tests := []struct {
+		name string
+		mod  func(s *proto.KernelSpec)
+		code proto.ErrorCode
+		want string
+	}{
+		{"name of the node's registry", func(s *proto.KernelSpec) { s.Name = "nodetest.inc_u32" }, proto.CodeKernelExists, `kernel "nodetest.inc_u32" is in node n0's own registry`},
+		{"module does not parse", func(s *proto.KernelSpec) { s.PTX = []byte("this is not PTX") }, proto.CodeMalformed, "has no .entry; ship PTX text"},
+		{"no such entry", func(s *proto.KernelSpec) { s.Entry = "saxpy2" }, proto.CodeMalformed, `entry "saxpy2" is not in its PTX module (entries: saxpy)`},
+		{"parameters differ", func(s *proto.KernelSpec) { s.Params = s.Params[:2] }, proto.CodeMalformed, "do not match entry"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := good
+			s.Params = append([]proto.KernelParam(nil), good.Params...)
+			tt.mod(&s)
+			_, err := j.RegisterKernels(testCtx(t), s)
+			var re *transport.RemoteError
+			if !errors.As(err, &re) || re.Code != tt.code || !strings.Contains(re.Message, tt.want) {
+				t.Fatalf("RegisterKernels = %v, want code %v mentioning %q", err, tt.code, tt.want)
+			}
+		})
+	}
+	// Refused before sending: bounds and names.
+	for _, s := range []proto.KernelSpec{
+		func() proto.KernelSpec { s := good; s.Name = "a/b"; return s }(),
+		func() proto.KernelSpec { s := good; s.PTX = make([]byte, proto.MaxKernelModule+1); return s }(),
+	} {
+		if _, err := j.RegisterKernels(testCtx(t), s); !errors.Is(err, proto.ErrMalformed) {
+			t.Errorf("RegisterKernels(%.20q, %d bytes) = %v, want ErrMalformed", s.Name, len(s.PTX), err)
+		}
+	}
+	// A request is all or nothing: the good kernel of a refused request
+	// was not registered, so it may be registered later with another
+	// declaration.
+	bad := good
+	bad.Name, bad.Entry = "job.other", "nosuch"
+	if _, err := j.RegisterKernels(testCtx(t), good, bad); err == nil {
+		t.Fatal("a request with one bad kernel was accepted")
+	}
+	other := good
+	other.Params = append([]proto.KernelParam(nil), good.Params...)
+	other.Params[0].Name = "alpha"
+	if _, err := j.RegisterKernels(testCtx(t), other); err != nil {
+		t.Fatalf("register after a refused request: %v", err)
+	}
+	// Now the name is taken by that declaration: another one is refused.
+	_, err := j.RegisterKernels(testCtx(t), good)
+	var re *transport.RemoteError
+	if !errors.As(err, &re) || re.Code != proto.CodeKernelExists || !strings.Contains(re.Message, "already has a different kernel") {
+		t.Fatalf("a second declaration under the job's name = %v, want CodeKernelExists", err)
+	}
+}
