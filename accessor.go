@@ -16,6 +16,7 @@ type accessConfig struct {
 	within bool
 	off    ID
 	rng    Range
+	mapper RangeMapper // Map: the region per chunk of a split group
 }
 
 // NoInit (SYCL no_init, discard) says the group overwrites the accessed
@@ -131,6 +132,9 @@ func access[T any](h *Handler, b *Buffer[T], mode coherence.Mode, ranged bool, o
 	*r = req{h: h, st: b.st, mode: mode, noInit: cfg.noInit, pages: pages, mem: mem, elem: b.elem(),
 		brange: bre, off: ioff, rng: irng, ranged: ranged || cfg.within, vdims: b.rng.dims, s1: bre[1], s2: bre[2]}
 	h.reqs = append(h.reqs, r)
+	if cfg.mapper != nil && !h.mapped(r, cfg.mapper, ranged || cfg.within) {
+		return nil
+	}
 	return r
 }
 

@@ -459,6 +459,13 @@ func (q *Queue) submitCluster(cgf func(h *Handler) error, cfg submitConfig) (*Ev
 	h.q, h.dev, h.name = q, clusterDevice{info}, cfg.name
 	h.reqs = h.reqBuf[:0]
 	h.cl = &clusterCG{}
+	if cfg.split != nil {
+		if pin != "" {
+			return nil, fmt.Errorf("%w: On/OnNode and Split both choose devices; name the devices in SplitOpts.Devices or ClusterDevices", ErrSplit)
+		}
+		// The function runs once; the coordinator makes the chunks.
+		h.split = &splitChunk{opts: cfg.split}
+	}
 	if len(cfg.after) > 0 {
 		h.DependsOn(cfg.after...)
 	}
@@ -519,12 +526,14 @@ func (h *Handler) launchCluster(name string, nd device.NDRange, args []KernelArg
 		dargs[i] = da
 	}
 	conv := dargs
+	var params []device.Param
 	if k, err := device.Kernels.Lookup(name); err == nil {
 		// Known here: check the arguments now (A2); otherwise the nodes do.
 		if conv, err = device.ValidateArgs(k, dargs, 0); err != nil {
 			h.fail(err)
 			return
 		}
+		params = k.Params
 	}
 	cargs := make([]coordinator.Arg, len(args))
 	for i, a := range args {
@@ -549,21 +558,78 @@ func (h *Handler) launchCluster(name string, nd device.NDRange, args []KernelArg
 			return
 		}
 		r := rq.request()
+		acc := coordinator.Accessor{Buffer: r.st.cb, Mode: r.mode, NoInit: r.noInit, Offset: r.off, Range: r.rng, Kind: conv[i].Kind}
 		if r.brange != r.st.geo.Range || r.elem != r.st.geo.ElemSize {
-			h.fail(fmt.Errorf("%w: kernel %q argument %d: accessors of reshaped or reinterpreted views cannot travel to a cluster yet; access the buffer itself", ErrNotOnCluster, name, i))
-			return
+			var param *device.Param
+			if i < len(params) {
+				param = &params[i]
+			}
+			if err := viewOnCluster(r, &acc, param); err != nil {
+				h.fail(fmt.Errorf("kernel %q argument %d: %w", name, i, err))
+				return
+			}
 		}
-		cargs[i] = coordinator.Acc(coordinator.Accessor{Buffer: r.st.cb, Mode: r.mode, NoInit: r.noInit,
-			Offset: r.off, Range: r.rng, Kind: conv[i].Kind})
+		if h.split != nil {
+			m := h.split.mapperOf(r)
+			if m == nil {
+				h.fail(fmt.Errorf("%w: argument %d of split kernel %q is an accessor without a range mapper; declare it with acpp.Map(acpp.OneToOne()) (or Neighbourhood, All, Fixed, a MapFunc)", ErrSplit, i, name))
+				return
+			}
+			if r.brange != r.st.geo.Range || r.elem != r.st.geo.ElemSize {
+				h.fail(fmt.Errorf("%w: kernel %q argument %d: a range mapper on an accessor of a reshaped or reinterpreted view cannot travel to a cluster (the coordinator maps chunks onto the buffer's own shape); map the buffer itself", ErrNotOnCluster, name, i))
+				return
+			}
+			cm, err := m.forBuffer(nd.Dims, r.vdims)
+			if err != nil {
+				h.fail(fmt.Errorf("kernel %q argument %d: %w", name, i, err))
+				return
+			}
+			acc.Map = cm
+		}
+		cargs[i] = coordinator.Acc(acc)
 	}
 	g := &coordinator.Group{Kernel: name, Range: nd.Global, Args: cargs}
 	if nd.Local != ([3]int{}) {
 		g.Local = nd.Local
 	}
+	if h.split != nil {
+		cs, err := h.q.clusterSplit(h.split.opts, nd.Dims)
+		if err != nil {
+			h.fail(err)
+			return
+		}
+		g.Split = cs
+	}
 	if h.checkAction("launch " + name) {
 		h.cl.group = g
 		h.recordAction("launch "+name, nil)
 	}
+}
+
+// viewOnCluster sets acc's region for an accessor of a reshaped or
+// reinterpreted view (P5). The nodes give a kernel the buffer's own range
+// and element size, so only a raw pointer (which carries neither, V3, V4)
+// can stand for a view; its region becomes the element box of the view's
+// page range, which covers every byte the view's region touches. A
+// discard (NoInit) survives only when the access covers all of the view:
+// otherwise the box may hold bytes outside it, which must not be lost.
+func viewOnCluster(r *req, acc *coordinator.Accessor, param *device.Param) error {
+	geo := r.st.geo
+	if acc.Kind != device.ArgPointer {
+		return fmt.Errorf("%w: an accessor with a range of a reshaped or reinterpreted view (range %v, %d-byte elements) over a buffer of range %v and %d-byte elements: the nodes would give the kernel the buffer's shape; use a raw accessor (ReadRaw, WriteRaw, ReadWriteRaw, narrowed with Within) or a raw kernel parameter, or access the buffer itself",
+			ErrNotOnCluster, r.brange, r.elem, geo.Range, geo.ElemSize)
+	}
+	if r.elem != geo.ElemSize && (param == nil || param.ElemSize != 0) {
+		return fmt.Errorf("%w: a raw accessor of a view with %d-byte elements over a buffer of %d-byte elements: the nodes check the kernel's declared element size against the buffer's; declare the parameter with ElemSize 0, or reinterpret to a type of the buffer's size",
+			ErrNotOnCluster, r.elem, geo.ElemSize)
+	}
+	eb := geo.ElementBox(r.pages)
+	acc.Offset = eb.Lo
+	acc.Range = coordinator.Dims{eb.Hi[0] - eb.Lo[0], eb.Hi[1] - eb.Lo[1], eb.Hi[2] - eb.Lo[2]}
+	if acc.NoInit && (r.off != [3]int{} || r.rng != r.brange) {
+		acc.NoInit = false
+	}
+	return nil
 }
 
 // ---- buffers on a cluster ----

@@ -17,7 +17,8 @@ type submitConfig struct {
 	dev   *DeviceID
 	after []*Event
 	name  string
-	node  string // OnNode: the node of dev on a cluster queue
+	node  string     // OnNode: the node of dev on a cluster queue
+	split *SplitOpts // Split (split.go)
 }
 
 // On runs the command group on device id (one of the queue's devices)
@@ -47,7 +48,8 @@ type Handler struct {
 	act   string // the action declared, "" for none
 	errs  []error
 	done  bool
-	cl    *clusterCG // a cluster queue's group (Connect)
+	cl    *clusterCG  // a cluster queue's group (Connect)
+	split *splitChunk // a split group's chunk (split.go); nil otherwise
 
 	// Inline storage for the common small groups (fewer allocations per
 	// submit).
@@ -165,6 +167,9 @@ func (q *Queue) Submit(cgf func(h *Handler) error, opts ...SubmitOption) (*Event
 	if q.cl != nil {
 		return q.submitCluster(cgf, cfg)
 	}
+	if cfg.split != nil {
+		return q.submitSplit(cgf, cfg)
+	}
 	dev := q.devs[0]
 	if cfg.dev != nil {
 		d, err := q.deviceByID(*cfg.dev)
@@ -217,7 +222,7 @@ func (q *Queue) submitGroup(cg *cgroup) (*Event, error) {
 		}
 		acc = append(acc, a)
 	}
-	if err := q.rt.SubmitNode(&cg.node, exec.Group{Name: h.name, Accesses: acc, After: h.after, Device: h.dev, Ops: h.ops}); err != nil {
+	if err := q.rt.SubmitNode(&cg.node, exec.Group{Name: h.name, Accesses: acc, After: h.after, Device: h.dev, Ops: h.ops, OnFinish: h.split.finisher()}); err != nil {
 		return nil, err
 	}
 	cg.ev.n = &cg.node
@@ -292,7 +297,7 @@ func (h *Handler) ParallelFor(r Range, k func(it Item)) {
 			}
 		}
 	}
-	h.setAction1("parallel_for", device.LaunchOp{Name: h.nameOr("parallel_for"), Func: fn, Range: device.NDRange{Global: r.dims3()}})
+	h.setAction1("parallel_for", device.LaunchOp{Name: h.nameOr("parallel_for"), Func: fn, Range: device.NDRange{Global: r.dims3(), Dims: r.dims}})
 }
 
 // ParallelForChunks runs k over chunks of r: k gets the first item and the
@@ -312,7 +317,7 @@ func (h *Handler) ParallelForChunks(r Range, k func(lo, hi ID)) {
 	fn := func(w *device.Work) {
 		k(ID(fromInternal(d, w.Lo, 0)), ID(fromInternal(d, w.Hi, 1)))
 	}
-	h.setAction1("parallel_for", device.LaunchOp{Name: h.nameOr("parallel_for"), Func: fn, Range: device.NDRange{Global: r.dims3()}})
+	h.setAction1("parallel_for", device.LaunchOp{Name: h.nameOr("parallel_for"), Func: fn, Range: device.NDRange{Global: r.dims3(), Dims: r.dims}})
 }
 
 func (h *Handler) nameOr(s string) string {
@@ -500,7 +505,7 @@ func (h *Handler) Launch(name string, r Range, args ...KernelArg) {
 		h.fail(err)
 		return
 	}
-	h.launch(name, device.NDRange{Global: r.dims3()}, args)
+	h.launch(name, device.NDRange{Global: r.dims3(), Dims: r.dims}, args)
 }
 
 // LaunchND runs the named kernel over work-groups of size local.
@@ -514,6 +519,9 @@ func (h *Handler) LaunchND(name string, global, local Range, args ...KernelArg) 
 }
 
 func (h *Handler) launch(name string, nd device.NDRange, args []KernelArg) {
+	if h.split != nil && h.split.deferLaunch(h, name, nd, args) {
+		return
+	}
 	if h.cl != nil {
 		h.launchCluster(name, nd, args)
 		return
