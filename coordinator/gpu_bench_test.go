@@ -2,9 +2,14 @@ package coordinator_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/acpp/acpp/coordinator"
@@ -29,9 +34,20 @@ func BenchmarkJacobiGPU(b *testing.B) {
 		cfg.Devices = fmt.Sprintf("cuda:%d", i)
 	}})
 	in := jacobiInput(n, n)
-	for _, nodes := range []int{1, 2} {
-		b.Run(fmt.Sprintf("n=%d/iters=%d/gpus=%d", n, iters, nodes), func(b *testing.B) {
-			j := openJob(b, c, nil)
+	type variant struct{ gpus, chunks int }
+	variants := []variant{{1, 0}, {2, 0}}
+	if cs := os.Getenv("ACPP_BENCH_CHUNKS"); cs != "" {
+		for _, f := range strings.Split(cs, ",") {
+			if k, err := strconv.Atoi(f); err == nil && k > 0 {
+				variants = append(variants, variant{2, k})
+			}
+		}
+	}
+	for _, v := range variants {
+		nodes := v.gpus
+		b.Run(fmt.Sprintf("n=%d/iters=%d/gpus=%d/chunks=%d", n, iters, nodes, v.chunks), func(b *testing.B) {
+			var rec traceRecorder
+			j := openJob(b, c, func(cfg *coordinator.Config) { cfg.OnGroupDone = rec.add })
 			devs := []string{"n0/cuda:0", "n1/cuda:1"}[:nodes]
 			for _, d := range devs {
 				if !hasDevice(j, d) {
@@ -41,7 +57,7 @@ func BenchmarkJacobiGPU(b *testing.B) {
 			pg := coordinator.Dims{1, 1, n}
 			a, _ := j.NewBuffer(coordinator.BufferSpec{Range: coordinator.Dims{1, n, n}, ElemSize: 4, PageSize: pg, Init: f32bytes(in)})
 			bb, _ := j.NewBuffer(coordinator.BufferSpec{Range: coordinator.Dims{1, n, n}, ElemSize: 4, PageSize: pg})
-			split := &coordinator.Split{Devices: devs}
+			split := &coordinator.Split{Devices: devs, Chunks: v.chunks}
 			runJacobi(b, j, a, bb, n, n, 2, split, "")
 			if err := j.Wait(context.Background()); err != nil {
 				b.Fatal(err)
@@ -56,6 +72,7 @@ func BenchmarkJacobiGPU(b *testing.B) {
 				ops++
 			}
 			moved := c.PeerBytes() - before
+			rec.dump(b, fmt.Sprintf("jacobi-gpus%d-chunks%d", nodes, v.chunks))
 			b.ReportMetric(float64(moved)/float64(ops*iters), "peer-bytes/iter")
 			// Check the result against plain Go (small n only: the
 			// reference is slow at 16384²).
@@ -83,4 +100,38 @@ func hasDevice(j *coordinator.Job, name string) bool {
 		}
 	}
 	return false
+}
+
+// traceRecorder keeps the instruction traces of a job's groups and, with
+// ACPP_BENCH_TRACE_DIR set, writes them as JSON lines for offline
+// analysis of where a run's time goes.
+type traceRecorder struct {
+	mu  sync.Mutex
+	trs []coordinator.GroupTrace
+}
+
+func (r *traceRecorder) add(tr coordinator.GroupTrace) {
+	r.mu.Lock()
+	r.trs = append(r.trs, tr)
+	r.mu.Unlock()
+}
+
+func (r *traceRecorder) dump(b *testing.B, name string) {
+	dir := os.Getenv("ACPP_BENCH_TRACE_DIR")
+	if dir == "" {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f, err := os.Create(filepath.Join(dir, name+".jsonl"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	enc := json.NewEncoder(f)
+	for _, tr := range r.trs {
+		if err := enc.Encode(tr); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

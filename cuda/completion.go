@@ -157,7 +157,7 @@ func (c *completer) lockWithContext() {
 }
 
 // pollSleep is how long to sleep before the next round of queries: an
-// eighth of how long the oldest batch has been waiting, within [min, max].
+// eighth of how long the newest batch has been waiting, within [min, max].
 // Latency overshoot stays near an eighth of the wait (a 250 µs kernel is
 // seen within about 30 µs), and a long kernel costs a few dozen wake-ups.
 func pollSleep(waited, min, max time.Duration) time.Duration {
@@ -218,7 +218,11 @@ func (c *completer) runPoll() {
 			clear(pending[len(keep):])
 			pending = keep
 			if len(pending) > 0 {
-				nanosleep(pollSleep(time.Since(pending[0].at), min, max))
+				// Paced by the newest batch, not the oldest: a short copy
+				// queued beside a long kernel on another stream is seen
+				// within an eighth of its own wait, not of the kernel's
+				// (a halo copy behind a 600 µs kernel waited up to 75 µs).
+				nanosleep(pollSleep(time.Since(pending[len(pending)-1].at), min, max))
 			}
 		}
 		setTimerSlack(0) // back to the thread's default

@@ -567,7 +567,7 @@ var (
 	fieldsParam    = []string{"name", "kind", "type", "const"}
 	fieldsStep     = []string{"kernel", "fill", "copy", "swap", "repeat", "name", "device", "range", "work_group", "accessors", "scalars", "local", "split"}
 	fieldsAccessor = []string{"param", "buffer", "mode", "range", "offset", "no_init", "map"}
-	fieldsSplit    = []string{"dim", "devices"}
+	fieldsSplit    = []string{"dim", "devices", "chunks_per_device"}
 	fieldsRegion   = []string{"buffer", "range", "offset"}
 	fieldsFill     = []string{"buffer", "range", "offset", "value"}
 	fieldsCopy     = []string{"from", "to"}
@@ -774,6 +774,8 @@ func (d *decoder) split(n *yaml.Node, p string) *Split {
 			} else if c, ok := d.integer(v, q, 1, 1<<16); ok {
 				sp.Devices = strconv.Itoa(c)
 			}
+		case "chunks_per_device":
+			sp.ChunksPerDevice, _ = d.integer(f.node, q, 1, 1<<12)
 		}
 	}
 	return sp

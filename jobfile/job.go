@@ -251,7 +251,11 @@ type LocalMem struct {
 type Split struct {
 	Dim     int    // the dimension to cut, default 0
 	Devices string // "all" or a count
-	Line    int
+	// ChunksPerDevice cuts the range into this many chunks per device
+	// (default 1). More chunks let a device compute the inside of its
+	// block while the halo of the border chunk is on its way.
+	ChunksPerDevice int
+	Line            int
 }
 
 // Region is a part of a buffer.

@@ -106,6 +106,7 @@ func TestParseErrors(t *testing.T) {
 		{"init kernel other buffer param", "buffers: {a: {type: float32, range: 4, init: {kernel: saxpy, param: x, scalars: {a: 1}}}}\nsteps: []\n", `also takes buffer parameter "y"`},
 		{"local without group", "buffers: {a: {type: float32, range: 4}, b: {type: float32, range: 1}}\nsteps:\n- kernel: reduce_sum_f32\n  range: [4]\n  scalars: {n: 4}\n  local: {scratch: 16}\n  accessors: [{buffer: a, mode: read}, {buffer: b, mode: write}]\n", "give work_group"},
 		{"job kernel shadows builtin", "buffers: {}\nkernels: {saxpy: {ptx: s.ptx, params: []}}\nsteps: []\n", `already registered`},
+		{"zero chunks per device", jacobiMin + "    split: {chunks_per_device: 0}\n", "steps[0].split.chunks_per_device: 0 is out of range"},
 		{"job kernel param missing kind", "buffers: {}\nkernels: {k: {ptx: s.ptx, params: [{name: x, type: float32}]}}\nsteps: []\n", `kernels.k.params[0].kind: missing`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -152,7 +153,7 @@ steps:
     accessors:
       - {param: y, buffer: y, mode: read_write, map: one_to_one}
       - {buffer: x, mode: read, map: {neighbourhood: 2}}
-    split: {dim: 0, devices: 2}
+    split: {dim: 0, devices: 2, chunks_per_device: 4}
   - repeat: {count: 3, steps: [{swap: [x, y]}, {fill: {buffer: r, value: 18446744073709551615}}]}
 outputs:
   - {buffer: y, file: out/y.raw}
@@ -181,7 +182,7 @@ outputs:
 	if s.Accessors[0].Param != "y" || s.Accessors[1].Param != "x" {
 		t.Errorf("accessor params = %q, %q; want y (named), x (first free)", s.Accessors[0].Param, s.Accessors[1].Param)
 	}
-	if s.Accessors[1].Map != "neighbourhood" || s.Accessors[1].MapRange != 2 || s.Split == nil || s.Split.Devices != "2" {
+	if s.Accessors[1].Map != "neighbourhood" || s.Accessors[1].MapRange != 2 || s.Split == nil || s.Split.Devices != "2" || s.Split.ChunksPerDevice != 4 {
 		t.Errorf("split = %+v, map = %q/%d", s.Split, s.Accessors[1].Map, s.Accessors[1].MapRange)
 	}
 	if s.Scalars[0].Type != "float32" {

@@ -18,52 +18,64 @@ const benchBytes = 256 << 20
 // in the same run, through two bare transports (transport.SendPages into
 // a preallocated buffer). docs/NODE.md has the figures.
 func BenchmarkPageTransfer256MiB(b *testing.B) {
-	rng := [3]uint64{1, 1, benchBytes}
-	whole := []proto.Box{{Hi: rng}}
-	b.Run("transport", func(b *testing.B) {
-		ca, _ := credentials.LoadNode(credDir, "n2")
-		cb, _ := credentials.LoadNode(credDir, "n3")
-		dst := make([]byte, benchBytes)
-		src := make([]byte, benchBytes)
-		tb, err := transport.Start(transport.Config{Credentials: cb, ListenAddr: "127.0.0.1:0"})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer tb.Close()
-		tb.HandlePages(func(context.Context, credentials.Identity, *proto.PageHeader) (transport.PageSink, error) {
-			return transport.PageSink{Dst: [][]byte{dst}}, nil
-		})
-		addr := tb.Addr().String()
-		ta, err := transport.Start(transport.Config{Credentials: ca, ListenAddr: "127.0.0.1:0",
-			Resolve: func(context.Context, string) (string, error) { return addr, nil }})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer ta.Close()
-		h := &proto.PageHeader{Job: 1, Buffer: 1, ElemSize: 1, Boxes: whole}
-		b.SetBytes(benchBytes)
-		b.ReportAllocs()
-		for b.Loop() {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			if err := ta.SendPages(ctx, credentials.Node("n3"), h, [][]byte{src}); err != nil {
-				b.Fatal(err)
-			}
-			cancel()
-		}
-	})
+	b.Run("transport", func(b *testing.B) { benchTransport(b, benchBytes) })
 	for _, mem := range []uint32{0, 1} {
 		name := "node"
 		if mem == 1 {
 			name = "node-gpu-memory"
 		}
-		b.Run(name, func(b *testing.B) { benchNodePath(b, mem) })
+		b.Run(name, func(b *testing.B) { benchNodePath(b, mem, benchBytes) })
 	}
 }
 
-// benchNodePath moves 256 MiB between allocations in memory mem of two
+// BenchmarkPageHop64KiB is the latency of one 64 KiB transfer (a halo row
+// of a 16384-wide float32 grid) between two nodes: bare transport, then
+// Send/Recv between host allocations and between GPU allocations (staged
+// through pinned memory), in the same run.
+func BenchmarkPageHop64KiB(b *testing.B) {
+	const size = 64 << 10
+	b.Run("transport", func(b *testing.B) { benchTransport(b, size) })
+	b.Run("node", func(b *testing.B) { benchNodePath(b, 0, size) })
+	b.Run("node-gpu-memory", func(b *testing.B) { benchNodePath(b, 1, size) })
+}
+
+func benchTransport(b *testing.B, size uint64) {
+	whole := []proto.Box{{Hi: [3]uint64{1, 1, size}}}
+	ca, _ := credentials.LoadNode(credDir, "n2")
+	cb, _ := credentials.LoadNode(credDir, "n3")
+	dst := make([]byte, size)
+	src := make([]byte, size)
+	tb, err := transport.Start(transport.Config{Credentials: cb, ListenAddr: "127.0.0.1:0"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tb.Close()
+	tb.HandlePages(func(context.Context, credentials.Identity, *proto.PageHeader) (transport.PageSink, error) {
+		return transport.PageSink{Dst: [][]byte{dst}}, nil
+	})
+	addr := tb.Addr().String()
+	ta, err := transport.Start(transport.Config{Credentials: ca, ListenAddr: "127.0.0.1:0",
+		Resolve: func(context.Context, string) (string, error) { return addr, nil }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ta.Close()
+	h := &proto.PageHeader{Job: 1, Buffer: 1, ElemSize: 1, Boxes: whole}
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	for b.Loop() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if err := ta.SendPages(ctx, credentials.Node("n3"), h, [][]byte{src}); err != nil {
+			b.Fatal(err)
+		}
+		cancel()
+	}
+}
+
+// benchNodePath moves size bytes between allocations in memory mem of two
 // nodes with Send/Recv pairs.
-func benchNodePath(b *testing.B, mem uint32) {
-	rng := [3]uint64{1, 1, benchBytes}
+func benchNodePath(b *testing.B, mem uint32, size uint64) {
+	rng := [3]uint64{1, 1, size}
 	whole := []proto.Box{{Hi: rng}}
 	nodes := startNodes(b, 2, nil)
 	c := startClient(b, credDir, "alice", nodes...)
@@ -77,7 +89,7 @@ func benchNodePath(b *testing.B, mem uint32) {
 	wait(b, ja, 1)
 	wait(b, jb, 1)
 	id := uint64(1)
-	b.SetBytes(benchBytes)
+	b.SetBytes(int64(size))
 	b.ReportAllocs()
 	for b.Loop() {
 		id++

@@ -136,9 +136,22 @@ func (j *job) hostMem(b []byte) *device.Mem {
 	return m
 }
 
-// runOps enqueues ops on dev and calls done once, after all of them
-// finished, with the first error.
-func runOps(dev device.Device, ops []device.Op, done func(error)) {
+// Device queues (streams on a GPU) by the kind of work, so that page
+// moves never wait behind kernels queued on the same device: a halo's copy
+// out to the network must not queue behind the next chunks' kernels, or
+// the peer that waits for it idles (measured on two GPUs: a 64 KiB send
+// took a median 0.73 ms behind kernels, 0.52 ms on a queue of its own). Kernels keep
+// one queue, in the order their dependencies complete.
+const (
+	queueKernels = 0
+	queueOut     = 1 // device → staging, for sends and readbacks
+	queueIn      = 2 // staging → device, for recvs and uploads
+	queueLocal   = 3 // copies between memories of this node, fills
+)
+
+// runOps enqueues ops on dev's queue q and calls done once, after all of
+// them finished, with the first error.
+func runOps(dev device.Device, q int, ops []device.Op, done func(error)) {
 	if len(ops) == 0 {
 		done(nil)
 		return
@@ -159,7 +172,7 @@ func runOps(dev device.Device, ops []device.Op, done func(error)) {
 		}
 	}
 	for i, op := range ops {
-		if err := dev.Enqueue(i, op, func(err error) { one(1, err) }); err != nil {
+		if err := dev.Enqueue(q, op, func(err error) { one(1, err) }); err != nil {
 			one(len(ops)-i, fmt.Errorf("%s refused the work: %w", dev.Info().ID, err))
 			return
 		}
@@ -196,7 +209,7 @@ func (j *job) doCopy(in *instr) {
 						Size: boxSize(b), ElemSize: int(src.elem),
 					})
 				}
-				runOps(dev, ops, func(err error) { j.finish(in, err) })
+				runOps(dev, queueLocal, ops, func(err error) { j.finish(in, err) })
 				return
 			}
 		}
@@ -243,7 +256,7 @@ func (j *job) doFill(in *instr) {
 			ops = append(ops, device.FillOp{Dst: a.mem, Offset: r[0], Bytes: r[1], Pattern: in.in.Pattern})
 		}
 	}
-	runOps(a.m.dev, ops, func(err error) { j.finish(in, err) })
+	runOps(a.m.dev, queueLocal, ops, func(err error) { j.finish(in, err) })
 }
 
 func (j *job) doLaunch(in *instr) {
@@ -252,7 +265,7 @@ func (j *job) doLaunch(in *instr) {
 		j.finish(in, err)
 		return
 	}
-	if err := dev.Enqueue(0, op, func(err error) { j.finish(in, err) }); err != nil {
+	if err := dev.Enqueue(queueKernels, op, func(err error) { j.finish(in, err) }); err != nil {
 		j.finish(in, fmt.Errorf("%s refused kernel %q: %w", dev.Info().ID, op.Name, err))
 	}
 }
@@ -389,7 +402,7 @@ func (j *job) send(ctx context.Context, a *alloc, peer credentials.Identity, hdr
 		st := j.newStaging(a.m, int(total))
 		defer st.release()
 		done := make(chan error, 1)
-		runOps(a.m.dev, copyOps(boxCopies(a, hdr.Boxes, st.mem, true)), func(err error) { done <- err })
+		runOps(a.m.dev, queueOut, copyOps(boxCopies(a, hdr.Boxes, st.mem, true)), func(err error) { done <- err })
 		if err := <-done; err != nil { // device ops always finish; never abandon staging they write
 			return fmt.Errorf("copy pages out of %s: %w", a.m.dev.Info().ID, err)
 		}
@@ -485,7 +498,7 @@ func (j *job) apply(in *instr, a *alloc, st stagingBuf) {
 		j.finish(in, err)
 		return
 	}
-	runOps(a.m.dev, copyOps(boxCopies(a, in.in.Boxes, st.mem, false)), func(err error) {
+	runOps(a.m.dev, queueIn, copyOps(boxCopies(a, in.in.Boxes, st.mem, false)), func(err error) {
 		release()
 		j.finish(in, err)
 	})

@@ -392,6 +392,17 @@ func (e *clusterEngine) kernel(ctx context.Context, g *Group, s *jobfile.Step, n
 				}
 			}
 		}
+		if sp.ChunksPerDevice > 1 {
+			devs := len(cg.Split.Devices)
+			if devs == 0 { // "all": every device that can run the kernel
+				for _, d := range e.devs {
+					if slices.Contains(d.Forms, formFor(k, d)) {
+						devs++
+					}
+				}
+			}
+			cg.Split.Chunks = sp.ChunksPerDevice * max(devs, 1)
+		}
 	}
 	cg.Args = make([]coordinator.Arg, len(k.Params))
 	for i, p := range k.Params {

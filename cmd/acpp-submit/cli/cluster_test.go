@@ -23,7 +23,9 @@ import (
 func TestClusterJacobiMatchesEmbedded_C3(t *testing.T) {
 	c := coordtest.Start(t, 3, coordtest.Options{})
 	const n, iters = 48, 6
-	params := map[string]string{"n": "48", "iters": "6", "rows": "1"}
+	// Two chunks per device: neighbouring chunks share a device, so only
+	// the three blocks' edges move.
+	params := map[string]string{"n": "48", "iters": "6", "rows": "1", "chunks": "2"}
 	job := "../../../examples/jobs/jacobi.yaml"
 
 	emb := t.TempDir()
@@ -50,6 +52,11 @@ func TestClusterJacobiMatchesEmbedded_C3(t *testing.T) {
 	}
 	if len(res.Cluster.Nodes) != 3 {
 		t.Errorf("nodes = %v, want the three discovered from one address", res.Cluster.Nodes)
+	}
+	for _, g := range res.Groups {
+		if g.Label == "jacobi2d" && len(g.Chunks) != 6 {
+			t.Errorf("group %d has %d chunks, want 2 per device on 3 devices", g.ID, len(g.Chunks))
+		}
 	}
 	sum := res.Summary()
 	for _, s := range []string{"on cluster (3 nodes", "between nodes " + bytesStr(halo), "n0/cpu:0", "n2/cpu:0", "wrote "} {
