@@ -36,9 +36,10 @@ type Core struct {
 	// and idSlab is carved into the returned Step.Deps (many small lists
 	// per allocation; pointer-free, so the GC does not scan it).
 	freeInfo []*cgInfo
-	depBuf   []CGID
-	planBuf  []plannedTo
-	idSlab   []CGID
+	depBuf     []CGID
+	planBuf    []plannedTo
+	bufScratch []*buffer // Submit's buffer per access
+	idSlab     []CGID
 }
 
 // idSlabLen is the number of IDs one idSlab allocation holds.
@@ -314,8 +315,20 @@ func (c *Core) Submit(cg CommandGroup) (Step, error) {
 	if err := c.validate(cg); err != nil {
 		return Step{}, err
 	}
-	if lost := c.lostNeeded(cg); len(lost) > 0 {
-		return Step{ID: cg.ID, Lost: lost}, lostError(cg.ID, lost)
+	// Each access's buffer, looked up once (validate checked they exist).
+	bs := c.bufScratch[:0]
+	anyLost := false
+	for _, a := range cg.Accesses {
+		b := c.bufs[a.Buffer]
+		bs = append(bs, b)
+		anyLost = anyLost || len(b.lost) > 0
+	}
+	c.bufScratch = bs
+	if anyLost {
+		if lost := c.lostNeeded(cg); len(lost) > 0 {
+			clear(bs)
+			return Step{ID: cg.ID, Lost: lost}, lostError(cg.ID, lost)
+		}
 	}
 	c.last, c.started = cg.ID, true
 	info := c.newInfo(cg.ID)
@@ -324,8 +337,8 @@ func (c *Core) Submit(cg CommandGroup) (Step, error) {
 
 	step := Step{ID: cg.ID}
 	// B5: first use of a buffer on an allocation creates it.
-	for _, a := range cg.Accesses {
-		b := c.bufs[a.Buffer]
+	for i, a := range cg.Accesses {
+		b := bs[i]
 		if _, ok := b.slotOf(a.Target); !ok {
 			s := b.addSlot(a.Target, c.newGen())
 			b.slots[s].by, b.slots[s].hasBy = cg.ID, true
@@ -340,19 +353,19 @@ func (c *Core) Submit(cg CommandGroup) (Step, error) {
 	deps := c.depBuf[:0]
 	var copies []*copyAcc
 	planned := c.planBuf[:0]
-	for _, a := range cg.Accesses {
+	for i, a := range cg.Accesses {
 		if a.Discard {
 			continue
 		}
-		b := c.bufs[a.Buffer]
+		b := bs[i]
 		t, _ := b.slotOf(a.Target)
 		deps = c.planAccess(b, a.Pages, t, &copies, &planned, deps)
 	}
 	// Conflicts, recording in the same pass the in-flight fills of readers
 	// and reducers (a later reader on the allocation must wait for them;
 	// writers are waited for anyway).
-	for _, a := range cg.Accesses {
-		b := c.bufs[a.Buffer]
+	for i, a := range cg.Accesses {
+		b := bs[i]
 		t, _ := b.slotOf(a.Target)
 		x := accessCtx{self: cg.ID, mode: a.Mode, op: a.Op, target: a.Target, gen: b.slots[t].gen, discard: a.Discard}
 		var filled []span
@@ -365,20 +378,19 @@ func (c *Core) Submit(cg CommandGroup) (Step, error) {
 		}
 		deps = c.conflictPass(b, a.Pages, &x, filled, deps)
 	}
-	for _, a := range cg.Accesses {
+	for i, a := range cg.Accesses {
 		if a.Discard {
 			continue
 		}
-		b := c.bufs[a.Buffer]
+		b := bs[i]
 		t, _ := b.slotOf(a.Target)
-		boxSpans(b.pages, a.Pages, func(lo, hi int) {
-			b.states.update(lo, hi, stateOp{kind: opOrIfInit, m: 1 << t})
-		})
+		op := stateOp{kind: opOrIfInit, m: 1 << t}
+		boxSpans(b.pages, a.Pages, func(lo, hi int) { b.states.update(lo, hi, op) })
 	}
 	// In-flight allocations: wait for the group that creates them, unless
 	// another dependency already used the allocation (and so waited for it).
-	for _, a := range cg.Accesses {
-		b := c.bufs[a.Buffer]
+	for i, a := range cg.Accesses {
+		b := bs[i]
 		t, _ := b.slotOf(a.Target)
 		info.use(b, t)
 	}
@@ -393,20 +405,20 @@ func (c *Core) Submit(cg CommandGroup) (Step, error) {
 		step.Copies = append(step.Copies, makeCopy(cp.key.buf, cp))
 	}
 	// P3: non-read-only accesses leave their pages valid only on the target.
-	for _, a := range cg.Accesses {
+	for i, a := range cg.Accesses {
 		if a.Mode == Read {
 			continue
 		}
-		b := c.bufs[a.Buffer]
+		b := bs[i]
 		t, _ := b.slotOf(a.Target)
-		boxSpans(b.pages, a.Pages, func(lo, hi int) {
-			b.states.update(lo, hi, stateOp{kind: opSet, m: 1 << t})
-		})
+		op := stateOp{kind: opSet, m: 1 << t}
+		boxSpans(b.pages, a.Pages, func(lo, hi int) { b.states.update(lo, hi, op) })
 	}
 	step.Deps = c.keepIDs(c.reduceDeps(finishDeps(deps, cg.ID)))
 	c.depBuf = deps[:0]
 	clear(planned)
 	c.planBuf = planned[:0]
+	clear(bs)
 	info.deps = step.Deps
 	sortStep(&step)
 	return step, nil
@@ -656,8 +668,15 @@ func sortStep(s *Step) {
 		}
 		return compareAlloc(x.Alloc, y.Alloc)
 	}
-	slices.SortFunc(s.Allocate, cmpAllocation)
-	slices.SortFunc(s.Free, cmpAllocation)
+	if len(s.Allocate) > 1 {
+		slices.SortFunc(s.Allocate, cmpAllocation)
+	}
+	if len(s.Free) > 1 {
+		slices.SortFunc(s.Free, cmpAllocation)
+	}
+	if len(s.Copies) < 2 {
+		return
+	}
 	slices.SortFunc(s.Copies, func(x, y Copy) int {
 		if x.Buffer != y.Buffer {
 			return cmpInt(int(x.Buffer), int(y.Buffer))
