@@ -35,7 +35,7 @@ type Core struct {
 	// hold Submit's dependency list and planned pages while it is built,
 	// and idSlab is carved into the returned Step.Deps (many small lists
 	// per allocation; pointer-free, so the GC does not scan it).
-	freeInfo []*cgInfo
+	freeInfo   []*cgInfo
 	depBuf     []CGID
 	planBuf    []plannedTo
 	bufScratch []*buffer // Submit's buffer per access
