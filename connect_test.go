@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acpp/acpp/coherence"
 	"github.com/acpp/acpp/coordinator"
 	"github.com/acpp/acpp/coordinator/coordtest"
+	"github.com/acpp/acpp/device"
 )
 
 // connect opens a cluster queue on c's nodes with client alice's
@@ -289,4 +291,185 @@ func ExampleConnect() {
 		return
 	}
 	defer q.Close()
+}
+
+// C4: a split Launch on a cluster queue (the coordinator makes the chunks,
+// each accessor with its range mapper) gives bit for bit the unsplit
+// embedded result, for saxpy and a Jacobi stencil, in every form of
+// SplitOpts; the chunks run on the three nodes' devices and the stencil's
+// halos move between nodes.
+func TestConnectSplitEqualsUnsplit_C4(t *testing.T) {
+	c := coordtest.Start(t, 3, coordtest.Options{})
+	local := newQueue(t)
+	const n, rows, cols, iters = 3001, 30, 40, 4
+	wantS := saxpyRun(t, local, n, false)
+	wantJ := jacobiRun(t, local, rows, cols, iters, false)
+	q := connect(t, c)
+	for name, opt := range map[string]SubmitOption{
+		"all devices":         Split(),
+		"cpu:0 of every node": Split(DeviceID{Kind: CPU}),
+		"7 chunks":            SplitWith(SplitOpts{Chunks: 7}),
+		"7 chunks interleave": SplitWith(SplitOpts{Chunks: 7, Interleave: true}),
+		"two named devices":   SplitWith(SplitOpts{ClusterDevices: []string{"n2/cpu:0", "n0/cpu:0"}}),
+	} {
+		if got := saxpyRun(t, q, n, false, opt); !slices.Equal(got, wantS) {
+			t.Errorf("%s: split saxpy on the cluster differs from unsplit embedded", name)
+		}
+		if got := jacobiRun(t, q, rows, cols, iters, false, opt); !slices.Equal(got, wantJ) {
+			t.Errorf("%s: split Jacobi on the cluster differs from unsplit embedded", name)
+		}
+	}
+	placed := q.cl.job.Stats().Placed
+	for _, d := range []string{"n0/cpu:0", "n1/cpu:0", "n2/cpu:0"} {
+		if placed[d] == 0 {
+			t.Errorf("no chunk ran on %s: %v", d, placed)
+		}
+	}
+	if c.PeerBytes() == 0 {
+		t.Errorf("split stencils on three nodes moved no halo pages between them")
+	}
+	// One event for all chunks.
+	b := must(NewBuffer[float32](q, R1(99)))
+	ev, err := q.Submit(func(h *Handler) error {
+		h.Launch("fill_f32", R1(99), Write(h, b, NoInit, Map(OneToOne())), Scalar(float32(4)))
+		return nil
+	}, Split())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.Wait(testCtx(t)); err != nil || len(ev.c.ids) != 3 || ev.Status() != Complete {
+		t.Fatalf("split fill: %v, %d groups, status %v", err, len(ev.c.ids), ev.Status())
+	}
+	if got := readAll(t, b); got[0] != 4 || got[98] != 4 {
+		t.Errorf("split fill wrote %v", got)
+	}
+}
+
+// C4: a cluster queue refuses bad split input at Submit, with ErrSplit or
+// ErrNoDevice and what to do.
+func TestConnectSplitRefusesBadInput_C4(t *testing.T) {
+	c := coordtest.Start(t, 2, coordtest.Options{})
+	q := connect(t, c)
+	b := must(NewBuffer[float32](q, R1(64)))
+	fill := func(opts ...AccessOption) func(h *Handler) error {
+		return func(h *Handler) error {
+			h.Launch("fill_f32", R1(64), Write(h, b, opts...), Scalar(float32(1)))
+			return nil
+		}
+	}
+	one := Map(OneToOne())
+	for _, tc := range []struct {
+		name string
+		cgf  func(h *Handler) error
+		opts []SubmitOption
+		want error
+		msg  string
+	}{
+		{"mapper on an unsplit group", fill(one), nil, ErrSplit, "not split"},
+		{"no mapper", fill(), []SubmitOption{Split()}, ErrSplit, "without a range mapper"},
+		{"negative chunk count", fill(one), []SubmitOption{SplitWith(SplitOpts{Chunks: -2})}, ErrSplit, "Chunks is -2"},
+		{"unknown device", fill(one), []SubmitOption{Split(DeviceID{Kind: CUDA})}, ErrNoDevice, "cuda:0 is on no node"},
+		{"unknown cluster device", fill(one), []SubmitOption{SplitWith(SplitOpts{ClusterDevices: []string{"n9/cpu:0"}})}, ErrNoDevice, "n9/cpu:0"},
+		{"split and OnNode", fill(one), []SubmitOption{Split(), OnNode("n0", DeviceID{Kind: CPU})}, ErrSplit, "both choose devices"},
+		{"single task", func(h *Handler) error { h.SingleTask(func() {}); return nil }, []SubmitOption{Split()}, ErrClosureOnCluster, ""},
+	} {
+		_, err := q.Submit(tc.cgf, tc.opts...)
+		if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%s: Submit = %v, want %v with %q", tc.name, err, tc.want, tc.msg)
+		}
+	}
+	if g := q.Stats().Groups; g != 0 {
+		t.Errorf("refused splits submitted %d groups", g)
+	}
+}
+
+// P5, C3: raw accessors of reshaped views travel to a cluster (the region
+// becomes the element box of the view's pages) and compute what the
+// embedded queue computes; accessors that would hand the kernel the
+// buffer's shape instead of the view's are refused with what to do.
+func TestConnectViewsTravel_P5_C3(t *testing.T) {
+	c := coordtest.Start(t, 2, coordtest.Options{})
+	const rows, cols = 8, 16
+	program := func(q *Queue) []float32 {
+		xs, ys := make([]float32, rows*cols), make([]float32, rows*cols)
+		for i := range xs {
+			xs[i], ys[i] = float32(i)*0.5, float32(i%7)
+		}
+		x := must(NewBufferFrom(q, xs, R2(rows, cols), CopyData(), PageSize(1, cols)))
+		y := must(NewBufferFrom(q, ys, R2(rows, cols), CopyData(), PageSize(1, cols)))
+		xv, yv := must(x.Reshape(R1(rows*cols))), must(y.Reshape(R1(rows*cols)))
+		for i, a := range []float32{2, -1} {
+			var pin []SubmitOption
+			if q.cl != nil {
+				pin = append(pin, OnNode(fmt.Sprintf("n%d", i), DeviceID{Kind: CPU}))
+			}
+			if _, err := q.Submit(func(h *Handler) error {
+				h.Launch("saxpy", R1(rows*cols), Scalar(a), ReadRaw(h, xv), ReadWriteRaw(h, yv))
+				return nil
+			}, pin...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return readAll(t, y)
+	}
+	want := program(newQueue(t))
+	q := connect(t, c)
+	if got := program(q); !slices.Equal(got, want) {
+		t.Fatalf("saxpy through reshaped raw views on the cluster differs from embedded")
+	}
+	if c.PeerBytes() == 0 {
+		t.Errorf("the view's pages did not move from n0 to n1")
+	}
+	a := must(NewBuffer[float32](q, R1(rows*cols)))
+	av := must(a.Reshape(R2(rows, cols)))
+	pairs := must(NewBuffer[[2]float32](q, R1(rows*cols/2)))
+	pv := must(Reinterpret[float32](pairs, R1(rows*cols)))
+	for name, cgf := range map[string]func(h *Handler) error{
+		"accessor of a reshaped view": func(h *Handler) error {
+			h.Launch("jacobi2d", R2(rows, cols), Read(h, av), Write(h, av))
+			return nil
+		},
+		"raw view with other elements": func(h *Handler) error {
+			h.Launch("saxpy", R1(rows*cols), Scalar(float32(1)), ReadRaw(h, pv), ReadWriteRaw(h, pv))
+			return nil
+		},
+	} {
+		_, err := q.Submit(cgf)
+		if !errors.Is(err, ErrNotOnCluster) || !strings.Contains(err.Error(), "raw") {
+			t.Errorf("%s: Submit = %v, want ErrNotOnCluster saying what to do", name, err)
+		}
+	}
+}
+
+// P5: a raw view's region on a cluster is the element box of the view's
+// page range, and a discard survives only for an access to all of it.
+func TestViewOnClusterRegion_P5(t *testing.T) {
+	geo, err := coherence.NewGeometry(coherence.Dims{1, 8, 16}, 4, coherence.Dims{1, 1, 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &bufState{geo: geo}
+	view := coherence.View{Range: coherence.Dims{1, 1, 128}, ElemSize: 4}
+	for _, tc := range []struct {
+		off, rng     [3]int
+		wOff, wRng   coordinator.Dims
+		noInit, keep bool
+	}{
+		{[3]int{0, 0, 20}, [3]int{1, 1, 30}, coordinator.Dims{0, 1, 0}, coordinator.Dims{1, 3, 16}, true, false},
+		{[3]int{0, 0, 32}, [3]int{1, 1, 16}, coordinator.Dims{0, 2, 0}, coordinator.Dims{1, 1, 16}, false, false},
+		{[3]int{}, [3]int{1, 1, 128}, coordinator.Dims{}, coordinator.Dims{1, 8, 16}, true, true},
+	} {
+		pages, err := geo.ViewPageRange(view, tc.off, tc.rng)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &req{st: st, brange: view.Range, elem: 4, off: tc.off, rng: tc.rng, pages: pages}
+		acc := coordinator.Accessor{Kind: device.ArgPointer, NoInit: tc.noInit}
+		if err := viewOnCluster(r, &acc, nil); err != nil {
+			t.Fatal(err)
+		}
+		if acc.Offset != tc.wOff || acc.Range != tc.wRng || acc.NoInit != tc.keep {
+			t.Errorf("view region %v+%v: buffer region %v+%v NoInit %v, want %v+%v NoInit %v", tc.off, tc.rng, acc.Offset, acc.Range, acc.NoInit, tc.wOff, tc.wRng, tc.keep)
+		}
+	}
 }
