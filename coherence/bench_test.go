@@ -192,7 +192,7 @@ func BenchmarkConflictHistory(b *testing.B) {
 		// The whole Submit (detection, recording, transfer planning, in-flight
 		// fills), completing the oldest group each time.
 		oldest := CGID(1)
-		for c.live[oldest] == nil {
+		for c.live.get(oldest) == nil {
 			oldest++
 		}
 		edges := 0

@@ -16,8 +16,8 @@ type Core struct {
 	bufs     map[BufferID]*buffer
 	last     CGID
 	started  bool
-	live     map[CGID]*cgInfo // submitted, not completed
-	alive    liveSet          // the keys of live, for fast tests
+	live     infoTable // submitted, not completed
+	alive    liveSet   // the keys of live, for fast tests
 	memo     regionMemo
 	memoFill regionMemo // successors of regions that also record a fill
 	scratch  []CGID     // applyAccess's live lists
@@ -142,7 +142,7 @@ func New(cfg Config) *Core {
 	if cost == nil {
 		cost = DefaultCost{}
 	}
-	return &Core{cost: cost, bufs: map[BufferID]*buffer{}, live: map[CGID]*cgInfo{}}
+	return &Core{cost: cost, bufs: map[BufferID]*buffer{}}
 }
 
 func (c *Core) isLive(id CGID) bool { return c.alive.has(id) }
@@ -332,7 +332,7 @@ func (c *Core) Submit(cg CommandGroup) (Step, error) {
 	}
 	c.last, c.started = cg.ID, true
 	info := c.newInfo(cg.ID)
-	c.live[cg.ID] = info
+	c.live.put(cg.ID, info)
 	c.alive.add(cg.ID)
 
 	step := Step{ID: cg.ID}
@@ -553,7 +553,7 @@ func (c *Core) allocDep(u allocRef, self CGID, others, deps []CGID) []CGID {
 		if d == by {
 			return deps
 		}
-		if info := c.live[d]; info != nil && (slices.Contains(info.uses, u) || info.covers == b && d > by) {
+		if info := c.live.get(d); info != nil && (slices.Contains(info.uses, u) || info.covers == b && d > by) {
 			return deps
 		}
 	}
@@ -635,7 +635,7 @@ func (c *Core) reduceDeps(deps []CGID) []CGID {
 	for i, d := range deps {
 		implied := false
 		for _, e := range deps[i+1:] { // only later groups can depend on d
-			if info := c.live[e]; info != nil {
+			if info := c.live.get(e); info != nil {
 				if _, ok := slices.BinarySearch(info.deps, d); ok {
 					implied = true
 					break
@@ -848,11 +848,10 @@ func lostError(id CGID, lost []LostPages) error {
 // leaves the tracking state; later groups no longer depend on it. Completing
 // an unknown or already completed group does nothing.
 func (c *Core) Complete(id CGID) {
-	info, ok := c.live[id]
-	if !ok {
+	info := c.live.remove(id)
+	if info == nil {
 		return
 	}
-	delete(c.live, id)
 	c.recycleInfo(info)
 	c.alive.remove(id)
 	c.completions++
@@ -938,7 +937,7 @@ func (c *Core) Release(id CGID, buf BufferID, alloc AllocID) (Step, error) {
 	c.last, c.started = id, true
 	info := c.newInfo(id)
 	info.covers = b
-	c.live[id] = info
+	c.live.put(id, info)
 	c.alive.add(id)
 	step := Step{ID: id}
 	x := accessCtx{self: id, mode: release, target: alloc, gen: b.slots[s].gen}
@@ -1046,7 +1045,7 @@ func (s Stats) StateBitsPerPage() float64 {
 
 // Stats returns the current Stats.
 func (c *Core) Stats() Stats {
-	s := Stats{Buffers: len(c.bufs), Live: len(c.live)}
+	s := Stats{Buffers: len(c.bufs), Live: c.live.len()}
 	for _, b := range c.bufs {
 		s.Pages += b.n
 		s.Allocations += bits.OnesCount64(b.used)

@@ -73,3 +73,84 @@ func (s *liveSet) remove(id CGID) {
 		}
 	}
 }
+
+// infoTable maps the IDs of incomplete groups to what the core remembers of
+// them. Like liveSet it is a window over the span of live IDs (a slice
+// indexed by ID − base, nil for absent IDs) with a map for IDs far beyond it,
+// so the per-group insert, lookup and delete cost no hashing.
+type infoTable struct {
+	base CGID
+	win  []*cgInfo
+	far  map[CGID]*cgInfo
+	n    int
+}
+
+// maxInfoSpan bounds the window (entries) before IDs go to the map.
+const maxInfoSpan = 1 << 16
+
+// put adds info for id, which must be larger than every ID in the table.
+func (t *infoTable) put(id CGID, info *cgInfo) {
+	t.n++
+	if len(t.win) == 0 {
+		t.base = id
+	}
+	if off := id - t.base; off < maxInfoSpan {
+		for CGID(len(t.win)) < off {
+			t.win = append(t.win, nil)
+		}
+		t.win = append(t.win, info)
+		return
+	}
+	if t.far == nil {
+		t.far = map[CGID]*cgInfo{}
+	}
+	t.far[id] = info
+}
+
+func (t *infoTable) get(id CGID) *cgInfo {
+	if id >= t.base && id-t.base < CGID(len(t.win)) {
+		return t.win[id-t.base]
+	}
+	if len(t.far) == 0 {
+		return nil
+	}
+	return t.far[id]
+}
+
+// remove deletes id and returns its info (nil if absent).
+func (t *infoTable) remove(id CGID) *cgInfo {
+	if id >= t.base && id-t.base < CGID(len(t.win)) {
+		i := id - t.base
+		info := t.win[i]
+		if info == nil {
+			return nil
+		}
+		t.n--
+		t.win[i] = nil
+		// Drop the all-done prefix; compact the backing array now and then.
+		k := 0
+		for k < len(t.win) && t.win[k] == nil {
+			k++
+		}
+		if k > 0 {
+			t.base += CGID(k)
+			t.win = t.win[k:]
+			if len(t.win) == 0 {
+				t.win = t.win[:0:0]
+			} else if cap(t.win) > 64 && len(t.win) < cap(t.win)/4 {
+				t.win = append([]*cgInfo(nil), t.win...)
+			}
+		}
+		return info
+	}
+	info, ok := t.far[id]
+	if !ok {
+		return nil
+	}
+	t.n--
+	delete(t.far, id)
+	return info
+}
+
+// len is the number of entries.
+func (t *infoTable) len() int { return t.n }

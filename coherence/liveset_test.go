@@ -36,3 +36,37 @@ func TestLiveSetAgainstMap(t *testing.T) {
 		}
 	})
 }
+
+// TestInfoTableAgainstMap: the live-group table against a map, with dense
+// and far IDs and completions in any order (D3: completed groups leave it).
+func TestInfoTableAgainstMap_D3(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var tb infoTable
+		ref := map[CGID]*cgInfo{}
+		var ids []CGID
+		next := CGID(rapid.Uint64Range(0, 1000).Draw(t, "start"))
+		for range rapid.IntRange(1, 120).Draw(t, "steps") {
+			if rapid.IntRange(0, 2).Draw(t, "op") > 0 || len(ids) == 0 {
+				next += CGID(rapid.SampledFrom([]uint64{1, 1, 1, 2, 63, 200, maxInfoSpan + 5}).Draw(t, "gap"))
+				info := &cgInfo{id: next}
+				tb.put(next, info)
+				ref[next] = info
+				ids = append(ids, next)
+			} else {
+				id := rapid.SampledFrom(ids).Draw(t, "complete")
+				if got := tb.remove(id); got != ref[id] {
+					t.Fatalf("remove(%d) = %v, want %v", id, got, ref[id])
+				}
+				delete(ref, id)
+			}
+			for _, id := range ids {
+				if tb.get(id) != ref[id] {
+					t.Fatalf("get(%d) = %v, want %v", id, tb.get(id), ref[id])
+				}
+			}
+			if tb.len() != len(ref) || tb.get(next+1) != nil {
+				t.Fatalf("len %d, want %d (or an ID never added is present)", tb.len(), len(ref))
+			}
+		}
+	})
+}
