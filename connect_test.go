@@ -358,13 +358,7 @@ func TestConnectSplitRefusesBadInput_C4(t *testing.T) {
 		}
 	}
 	one := Map(OneToOne())
-	for _, tc := range []struct {
-		name string
-		cgf  func(h *Handler) error
-		opts []SubmitOption
-		want error
-		msg  string
-	}{
+	for _, tc := range []submitCase{
 		{"mapper on an unsplit group", fill(one), nil, ErrSplit, "not split"},
 		{"no mapper", fill(), []SubmitOption{Split()}, ErrSplit, "without a range mapper"},
 		{"negative chunk count", fill(one), []SubmitOption{SplitWith(SplitOpts{Chunks: -2})}, ErrSplit, "Chunks is -2"},

@@ -295,6 +295,16 @@ func TestSplitEventCarriesFirstError_C4(t *testing.T) {
 	}
 }
 
+// submitCase is a Submit that must fail with want and a message holding msg
+// (want nil: it must succeed).
+type submitCase struct {
+	name string
+	cgf  func(h *Handler) error
+	opts []SubmitOption
+	want error
+	msg  string
+}
+
 // C4: bad input is refused at Submit with ErrSplit (or ErrNoDevice) and a
 // message that says what to do; nothing is submitted.
 func TestSplitRefusesBadInput_C4(t *testing.T) {
@@ -311,13 +321,7 @@ func TestSplitRefusesBadInput_C4(t *testing.T) {
 	}
 	one := Map(OneToOne())
 	calls := 0
-	for _, tc := range []struct {
-		name string
-		cgf  func(h *Handler) error
-		opts []SubmitOption
-		want error
-		msg  string
-	}{
+	for _, tc := range []submitCase{
 		{"mapper on an unsplit group", pf(one), nil, ErrSplit, "not split; submit it with acpp.Split"},
 		{"no mapper", pf(), []SubmitOption{Split()}, ErrSplit, "has no range mapper"},
 		{"negative chunk count", pf(one), []SubmitOption{SplitWith(SplitOpts{Chunks: -1})}, ErrSplit, "Chunks is -1; it must be >= 1"},
@@ -454,4 +458,42 @@ func ExampleSplit() {
 	got, _ := out.Read(context.Background())
 	fmt.Println(got)
 	// Output: [1.3333334 2 3 4 5 6 7 7.6666665]
+}
+
+// BenchmarkSplitSubmit is the cost of a split against an unsplit group:
+// submit and wait for a small saxpy closure over three CPU devices.
+func BenchmarkSplitSubmit(b *testing.B) {
+	q := newQueue(b, WithCPUDevices(3), WithWorkers(1))
+	const n = 3 * 1024
+	x := must(NewBuffer[float32](q, R1(n), PageSize(256)))
+	y := must(NewBuffer[float32](q, R1(n), PageSize(256)))
+	for _, tc := range []struct {
+		name string
+		opts []SubmitOption
+	}{{"unsplit", nil}, {"split3", []SubmitOption{Split()}}} {
+		b.Run(tc.name, func(b *testing.B) {
+			var m []AccessOption
+			if tc.opts != nil {
+				m = append(m, Map(OneToOne()))
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				ev, err := q.Submit(func(h *Handler) error {
+					xa, ya := Read(h, x, m...), ReadWrite(h, y, m...)
+					h.ParallelForChunks(R1(n), func(lo, hi ID) {
+						for i := lo[0]; i < hi[0]; i++ {
+							ya.Set(i, 2*xa.At(i)+ya.At(i))
+						}
+					})
+					return nil
+				}, tc.opts...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := ev.Wait(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
