@@ -299,6 +299,10 @@ func (e *clusterEngine) submit(ctx context.Context, g *Group, cg coordinator.Gro
 		return nil, err
 	}
 	cg.Device = d
+	// The job file's PTX kernels (registerJobKernels) go to the nodes on first use.
+	if err := e.job.ShipKernel(ctx, cg.Kernel); err != nil {
+		return nil, err
+	}
 	ids, err := e.job.Submit(ctx, cg)
 	if len(ids) > 0 {
 		g.ID = uint64(ids[0])
