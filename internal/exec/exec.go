@@ -379,9 +379,13 @@ type Node struct {
 	ID   coherence.CGID
 	Name string
 
-	rt    *Runtime
-	g     Group
-	step  coherence.Step
+	rt *Runtime
+	g  Group
+	// deps is coherence's Step.Deps; plan the whole Step when it has more
+	// than dependencies (allocations, copies, frees), nil for most groups
+	// (a smaller node).
+	deps  []coherence.CGID
+	plan  *coherence.Step
 	state atomic.Int32
 	err   error // set before state becomes Complete or Failed
 
@@ -478,8 +482,23 @@ func (n *Node) Step() coherence.Step {
 	if !n.planned.Load() {
 		n.rt.flush()
 	}
-	return n.step
+	if n.plan != nil {
+		return *n.plan
+	}
+	return coherence.Step{ID: n.ID, Deps: n.deps}
 }
+
+// steps is the node's plan beyond its dependencies (an empty Step for most
+// groups); valid once planned.
+func (n *Node) steps() *coherence.Step {
+	if n.plan != nil {
+		return n.plan
+	}
+	return &noSteps
+}
+
+// noSteps is the plan of a group with no allocations, copies or frees.
+var noSteps coherence.Step
 
 // Submit plans g and starts it as soon as its dependencies have finished.
 func (rt *Runtime) Submit(g Group) (*Node, error) {
@@ -607,7 +626,11 @@ func (rt *Runtime) planPendingLocked() []*Node {
 			n.planned.Store(true)
 			continue
 		}
-		n.step = step
+		n.deps = step.Deps
+		if len(step.Allocate)+len(step.Copies)+len(step.Free)+len(step.Lost) > 0 {
+			plan := step // escapes: allocated only here
+			n.plan = &plan
+		}
 		n.planned.Store(true)
 		rt.nodes.put(n)
 		for _, d := range step.Deps {
@@ -636,7 +659,7 @@ func (rt *Runtime) start(batch []*Node) {
 			continue
 		}
 		rt.groups.Add(1)
-		for _, c := range n.step.Copies {
+		for _, c := range n.steps().Copies {
 			rt.planned.Add(int64(len(c.Boxes)))
 		}
 		if n.pending.Add(-1) == 0 {
@@ -688,7 +711,8 @@ func (rt *Runtime) dispatch(n *Node) {
 		rt.finish(n, fmt.Errorf("acpp: %s not run, queue context done: %w", n.Name, err))
 		return
 	}
-	for _, a := range n.step.Allocate {
+	st := n.steps()
+	for _, a := range st.Allocate {
 		if _, err := rt.Alloc(a.Buffer, a.Alloc); err != nil {
 			rt.finish(n, fmt.Errorf("acpp: %s: allocate buffer %d on memory %d: %w", n.Name, a.Buffer, a.Alloc.Mem, err))
 			return
@@ -700,7 +724,7 @@ func (rt *Runtime) dispatch(n *Node) {
 		dir int // 1 host→device, 2 device→host
 	}
 	var ops []planned
-	for _, c := range n.step.Copies {
+	for _, c := range st.Copies {
 		geo, _ := rt.Geometry(c.Buffer)
 		src, err := rt.Alloc(c.Buffer, c.Src)
 		if err == nil {
@@ -840,14 +864,14 @@ func (rt *Runtime) run(n *Node) {
 		})
 		return
 	}
-	if len(n.step.Free) > 0 {
+	if st := n.steps(); len(st.Free) > 0 {
 		// Freeing may block in a driver whose goroutine may be the one
 		// running this callback: free on a goroutine of our own.
 		rt.bg.Add(1)
 		go func() {
 			defer rt.bg.Done()
 			var errs []error
-			for _, a := range n.step.Free {
+			for _, a := range st.Free {
 				errs = append(errs, rt.FreeReleased(ReleaseReq{Buffer: a.Buffer, Alloc: a.Alloc}))
 			}
 			rt.finish(n, errors.Join(errs...))
