@@ -17,6 +17,9 @@ type memState struct {
 	hostPtr uintptr          // pinned or managed host address; 0 for plain device memory
 	managed bool
 	pinned  bool // cuMemHostAlloc memory (MemHost, or MemDevice when linked)
+	// imported: another process's device memory mapped by ImportMem
+	// (cuIpcOpenMemHandle); Free unmaps it.
+	imported bool
 }
 
 // Alloc allocates bytes of memory of kind on the GPU (B1: exactly that
@@ -115,6 +118,8 @@ func (d *Device) freeMem(st *memState) error {
 	switch {
 	case st.pinned:
 		return d.lib.MemFreeHost(st.hostPtr)
+	case st.imported:
+		return d.lib.IpcCloseMemHandle(st.devPtr)
 	default:
 		return d.lib.MemFree(st.devPtr)
 	}

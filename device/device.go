@@ -224,3 +224,17 @@ type OpenConfig struct {
 	// partitioned (CPU); 0 means 1. CPU devices share one host memory (B4).
 	Devices int
 }
+
+// MemSharer is a device whose device memory another process on the same
+// host can map (CUDA IPC). Nodes use it to move pages between GPUs of one
+// host device to device, without staging them through the network
+// (proto.PageRef).
+type MemSharer interface {
+	// ExportMem returns a handle by which another process maps m, which
+	// must be device memory this device allocated.
+	ExportMem(m *Mem) ([]byte, error)
+	// ImportMem maps memory of bytes bytes that another process exported
+	// into this device's address space. The result can be the source or
+	// destination of copies on this device; Free unmaps it.
+	ImportMem(handle []byte, bytes int) (*Mem, error)
+}

@@ -354,8 +354,16 @@ func (j *job) doSend(in *instr) {
 		peer, label = j.owner, "client"
 		hdr.Mem = in.in.Ticket
 	}
+	byRef := in.in.Kind == proto.InstrSend && a.mem.Host == nil
 	j.n.goFunc(func() {
-		err := j.send(ctx, a, peer, &hdr)
+		var err error
+		handled := false
+		if byRef {
+			handled, err = j.sendByRef(ctx, a, peer, &hdr)
+		}
+		if !handled {
+			err = j.send(ctx, a, peer, &hdr)
+		}
 		if err != nil {
 			var nl *NodeLostError
 			if cause := context.Cause(ctx); errors.As(cause, &nl) {
@@ -446,6 +454,10 @@ func (j *job) arm(in *instr) {
 		}
 		j.early = append(j.early[:i:i], j.early[i+1:]...)
 		j.mu.Unlock()
+		if arr.ref != nil {
+			j.n.goFunc(func() { j.applyRef(in, a, arr) })
+			return
+		}
 		j.apply(in, a, arr.st)
 		return
 	}

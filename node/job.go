@@ -57,6 +57,9 @@ type alloc struct {
 	rng   [3]uint64
 	elem  uint32
 	bytes uint64
+	// exported is the allocation's export handle for pages by reference
+	// (guarded by job.mu); nil until a send needed it.
+	exported []byte
 }
 
 // arrival is a page transfer that came before its Recv was armed; its bytes
@@ -67,6 +70,11 @@ type arrival struct {
 	st     stagingBuf
 	landed bool
 	claim  *instr
+	// ref is the sender's allocation, mapped, for pages by reference
+	// (pageref.go); refBytes its size; refDone gets the copy's outcome.
+	ref      *device.Mem
+	refBytes uint64
+	refDone  chan error
 }
 
 // maxEvents bounds the unacknowledged completion events a job keeps.
@@ -100,6 +108,7 @@ type job struct {
 	failures map[uint64]*proto.InstrError
 	changed  chan struct{} // closed and replaced at every completion
 	freed    bool
+	imports  map[string]imported // peers' allocations mapped for pages by reference
 }
 
 func newJob(n *Node, id uint64, owner credentials.Identity, lease time.Duration, maxBytes uint64) *job {
@@ -385,11 +394,18 @@ func (j *job) freeIfIdleLocked() func() {
 	}
 	j.allocs = map[allocKey]*alloc{}
 	j.n.met.allocs.Sub(float64(len(allocs)))
-	if len(allocs) == 0 {
+	imports := j.imports
+	j.imports = nil
+	if len(allocs) == 0 && len(imports) == 0 {
 		return func() {}
 	}
 	return func() {
 		j.n.goFunc(func() {
+			for _, im := range imports {
+				if err := im.dev.Free(im.mem); err != nil {
+					j.n.log.Warn("unmapping a peer's memory failed", "job", j.id, "device", im.dev.Info().ID, "error", err)
+				}
+			}
 			for _, a := range allocs {
 				if err := a.m.dev.Free(a.mem); err != nil {
 					j.n.log.Warn("free failed", "job", j.id, "buffer", a.key.buf, "mem", a.key.mem, "error", err)

@@ -12,6 +12,7 @@ type metrics struct {
 	bytes      *prometheus.CounterVec
 	boxes      *prometheus.CounterVec
 	transfers  *prometheus.CounterVec
+	byRef      *prometheus.CounterVec
 	instrs     *prometheus.CounterVec
 	pending    prometheus.Gauge
 	allocs     prometheus.Gauge
@@ -32,6 +33,9 @@ func newMetrics() *metrics {
 		transfers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "acpp_node_page_transfers_total", Help: "Completed page transfers, by direction and peer.",
 		}, []string{"direction", "peer"}),
+		byRef: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "acpp_node_page_transfers_by_reference_total", Help: "Completed page transfers between GPUs of one host that went device to device (CUDA IPC) instead of through the network, by direction and peer; also counted in acpp_node_page_transfers_total.",
+		}, []string{"direction", "peer"}),
 		instrs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "acpp_node_instructions_total", Help: "Finished instructions, by kind and outcome (ok, failed, dep_failed, node_lost, memory_limit, job_closed, transfer_failed).",
 		}, []string{"kind", "outcome"}),
@@ -51,7 +55,7 @@ func newMetrics() *metrics {
 			Name: "acpp_node_cluster_members", Help: "Alive cluster members as this node sees them.",
 		}),
 	}
-	m.reg.MustRegister(m.bytes, m.boxes, m.transfers, m.instrs, m.pending, m.allocs, m.allocBytes, m.jobs, m.members,
+	m.reg.MustRegister(m.bytes, m.boxes, m.transfers, m.byRef, m.instrs, m.pending, m.allocs, m.allocBytes, m.jobs, m.members,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

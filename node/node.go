@@ -49,6 +49,8 @@ type Node struct {
 	// cluster has started.
 	clp atomic.Pointer[cluster.Cluster]
 
+	refs pageRefs // pages by reference between GPUs of this host (pageref.go)
+
 	allocated atomic.Uint64 // bytes held by all jobs (allocations and staging)
 	draining  atomic.Bool
 	ready     atomic.Bool
@@ -94,7 +96,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.Name), jobs: map[uint64]*job{}}
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.Name), jobs: map[uint64]*job{}, refs: pageRefs{host: hostID()}}
 	n.ctx, n.cancel = context.WithCancelCause(context.Background())
 	ok := false
 	defer func() {

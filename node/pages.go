@@ -15,7 +15,7 @@ import (
 // allocation when the allocation has a host view; for device memory, and
 // for pages that came before their Recv was ready, they land in host
 // staging memory, counted against the job's limit.
-func (n *Node) onPages(_ context.Context, from credentials.Identity, h *proto.PageHeader) (transport.PageSink, error) {
+func (n *Node) onPages(ctx context.Context, from credentials.Identity, h *proto.PageHeader) (transport.PageSink, error) {
 	n.mu.Lock()
 	j := n.jobs[h.Job]
 	n.mu.Unlock()
@@ -36,6 +36,12 @@ func (n *Node) onPages(_ context.Context, from credentials.Identity, h *proto.Pa
 	total, err := h.Validate(0)
 	if err != nil {
 		return transport.PageSink{}, err
+	}
+	if h.Ref != nil {
+		if peer == "" {
+			return transport.PageSink{}, reply(proto.CodeNoPageRef, "pages by reference come from nodes only")
+		}
+		return n.pagesByRef(ctx, j, peer, h, total)
 	}
 	count := func(err error) {
 		if err == nil {

@@ -223,6 +223,11 @@ type PageHeader struct {
 	// Boxes are the boxes carried, at most MaxBoxes, none overlapping
 	// another.
 	Boxes []Box `msgpack:"x"`
+	// Ref, when set, says the boxes' bytes do not follow: they stay in the
+	// sender's device memory, which the receiver maps and copies from
+	// itself (GPUs of one host; see PageRef). The transfer's payload is
+	// then empty.
+	Ref *PageRef `msgpack:"r,omitempty"`
 }
 
 // ErrMalformed marks a header or frame that fails validation. Errors that
@@ -279,10 +284,26 @@ func (h *PageHeader) Validate(maxBytes uint64) (uint64, error) {
 			}
 		}
 	}
+	if h.Ref != nil {
+		if err := h.Ref.Validate(); err != nil {
+			return 0, err
+		}
+		return total, nil // nothing on the wire: maxBytes bounds payloads
+	}
 	if maxBytes > 0 && total > maxBytes {
 		return 0, fmt.Errorf("%w: page payload of %d bytes exceeds the limit of %d bytes", ErrMalformed, total, maxBytes)
 	}
 	return total, nil
+}
+
+// Payload is the size of the bytes that follow the header on the wire,
+// for a header that passed Validate: its boxes' bytes, or none when they
+// go by reference.
+func (h *PageHeader) Payload(total uint64) uint64 {
+	if h.Ref != nil {
+		return 0
+	}
+	return total
 }
 
 // BoxBytes is the payload size of box i, for a header that passed Validate.
@@ -318,13 +339,14 @@ type PageAbort struct {
 // MaxSegments bounds PageSegment.Count.
 const MaxSegments = 256
 
-// Validate checks s against its header and returns the header's total
-// payload size.
+// Validate checks s against its header and returns the size of the
+// transfer's payload on the wire (0 for pages by reference).
 func (s *PageSegment) Validate(maxBytes uint64) (uint64, error) {
 	total, err := s.Header.Validate(maxBytes)
 	if err != nil {
 		return 0, err
 	}
+	total = s.Header.Payload(total)
 	if s.Count == 0 || s.Count > MaxSegments || s.Index >= s.Count {
 		return 0, fmt.Errorf("%w: page segment %d of %d (at most %d segments)", ErrMalformed, s.Index, s.Count, MaxSegments)
 	}

@@ -29,6 +29,11 @@ type PageSink struct {
 	// goroutine of the transport touches Dst after Done is called. An error
 	// Done returns is sent to the sender (use a *proto.ErrorReply to choose
 	// its code).
+	//
+	// For pages by reference (PageHeader.Ref) Dst is empty and Done is
+	// where the receiver copies them from the sender's memory: the sender's
+	// acknowledgement waits until Done returns, so Done may block until the
+	// copy is finished.
 	Done func(err error) error
 }
 
@@ -93,8 +98,9 @@ func (t *Transport) sendPages(ctx context.Context, peer credentials.Identity, h 
 	if err != nil {
 		return 0, &PeerError{Peer: peer, Op: op, Err: err}
 	}
-	if got := runsLen(src); got != total {
-		return 0, &PeerError{Peer: peer, Op: op, Err: fmt.Errorf("%w: source runs hold %d bytes, the header's boxes %d", ErrMalformed, got, total)}
+	payload := h.Payload(total) // 0 for pages by reference (h.Ref)
+	if got := runsLen(src); got != payload {
+		return 0, &PeerError{Peer: peer, Op: op, Err: fmt.Errorf("%w: source runs hold %d bytes, the payload %d", ErrMalformed, got, payload)}
 	}
 	timeout, err := timeoutOf(ctx)
 	if err != nil {
@@ -105,12 +111,12 @@ func (t *Transport) sendPages(ctx context.Context, peer credentials.Identity, h 
 		return 0, err
 	}
 	n := uint64(t.cfg.PageStreams)
-	if per := total / uint64(t.cfg.MinSegmentBytes); per < n {
+	if per := payload / uint64(t.cfg.MinSegmentBytes); per < n {
 		n = max(per, 1)
 	}
 	id := t.nextTransfer.Add(1)
 	seg := func(i uint64) proto.PageSegment {
-		lo, hi := total*i/n, total*(i+1)/n
+		lo, hi := payload*i/n, payload*(i+1)/n
 		return proto.PageSegment{Transfer: id, Index: uint32(i), Count: uint32(n), Offset: lo, Length: hi - lo, Header: *h}
 	}
 	if n == 1 {
@@ -338,7 +344,7 @@ func (t *Transport) receivePages(c *conn, s *quic.Stream, env proto.Envelope, bo
 		refuse(errorReply(err))
 		return
 	}
-	total, err := seg.Validate(t.cfg.MaxPageBytes)
+	total, err := seg.Validate(t.cfg.MaxPageBytes) // the payload: 0 for pages by reference
 	if err != nil {
 		er := errorReply(err)
 		if total, _ := seg.Validate(0); total > t.cfg.MaxPageBytes {
@@ -393,7 +399,8 @@ func (t *Transport) receivePages(c *conn, s *quic.Stream, env proto.Envelope, bo
 			}
 		}
 		if err == nil { // counted before the ack, so a sender sees it counted
-			t.countReceived(c.peer, &seg.Header, total)
+			moved, _ := seg.Header.Validate(0) // the boxes' bytes, also by reference
+			t.countReceived(c.peer, &seg.Header, moved)
 		}
 		t.finishSegment(c, s, err)
 		return

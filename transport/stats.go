@@ -20,7 +20,7 @@ type PeerStats struct {
 	TransfersRecv uint64 // page transfers completed from the peer
 	BoxesSent     uint64 // page boxes in completed transfers to the peer
 	BoxesRecv     uint64
-	BytesSent     uint64 // page payload bytes in completed transfers to the peer
+	BytesSent     uint64 // page bytes in completed transfers to the peer (also those sent by reference, proto.PageRef)
 	BytesRecv     uint64
 }
 

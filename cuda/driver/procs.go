@@ -41,6 +41,9 @@ const (
 	pMemHostRegister
 	pMemHostUnregister
 	pMemAllocManaged
+	pIpcGetMemHandle
+	pIpcOpenMemHandle
+	pIpcCloseMemHandle
 	pMemcpyAsync
 	pMemcpyHtoD
 	pMemcpyDtoH
@@ -107,6 +110,9 @@ var procs = [numProcs]proc{
 	pMemHostRegister:         {"cuMemHostRegister_v2", docBase + "group__CUDA__MEM.html"},
 	pMemHostUnregister:       {"cuMemHostUnregister", docBase + "group__CUDA__MEM.html"},
 	pMemAllocManaged:         {"cuMemAllocManaged", docBase + "group__CUDA__MEM.html"},
+	pIpcGetMemHandle:         {"cuIpcGetMemHandle", docBase + "group__CUDA__MEM.html"},
+	pIpcOpenMemHandle:        {"cuIpcOpenMemHandle_v2", docBase + "group__CUDA__MEM.html"},
+	pIpcCloseMemHandle:       {"cuIpcCloseMemHandle", docBase + "group__CUDA__MEM.html"},
 	pMemcpyAsync:             {"cuMemcpyAsync", docBase + "group__CUDA__MEM.html"},
 	pMemcpyHtoD:              {"cuMemcpyHtoD_v2", docBase + "group__CUDA__MEM.html"},
 	pMemcpyDtoH:              {"cuMemcpyDtoH_v2", docBase + "group__CUDA__MEM.html"},

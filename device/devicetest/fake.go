@@ -21,6 +21,9 @@ type FakeConfig struct {
 	LocalMemBytes int
 	// Forms are the kernel forms it runs; nil means FormGo.
 	Forms []device.Form
+	// Shareable lets its device memory be exported (device.MemSharer)
+	// to other Fakes in the process, as CUDA IPC does between processes.
+	Shareable bool
 }
 
 // Stats counts what a Fake did.
@@ -33,7 +36,8 @@ type Stats struct {
 // host-visible unless HostUnified; ops run one at a time, in Enqueue order,
 // on the Fake's goroutine.
 type Fake struct {
-	info device.Info
+	info      device.Info
+	shareable bool
 
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -74,7 +78,8 @@ func NewFake(cfg FakeConfig) *Fake {
 				KernelForms:   forms,
 			},
 		},
-		done: make(chan struct{}),
+		done:      make(chan struct{}),
+		shareable: cfg.Shareable,
 	}
 	f.cond = sync.NewCond(&f.mu)
 	f.nextAddr.Store(0x7f00_0000_0000)
