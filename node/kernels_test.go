@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"sync"
@@ -212,7 +213,8 @@ func TestJobKernelsRefused_C6(t *testing.T) {
 		want string
 	}{
 		{"name of the node's registry", func(s *proto.KernelSpec) { s.Name = "nodetest.inc_u32" }, proto.CodeKernelExists, `kernel "nodetest.inc_u32" is in node n0's own registry`},
-		{"module does not parse", func(s *proto.KernelSpec) { s.PTX = []byte("this is not PTX") }, proto.CodeMalformed, "has no .entry; ship PTX text"},
+		{"module without entries", func(s *proto.KernelSpec) { s.PTX = []byte("this is not PTX") }, proto.CodeMalformed, "has no .entry; ship PTX text"},
+		{"module does not parse", func(s *proto.KernelSpec) { s.PTX = []byte(".visible .entry (") }, proto.CodeMalformed, "does not parse"},
 		{"no such entry", func(s *proto.KernelSpec) { s.Entry = "saxpy2" }, proto.CodeMalformed, `entry "saxpy2" is not in its PTX module (entries: saxpy)`},
 		{"parameters differ", func(s *proto.KernelSpec) { s.Params = s.Params[:2] }, proto.CodeMalformed, "do not match entry"},
 	}
@@ -256,5 +258,32 @@ func TestJobKernelsRefused_C6(t *testing.T) {
 	var re *transport.RemoteError
 	if !errors.As(err, &re) || re.Code != proto.CodeKernelExists || !strings.Contains(re.Message, "already has a different kernel") {
 		t.Fatalf("a second declaration under the job's name = %v, want CodeKernelExists", err)
+	}
+}
+
+// BenchmarkJobKernels measures MsgJobKernels from client to node on
+// loopback: the request, the node's checks (parsing the module's entries,
+// the layout) and the reply, for saxpy's module and for one padded with
+// comments to 8 MiB (the same kernel again is a retry: nothing is added).
+//
+//	go test -run '^$' -bench JobKernels -count 5 ./node
+func BenchmarkJobKernels(b *testing.B) {
+	nodes := startNodes(b, 1, nil)
+	c := startClient(b, credDir, "alice", nodes...)
+	j := openJob(b, c, "n0", 1)
+	small := saxpySpec("bench.saxpy")
+	big := small
+	big.Name = "bench.saxpy8m"
+	pad := bytes.Repeat([]byte("// padding padding padding padding padding padding padding padding\n"), 8<<20/68)
+	big.PTX = append(append([]byte(nil), small.PTX...), pad...)
+	for _, s := range []proto.KernelSpec{small, big} {
+		b.Run(fmt.Sprintf("module=%dKiB", len(s.PTX)>>10), func(b *testing.B) {
+			b.SetBytes(int64(len(s.PTX)))
+			for b.Loop() {
+				if _, err := j.RegisterKernels(testCtx(b), s); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
