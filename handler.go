@@ -52,8 +52,9 @@ type Handler struct {
 	split *splitChunk // a split group's chunk (split.go); nil otherwise
 
 	// Inline storage for the common small groups (fewer allocations per
-	// submit).
-	reqStore [2]req
+	// submit). One requirement inline keeps a one-accessor group's memory
+	// (handler, event and node) in the 1 KiB size class.
+	reqStore [1]req
 	reqBuf   [2]*req
 	accBuf   [2]coherence.Access
 	opBuf    [1]device.Op
