@@ -261,6 +261,29 @@ func TestJobKernelsRefused_C6(t *testing.T) {
 	}
 }
 
+// padded is spec's module followed by comments up to about size bytes.
+func padded(spec proto.KernelSpec, size int) proto.KernelSpec {
+	line := []byte("// padding padding padding padding padding padding padding padding\n")
+	spec.PTX = append(append([]byte(nil), spec.PTX...), bytes.Repeat(line, size/len(line))...)
+	return spec
+}
+
+// TestRegisterKernelsSplitsRequests_C6: kernels whose modules together
+// exceed one request's bound travel in several requests, and all arrive.
+func TestRegisterKernelsSplitsRequests_C6(t *testing.T) {
+	nodes := startNodes(t, 1, nil)
+	c := startClient(t, credDir, "alice", nodes...)
+	j := openJob(t, c, "n0", 1)
+	var ks []proto.KernelSpec
+	for i := range 3 {
+		ks = append(ks, padded(saxpySpec(fmt.Sprintf("split.k%d", i)), 5<<20))
+	}
+	got, err := j.RegisterKernels(testCtx(t), ks...)
+	if err != nil || got.Kernels != 3 || got.Bytes != uint64(3*len(ks[0].PTX)) {
+		t.Fatalf("RegisterKernels of 3 × %d bytes = %+v, %v; want all 3 registered", len(ks[0].PTX), got, err)
+	}
+}
+
 // BenchmarkJobKernels measures MsgJobKernels from client to node on
 // loopback: the request, the node's checks (parsing the module's entries,
 // the layout) and the reply, for saxpy's module and for one padded with
@@ -272,10 +295,7 @@ func BenchmarkJobKernels(b *testing.B) {
 	c := startClient(b, credDir, "alice", nodes...)
 	j := openJob(b, c, "n0", 1)
 	small := saxpySpec("bench.saxpy")
-	big := small
-	big.Name = "bench.saxpy8m"
-	pad := bytes.Repeat([]byte("// padding padding padding padding padding padding padding padding\n"), 8<<20/68)
-	big.PTX = append(append([]byte(nil), small.PTX...), pad...)
+	big := padded(saxpySpec("bench.saxpy8m"), 8<<20)
 	for _, s := range []proto.KernelSpec{small, big} {
 		b.Run(fmt.Sprintf("module=%dKiB", len(s.PTX)>>10), func(b *testing.B) {
 			b.SetBytes(int64(len(s.PTX)))
