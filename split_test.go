@@ -19,6 +19,15 @@ func registerBuiltins(t testing.TB) {
 	}
 }
 
+// isSplit reports whether opts split the group.
+func isSplit(opts []SubmitOption) bool {
+	var c submitConfig
+	for _, o := range opts {
+		o(&c)
+	}
+	return c.split != nil
+}
+
 func readAll[T any](t testing.TB, b *Buffer[T]) []T {
 	t.Helper()
 	got, err := b.Read(context.Background())
@@ -40,7 +49,7 @@ func saxpyRun(t *testing.T, q *Queue, n int, closure bool, opts ...SubmitOption)
 	x := must(NewBufferFrom(q, xs, R1(n), CopyData(), PageSize(64)))
 	y := must(NewBufferFrom(q, ys, R1(n), CopyData(), PageSize(64)))
 	var m []AccessOption
-	if len(opts) > 0 {
+	if isSplit(opts) {
 		m = append(m, Map(OneToOne()))
 	}
 	for _, a := range []float32{1.5, -0.25, 3} {
@@ -74,7 +83,7 @@ func jacobiRun(t *testing.T, q *Queue, rows, cols, iters int, closure bool, opts
 	b := must(NewBuffer[float32](q, R2(rows, cols), PageSize(1, cols)))
 	var rd, wr []AccessOption
 	wr = append(wr, NoInit)
-	if len(opts) > 0 {
+	if isSplit(opts) {
 		rd = append(rd, Map(Neighbourhood(1)))
 		wr = append(wr, Map(OneToOne()))
 	}
