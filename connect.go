@@ -91,7 +91,9 @@ func OnNode(node string, id DeviceID) SubmitOption {
 // travel and are refused at Submit (ErrClosureOnCluster). A node lost
 // during the job fails the groups that need it with an error matching
 // coordinator.ErrNodeLost (*coordinator.NodeLostError names the node and
-// the lost ranges). ctx bounds the queue's life as for NewQueue.
+// the lost ranges). ctx bounds the queue's life as for NewQueue. Split
+// and Map work as on NewQueue's queue, except that the command-group
+// function runs once and the coordinator makes the chunks.
 func Connect(ctx context.Context, addrs []string, opts ...Option) (*Queue, error) {
 	if ctx == nil {
 		return nil, errors.New("acpp: Connect needs a context; pass context.Background() for a queue that lives until Close")

@@ -506,3 +506,41 @@ func BenchmarkSplitSubmit(b *testing.B) {
 		})
 	}
 }
+
+// C4, P5: mapped accessors of reshaped views split like those of buffers:
+// saxpy through 1D raw views of 2D buffers, split across a discrete
+// device and the CPU, equals the unsplit result; each chunk's region is
+// the bounding pages of its part of the view.
+func TestSplitViews_C4_P5(t *testing.T) {
+	registerBuiltins(t)
+	q, _ := gpuQueue(t)
+	const rows, cols = 12, 50
+	run := func(opts ...SubmitOption) []float32 {
+		xs, ys := make([]float32, rows*cols), make([]float32, rows*cols)
+		for i := range xs {
+			xs[i], ys[i] = float32(i)*0.3, float32(i%11)
+		}
+		x := must(NewBufferFrom(q, xs, R2(rows, cols), CopyData(), PageSize(1, cols)))
+		y := must(NewBufferFrom(q, ys, R2(rows, cols), CopyData(), PageSize(1, cols)))
+		xv, yv := must(x.Reshape(R1(rows*cols))), must(y.Reshape(R1(rows*cols)))
+		var m []AccessOption
+		if isSplit(opts) {
+			m = append(m, Map(OneToOne()))
+		}
+		for _, a := range []float32{2, -0.5} {
+			if _, err := q.Submit(func(h *Handler) error {
+				h.Launch("saxpy", R1(rows*cols), Scalar(a), ReadRaw(h, xv, m...), ReadWriteRaw(h, yv, m...))
+				return nil
+			}, opts...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return readAll(t, y)
+	}
+	want := run(On(cpuID))
+	for _, o := range []SubmitOption{Split(fakeID, cpuID), SplitWith(SplitOpts{Devices: []DeviceID{cpuID, fakeID}, Chunks: 7})} {
+		if got := run(o); !slices.Equal(got, want) {
+			t.Errorf("split saxpy through views differs from unsplit")
+		}
+	}
+}
