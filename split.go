@@ -267,8 +267,6 @@ func (s *splitChunk) finisher() func(error) error {
 // ranged constructor or Within). It reports false after recording an error.
 func (h *Handler) mapped(r *req, m RangeMapper, ranged bool) bool {
 	switch {
-	case m == nil:
-		h.fail(fmt.Errorf("%w: Map(nil)", ErrSplit))
 	case h.split == nil:
 		h.fail(fmt.Errorf("%w: an accessor has a range mapper (Map) but the group is not split; submit it with acpp.Split", ErrSplit))
 	case ranged:
@@ -388,6 +386,14 @@ func (q *Queue) submitSplit(cgf func(h *Handler) error, cfg submitConfig) (*Even
 	if err != nil {
 		return nil, err
 	}
+	cgs := []*cgroup{first.cg}
+	defer func() {
+		// A refused split leaves no handler usable (submitted ones are
+		// done already).
+		for _, cg := range cgs {
+			cg.h.done = true
+		}
+	}()
 	act, err := first.action()
 	if err != nil {
 		return nil, err
@@ -408,12 +414,12 @@ func (q *Queue) submitSplit(cgf func(h *Handler) error, cfg submitConfig) (*Even
 	if err != nil {
 		return nil, err
 	}
-	cgs := []*cgroup{first.cg}
 	for i := 1; i < len(chunks); i++ {
 		c, err := q.collectChunk(cgf, cfg, devs[sp.chunkDevice(i, len(chunks), len(devs))])
 		if err != nil {
 			return nil, fmt.Errorf("chunk %d: %w", i, err)
 		}
+		cgs = append(cgs, c.cg)
 		a, err := c.action()
 		if err != nil {
 			return nil, fmt.Errorf("chunk %d: %w", i, err)
@@ -422,7 +428,6 @@ func (q *Queue) submitSplit(cgf func(h *Handler) error, cfg submitConfig) (*Even
 			return nil, fmt.Errorf("%w: the command-group function declared %s over %v for chunk 0 and %s over %v for chunk %d; with Split it runs once per chunk and must declare the same group each time",
 				ErrSplit, act.what, act.nd.Global, a.what, a.nd.Global, i)
 		}
-		cgs = append(cgs, c.cg)
 	}
 	for i, cg := range cgs {
 		if err := finalizeChunk(&cg.h, act, chunks[i]); err != nil {
@@ -432,7 +437,9 @@ func (q *Queue) submitSplit(cgf func(h *Handler) error, cfg submitConfig) (*Even
 			return nil, err
 		}
 	}
-	return q.submitChunks(cgs)
+	submit := cgs
+	cgs = nil // finalized (done), and their groups are about to run
+	return q.submitChunks(submit)
 }
 
 // chunkGroup is one chunk's collected group.
