@@ -379,7 +379,9 @@ func (c *Core) Submit(cg CommandGroup) (Step, error) {
 		deps = c.conflictPass(b, a.Pages, &x, filled, deps)
 	}
 	for i, a := range cg.Accesses {
-		if a.Discard {
+		if a.Discard || a.Mode != Read {
+			// Non-read-only accesses set their pages to exactly the target
+			// below (P3), which overwrites this update: skip it.
 			continue
 		}
 		b := bs[i]
@@ -416,9 +418,12 @@ func (c *Core) Submit(cg CommandGroup) (Step, error) {
 	}
 	step.Deps = c.keepIDs(c.reduceDeps(finishDeps(deps, cg.ID)))
 	c.depBuf = deps[:0]
-	clear(planned)
+	for i := range planned {
+		if planned[i].spans != nil {
+			planned[i].spans = nil
+		}
+	}
 	c.planBuf = planned[:0]
-	clear(bs)
 	info.deps = step.Deps
 	sortStep(&step)
 	return step, nil
