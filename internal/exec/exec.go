@@ -651,6 +651,22 @@ func (rt *Runtime) planPendingLocked() []*Node {
 // have finished run now. A node coherence refused fails (or, when its
 // submitter planned it, Submit returns the error).
 func (rt *Runtime) start(batch []*Node) {
+	// One counter update (before any node can finish: Stats after Wait
+	// counts them all) and one clock read for the batch.
+	var groups, copies int64
+	for _, n := range batch {
+		if n.planErr == nil {
+			groups++
+			for _, c := range n.steps().Copies {
+				copies += int64(len(c.Boxes))
+			}
+		}
+	}
+	rt.groups.Add(groups)
+	if copies > 0 {
+		rt.planned.Add(copies)
+	}
+	now := time.Since(rt.epoch)
 	for _, n := range batch {
 		if n.planErr != nil {
 			if !n.inline {
@@ -658,12 +674,8 @@ func (rt *Runtime) start(batch []*Node) {
 			}
 			continue
 		}
-		rt.groups.Add(1)
-		for _, c := range n.steps().Copies {
-			rt.planned.Add(int64(len(c.Boxes)))
-		}
 		if n.pending.Add(-1) == 0 {
-			rt.dispatch(n)
+			rt.dispatchAt(n, now)
 		}
 	}
 	clear(batch)
@@ -703,9 +715,11 @@ func (rt *Runtime) cancelled() error {
 	}
 }
 
-// dispatch starts a node whose dependencies have finished.
-func (rt *Runtime) dispatch(n *Node) {
-	n.started = time.Since(rt.epoch)
+// dispatchAt starts a node whose dependencies have finished.
+// now is its start time, read by the caller that made it ready (a batch's
+// one clock read, or its last dependency's end).
+func (rt *Runtime) dispatchAt(n *Node, now time.Duration) {
+	n.started = now
 	n.state.Store(int32(Running))
 	if err := rt.cancelled(); err != nil {
 		rt.finish(n, fmt.Errorf("acpp: %s not run, queue context done: %w", n.Name, err))
@@ -901,7 +915,8 @@ func (rt *Runtime) finish(n *Node, err error) {
 		}
 	}
 	n.err = err
-	n.ended = time.Since(rt.epoch)
+	end := time.Since(rt.epoch)
+	n.ended = end
 	if err != nil {
 		n.state.Store(int32(Failed))
 		rt.log.Debug("command group failed", "group", n.ID, "name", n.Name, "error", err)
@@ -928,7 +943,7 @@ func (rt *Runtime) finish(n *Node, err error) {
 	rt.leave()
 	for _, s := range succ {
 		if s.pending.Add(-1) == 0 {
-			rt.dispatch(s)
+			rt.dispatchAt(s, end) // it starts as n ends
 		}
 	}
 }
