@@ -384,33 +384,35 @@ type Node struct {
 	// deps is coherence's Step.Deps; plan the whole Step when it has more
 	// than dependencies (allocations, copies, frees), nil for most groups
 	// (a smaller node).
-	deps  []coherence.CGID
-	plan  *coherence.Step
-	state atomic.Int32
-	err   error // set before state becomes Complete or Failed
+	deps []coherence.CGID
+	plan *coherence.Step
+	err  error // set before state becomes Complete or Failed
 
-	// fin is set, under linkMu, once the node has finished and its
-	// successors were taken; done is made on the first Done call (most
-	// nodes are waited for through the queue, never through a channel).
-	fin  atomic.Bool
+	// done is made on the first Done call (most nodes are waited for
+	// through the queue, never through a channel).
 	done chan struct{} // guarded by linkMu
 
 	// Offsets from rt.epoch; started and ended are set before done is
 	// closed.
 	submitted, started, ended time.Duration
 
-	planned atomic.Bool // step (or planErr) is set
-	planErr error       // coherence refused the group
-	inline  bool        // planned by its submitter, which reports planErr
-
-	pending atomic.Int32 // unfinished dependencies + 1 until planned and linked
-	linkMu  sync.Mutex   // guards succ, done and setting fin
-	succ    []*Node      // nodes waiting for this one
-	succBuf [2]*Node     // inline storage for succ
-
-	left     atomic.Int32 // copies or ops still running
-	errMu    sync.Mutex
+	planErr  error   // coherence refused the group
+	succ     []*Node // nodes waiting for this one; guarded by linkMu
+	succBuf  [2]*Node
 	firstErr error // guarded by errMu
+
+	// The small fields last, packed (a node shares one allocation with
+	// the API's handler and event: see the root package's cgroup).
+	state   atomic.Int32
+	pending atomic.Int32 // unfinished dependencies + 1 until planned and linked
+	left    atomic.Int32 // copies or ops still running
+	linkMu  sync.Mutex   // guards succ, done and setting fin
+	errMu   sync.Mutex
+	// fin is set, under linkMu, once the node has finished and its
+	// successors were taken.
+	fin     atomic.Bool
+	planned atomic.Bool // deps and plan (or planErr) are set
+	inline  bool        // planned by its submitter, which reports planErr
 }
 
 // closedCh is the Done channel of nodes that finished before anyone asked.
