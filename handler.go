@@ -48,6 +48,7 @@ type Handler struct {
 	act   string // the action declared, "" for none
 	errs  []error
 	done  bool
+	goOK  bool        // dev runs Go closures (set from the queue's cache; else runsGo asks dev)
 	cl    *clusterCG  // a cluster queue's group (Connect)
 	split *splitChunk // a split group's chunk (split.go); nil otherwise
 
@@ -138,6 +139,9 @@ func (h *Handler) recordAction(name string, ops []device.Op) {
 }
 
 func (h *Handler) runsGo(what string) bool {
+	if h.goOK {
+		return true
+	}
 	if h.cl != nil {
 		h.fail(fmt.Errorf("%w (%s)", ErrClosureOnCluster, what))
 		return false
@@ -173,19 +177,19 @@ func (q *Queue) Submit(cgf func(h *Handler) error, opts ...SubmitOption) (*Event
 	if cfg.split != nil {
 		return q.submitSplit(cgf, cfg)
 	}
-	dev := q.devs[0]
+	dev, mem, goOK := q.devs[0], q.defMem, q.defGo
 	if cfg.dev != nil {
 		d, err := q.deviceByID(*cfg.dev)
 		if err != nil {
 			return nil, err
 		}
-		dev = d
+		dev, mem, goOK = d, q.rt.MemOf(d.Info().ID), false
 	}
 	// One allocation holds the handler (which the kernel's accessors point
 	// into), the event and the executor's node.
 	cg := new(cgroup)
 	h := &cg.h
-	h.q, h.dev, h.mem, h.name = q, dev, q.rt.MemOf(dev.Info().ID), cfg.name
+	h.q, h.dev, h.mem, h.name, h.goOK = q, dev, mem, cfg.name, goOK
 	h.reqs = h.reqBuf[:0]
 	if len(cfg.after) > 0 {
 		h.DependsOn(cfg.after...)

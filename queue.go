@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/acpp/acpp/coherence"
 	"github.com/acpp/acpp/cpu"
 	"github.com/acpp/acpp/device"
 	"github.com/acpp/acpp/internal/exec"
@@ -84,6 +85,10 @@ type Queue struct {
 	onError func(error)
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
+	// The default device's memory and whether it runs Go closures, looked
+	// up once (Submit would otherwise ask the device and a map per group).
+	defMem coherence.AllocID
+	defGo  bool
 
 	mu      sync.Mutex
 	buffers map[*bufState]struct{} // open buffers, written back by Close; guarded by mu
@@ -164,7 +169,9 @@ func NewQueue(ctx context.Context, opts ...Option) (*Queue, error) {
 		closeAll(owned)
 		return nil, err
 	}
+	def := sel[0].Info()
 	return &Queue{rt: rt, devs: sel, owned: owned, onError: cfg.onError, ctx: qctx, cancel: cancel,
+		defMem: rt.MemOf(def.ID), defGo: def.Caps.Runs(device.FormGo),
 		buffers: map[*bufState]struct{}{}}, nil
 }
 
