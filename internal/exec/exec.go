@@ -95,8 +95,13 @@ type Runtime struct {
 	bufs    map[coherence.BufferID]*bufInfo
 	allocs  map[allocKey]*allocEntry // guarded by mu (entries have their own once)
 	readyMu sync.RWMutex             // guards ready; taken after mu, never before
-	ready   map[allocKey]*device.Mem // made allocations, for lookups without mu
-	closed  bool                     // written under mu and pendMu
+	// readyCache holds recently looked-up entries of ready, so that an
+	// accessor's lookup is one atomic load. Entries are stored only under
+	// readyMu (read-locked) and cleared under its write lock, so a dropped
+	// allocation never stays cached.
+	readyCache [readyCacheSize]atomic.Pointer[readyEntry]
+	ready      map[allocKey]*device.Mem // made allocations, for lookups without mu
+	closed     bool                     // written under mu and pendMu
 
 	// Finished nodes are handed to the core lazily: finish appends the ID
 	// here and whoever next holds mu (Submit, RemoveBuffer, Wait) calls
@@ -265,13 +270,33 @@ func (rt *Runtime) AddBuffer(geo coherence.Geometry, user *device.Mem, at cohere
 	return id, nil
 }
 
+// readyEntry is one cached entry of Runtime.ready.
+type readyEntry struct {
+	k allocKey
+	m *device.Mem
+}
+
+const readyCacheSize = 64 // a power of two
+
+func (k allocKey) slot() int {
+	h := uint64(k.buf) ^ uint64(k.alloc.Mem)<<32 ^ uint64(k.alloc.Node)<<48
+	return int(h * 0x9e3779b97f4a7c15 >> 58) // the top 6 bits: readyCacheSize slots
+}
+
 // Alloc returns the buffer's allocation at a, making it on first use (B5).
 // The result is the same for the buffer's lifetime (B2) unless Release
 // frees it. It may block in the device's allocator.
 func (rt *Runtime) Alloc(buf coherence.BufferID, a coherence.AllocID) (*device.Mem, error) {
 	k := allocKey{buf, a}
+	slot := &rt.readyCache[k.slot()]
+	if e := slot.Load(); e != nil && e.k == k {
+		return e.m, nil
+	}
 	rt.readyMu.RLock()
 	m := rt.ready[k]
+	if m != nil {
+		slot.Store(&readyEntry{k, m})
+	}
 	rt.readyMu.RUnlock()
 	if m != nil { // made already: no contended lock
 		return m, nil
@@ -317,6 +342,10 @@ func (rt *Runtime) Alloc(buf coherence.BufferID, a coherence.AllocID) (*device.M
 func (rt *Runtime) dropReady(k allocKey) {
 	rt.readyMu.Lock()
 	delete(rt.ready, k)
+	slot := &rt.readyCache[k.slot()]
+	if e := slot.Load(); e != nil && e.k == k {
+		slot.Store(nil)
+	}
 	rt.readyMu.Unlock()
 }
 

@@ -153,3 +153,34 @@ func TestPlanErrorSyncWhenIdleOnNodeWhenBusy(t *testing.T) {
 		t.Fatalf("group after a refused one: %v", err)
 	}
 }
+
+// B1, B2, B5: an allocation keeps its address while it exists (lookups are
+// cached), and once a release freed it the next use makes a new one: the
+// cache never hands out freed memory.
+func TestAllocCacheForgetsReleased_B1_B2_B5(t *testing.T) {
+	rt, _ := newRuntime(t)
+	buf, _ := addBuffer(t, rt, 16)
+	host := rt.HostAlloc()
+	m1, err := rt.Alloc(buf, host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if m, err := rt.Alloc(buf, host); err != nil || m != m1 {
+			t.Fatalf("Alloc again = %p, %v; want the same allocation %p (B2)", m, err, m1)
+		}
+	}
+	if err := rt.FreeReleased(ReleaseReq{Buffer: buf, Alloc: host}); err != nil {
+		t.Fatal(err)
+	}
+	m2, err := rt.Alloc(buf, host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m2 == m1 {
+		t.Fatalf("Alloc after the release returned the freed allocation %p", m1)
+	}
+	if st := rt.Stats(); st.Allocations != 2 {
+		t.Fatalf("allocations = %d, want 2 (made again after the release, B5)", st.Allocations)
+	}
+}
