@@ -27,8 +27,9 @@ import "slices"
 // segment.
 //
 // Groups are referenced by CGID; whether one is still incomplete is a bit
-// test in the core's liveSet. Lists of up to four groups live inside the
-// region (small), so a region is usually one allocation.
+// test in the core's liveSet. A list of one group (a write's writer, a
+// read's last writer) lives inside the region (small), so a region is
+// usually one allocation of 128 bytes; longer lists get their own array.
 //
 // Readers are appended, not copied: a read's successor region shares its
 // predecessor's reader list and adds one ID at its end in place (readerLog),
@@ -36,7 +37,7 @@ import "slices"
 // completed groups; every consumer filters by liveness, and writes, sweeps
 // and a full log drop them.
 type region struct {
-	small   [4]CGID
+	small   [1]CGID
 	writers []CGID
 	reduce  bool
 	op      ReduceOp

@@ -3,6 +3,7 @@ package coherence
 import (
 	"slices"
 	"testing"
+	"unsafe"
 )
 
 // TestReaderLogBranches_D1: reader lists are shared append-only logs. A
@@ -53,5 +54,13 @@ func TestReaderLogDropsCompleted_D3(t *testing.T) {
 	}
 	if st := mustSubmit(t, c, n+1, acc(Write, host0, span1(0, 1))); !slices.Equal(st.Deps, []CGID{n - 1, n}) {
 		t.Errorf("writer deps %v, want [%d %d]", st.Deps, n-1, n)
+	}
+}
+
+// TestRegionSize: the region a write or read leaves is one 128-byte
+// allocation per access (the allocation volume of Submit; docs/COHERENCE.md).
+func TestRegionSize(t *testing.T) {
+	if n := unsafe.Sizeof(region{}); n > 128 {
+		t.Errorf("region is %d bytes; keep it within the 128-byte size class", n)
 	}
 }
