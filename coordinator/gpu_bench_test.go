@@ -34,18 +34,25 @@ func BenchmarkJacobiGPU(b *testing.B) {
 		cfg.Devices = fmt.Sprintf("cuda:%d", i)
 	}})
 	in := jacobiInput(n, n)
-	type variant struct{ gpus, chunks int }
-	variants := []variant{{1, 0}, {2, 0}}
-	if cs := os.Getenv("ACPP_BENCH_CHUNKS"); cs != "" {
+	type variant struct{ gpus, chunks, borders int }
+	variants := []variant{{1, 0, 0}, {2, 0, 0}}
+	if cs := os.Getenv("ACPP_BENCH_CHUNKS"); cs != "" { // total chunks over both GPUs
 		for _, f := range strings.Split(cs, ",") {
 			if k, err := strconv.Atoi(f); err == nil && k > 0 {
-				variants = append(variants, variant{2, k})
+				variants = append(variants, variant{2, k, 0})
+			}
+		}
+	}
+	if bs := os.Getenv("ACPP_BENCH_BORDERS"); bs != "" { // rows per border chunk
+		for _, f := range strings.Split(bs, ",") {
+			if k, err := strconv.Atoi(f); err == nil && k > 0 {
+				variants = append(variants, variant{2, 0, k})
 			}
 		}
 	}
 	for _, v := range variants {
 		nodes := v.gpus
-		b.Run(fmt.Sprintf("n=%d/iters=%d/gpus=%d/chunks=%d", n, iters, nodes, v.chunks), func(b *testing.B) {
+		b.Run(fmt.Sprintf("n=%d/iters=%d/gpus=%d/chunks=%d/borders=%d", n, iters, nodes, v.chunks, v.borders), func(b *testing.B) {
 			var rec traceRecorder
 			j := openJob(b, c, func(cfg *coordinator.Config) { cfg.OnGroupDone = rec.add })
 			devs := []string{"n0/cuda:0", "n1/cuda:1"}[:nodes]
@@ -57,7 +64,7 @@ func BenchmarkJacobiGPU(b *testing.B) {
 			pg := coordinator.Dims{1, 1, n}
 			a, _ := j.NewBuffer(coordinator.BufferSpec{Range: coordinator.Dims{1, n, n}, ElemSize: 4, PageSize: pg, Init: f32bytes(in)})
 			bb, _ := j.NewBuffer(coordinator.BufferSpec{Range: coordinator.Dims{1, n, n}, ElemSize: 4, PageSize: pg})
-			split := &coordinator.Split{Devices: devs, Chunks: v.chunks}
+			split := &coordinator.Split{Devices: devs, Chunks: v.chunks, Borders: v.borders}
 			runJacobi(b, j, a, bb, n, n, 2, split, "")
 			if err := j.Wait(context.Background()); err != nil {
 				b.Fatal(err)
@@ -72,7 +79,7 @@ func BenchmarkJacobiGPU(b *testing.B) {
 				ops++
 			}
 			moved := c.PeerBytes() - before
-			rec.dump(b, fmt.Sprintf("jacobi-gpus%d-chunks%d", nodes, v.chunks))
+			rec.dump(b, fmt.Sprintf("jacobi-gpus%d-chunks%d-borders%d", nodes, v.chunks, v.borders))
 			b.ReportMetric(float64(moved)/float64(ops*iters), "peer-bytes/iter")
 			// Check the result against plain Go (small n only: the
 			// reference is slow at 16384²).

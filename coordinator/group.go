@@ -142,16 +142,12 @@ func (j *Job) Submit(ctx context.Context, g Group) ([]GroupID, error) {
 		if len(devs) == 0 {
 			return nil, fmt.Errorf("%w: no device of this job can run kernel %q", ErrNoDevice, g.Kernel)
 		}
-		n := g.Split.Chunks
-		if n == 0 {
-			n = len(devs)
-		}
-		chunks, _, err := splitRange(g.Offset, g.Range, g.Local, g.Split.Along, n)
+		chunks, chunkDevs, err := g.Split.chunks(g.Offset, g.Range, g.Local, len(devs))
 		if err != nil {
 			return nil, err
 		}
 		for i, c := range chunks {
-			p := chunkPlan{chunk: c, dev: devs[g.Split.chunkDevice(i, len(chunks), len(devs))]}
+			p := chunkPlan{chunk: c, dev: devs[chunkDevs[i]]}
 			for k, a := range g.Args {
 				if a.acc == nil {
 					continue

@@ -191,6 +191,42 @@ func TestNodeLostErrorMessage_C5(t *testing.T) {
 
 // FuzzSplitRange: chunks are disjoint, cover the range exactly, keep
 // work-groups whole, and never number more than asked.
+// Split.Borders cuts a thin chunk off each side of a device's block that
+// touches another block; the chunks still cover the range in order, each
+// on its block's device (C4).
+func TestSplitBorders_C4(t *testing.T) {
+	rows := func(cs []Chunk) (out [][2]int) {
+		for _, c := range cs {
+			out = append(out, [2]int{c.Offset[1], c.Range[1]})
+		}
+		return out
+	}
+	s := Split{Borders: 1}
+	cs, devs, err := s.chunks(Dims{}, Dims{1, 30, 8}, Dims{}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][2]int{{0, 9}, {9, 1}, {10, 1}, {11, 8}, {19, 1}, {20, 1}, {21, 9}}
+	if !slices.Equal(rows(cs), want) || !slices.Equal(devs, []int{0, 0, 1, 1, 1, 2, 2}) {
+		t.Errorf("borders of 1 row over 3 devices: rows %v on devices %v; want %v on 0 0 1 1 1 2 2", rows(cs), devs, want)
+	}
+	// Work-groups of 4 rows: borders of one work-group.
+	cs, _, err = s.chunks(Dims{}, Dims{1, 32, 8}, Dims{1, 4, 8}, 2)
+	if err != nil || !slices.Equal(rows(cs), [][2]int{{0, 12}, {12, 4}, {16, 4}, {20, 12}}) {
+		t.Errorf("borders of one 4-row work-group: %v, %v", rows(cs), err)
+	}
+	// A block too thin to cut stays whole.
+	cs, _, err = (&Split{Borders: 4}).chunks(Dims{}, Dims{1, 8, 8}, Dims{}, 2)
+	if err != nil || !slices.Equal(rows(cs), [][2]int{{0, 4}, {4, 4}}) {
+		t.Errorf("blocks of 4 rows with borders of 4: %v, %v", rows(cs), err)
+	}
+	for _, bad := range []Split{{Borders: -1}, {Borders: 1, Chunks: 6}} {
+		if _, _, err := bad.chunks(Dims{}, Dims{1, 30, 8}, Dims{}, 3); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%+v: %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
 func FuzzSplitRange(f *testing.F) {
 	f.Add(0, 0, 0, 1, 1, 10, 0, 0, 0, uint8(0), 3)
 	f.Add(0, 2, 1, 1, 6, 8, 0, 0, 0, uint8(2), 2)

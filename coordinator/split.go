@@ -91,6 +91,16 @@ type Split struct {
 	Along SplitDim
 	// Chunks is the number of chunks; 0 means one per device.
 	Chunks int
+	// Borders, when > 0, cuts a thin chunk of this many units (work-groups
+	// along the split dimension, or items without a work-group size) off
+	// each side of every device's block that touches another device's
+	// block. For a stencil those border chunks are the only ones whose
+	// halos cross between devices, so a device computes its interior
+	// chunk while its borders' halos are on their way, with two or three
+	// groups per device instead of the many that Chunks would need for the
+	// same overlap. It takes one block per device (Chunks 0 or the number
+	// of devices).
+	Borders int
 }
 
 // SplitDim names the dimension a split cuts.
@@ -103,6 +113,67 @@ const (
 	SplitDim1
 	SplitDim2
 )
+
+// chunks cuts a split group's range (at offset off, work-group size
+// local) over devs devices and returns the chunks with the index of each
+// one's device.
+func (s *Split) chunks(off, rng, local Dims, devs int) ([]Chunk, []int, error) {
+	if s.Borders < 0 {
+		return nil, nil, fmt.Errorf("%w: Split.Borders %d is negative", ErrInvalid, s.Borders)
+	}
+	n := s.Chunks
+	if n == 0 {
+		n = devs
+	}
+	if s.Borders > 0 && n != devs {
+		return nil, nil, fmt.Errorf("%w: Split.Borders needs one block per device (Chunks 0 or %d, not %d): it cuts the borders off each device's block", ErrInvalid, devs, n)
+	}
+	blocks, dim, err := splitRange(off, rng, local, s.Along, n)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []Chunk
+	var dev []int
+	for i, c := range blocks {
+		d := s.chunkDevice(i, len(blocks), devs)
+		if s.Borders == 0 {
+			out, dev = append(out, c), append(dev, d)
+			continue
+		}
+		unit := 1
+		if local[dim] > 0 {
+			unit = local[dim]
+		}
+		b := s.Borders * unit
+		top, bottom := i > 0, i < len(blocks)-1 // sides that touch another block
+		inner := c.Range[dim]
+		if top {
+			inner -= b
+		}
+		if bottom {
+			inner -= b
+		}
+		if inner < unit { // too thin to cut: keep the block whole
+			out, dev = append(out, c), append(dev, d)
+			continue
+		}
+		part := func(lo, size int) {
+			p := c
+			p.Offset[dim], p.Range[dim] = lo, size
+			out, dev = append(out, p), append(dev, d)
+		}
+		lo := c.Offset[dim]
+		if top {
+			part(lo, b)
+			lo += b
+		}
+		part(lo, inner)
+		if bottom {
+			part(lo+inner, b)
+		}
+	}
+	return out, dev, nil
+}
 
 // chunkDevice is the index into a split's device list of chunk i of n.
 func (s *Split) chunkDevice(i, n, devs int) int {

@@ -48,6 +48,7 @@ func TestSplitEqualsUnsplit_C4(t *testing.T) {
 		{"one-to-one, 7 chunks interleaved", &coordinator.Split{Chunks: 7, Interleave: true}, coordinator.OneToOne()},
 		{"neighbourhood(3)", &coordinator.Split{}, coordinator.Neighbourhood(3)},
 		{"all", &coordinator.Split{}, coordinator.All()},
+		{"borders of 100 items", &coordinator.Split{Borders: 100}, coordinator.Neighbourhood(1)},
 		{"fixed", &coordinator.Split{Chunks: 4}, coordinator.Fixed(coordinator.Dims{}, coordinator.Dims{1, 1, n})},
 		{"custom", &coordinator.Split{Devices: []string{"n2/cpu:0", "n0/cpu:0"}}, coordinator.MapFunc(func(c coordinator.Chunk, buf coordinator.Dims) (coordinator.Dims, coordinator.Dims) {
 			return c.Offset, c.Range
@@ -77,6 +78,9 @@ func TestSplitEqualsUnsplit_C4(t *testing.T) {
 		unsplit, split := run(nil), run(&coordinator.Split{Chunks: 5})
 		if !slices.Equal(unsplit, split) || !slices.Equal(unsplit, jacobiRef(in, rows, cols, iters)) {
 			t.Errorf("split Jacobi (5 chunks, pages of 2 rows) differs from unsplit or from plain Go")
+		}
+		if borders := run(&coordinator.Split{Borders: 2}); !slices.Equal(unsplit, borders) {
+			t.Errorf("split Jacobi with border chunks of 2 rows differs from unsplit at %d", firstDiff(borders, unsplit))
 		}
 	})
 }

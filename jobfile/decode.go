@@ -567,7 +567,7 @@ var (
 	fieldsParam    = []string{"name", "kind", "type", "const"}
 	fieldsStep     = []string{"kernel", "fill", "copy", "swap", "repeat", "name", "device", "range", "work_group", "accessors", "scalars", "local", "split"}
 	fieldsAccessor = []string{"param", "buffer", "mode", "range", "offset", "no_init", "map"}
-	fieldsSplit    = []string{"dim", "devices", "chunks_per_device"}
+	fieldsSplit    = []string{"dim", "devices", "chunks_per_device", "borders"}
 	fieldsRegion   = []string{"buffer", "range", "offset"}
 	fieldsFill     = []string{"buffer", "range", "offset", "value"}
 	fieldsCopy     = []string{"from", "to"}
@@ -776,6 +776,8 @@ func (d *decoder) split(n *yaml.Node, p string) *Split {
 			}
 		case "chunks_per_device":
 			sp.ChunksPerDevice, _ = d.integer(f.node, q, 1, 1<<12)
+		case "borders":
+			sp.Borders, _ = d.integer(f.node, q, 0, 1<<20)
 		}
 	}
 	return sp

@@ -255,7 +255,11 @@ type Split struct {
 	// (default 1). More chunks let a device compute the inside of its
 	// block while the halo of the border chunk is on its way.
 	ChunksPerDevice int
-	Line            int
+	// Borders cuts a chunk of this many rows (units along Dim) off each
+	// side of a device's block that touches another device's, so that
+	// halos cross while the interior computes (coordinator.Split.Borders).
+	Borders int
+	Line    int
 }
 
 // Region is a part of a buffer.

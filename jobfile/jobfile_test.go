@@ -153,7 +153,7 @@ steps:
     accessors:
       - {param: y, buffer: y, mode: read_write, map: one_to_one}
       - {buffer: x, mode: read, map: {neighbourhood: 2}}
-    split: {dim: 0, devices: 2, chunks_per_device: 4}
+    split: {dim: 0, devices: 2, chunks_per_device: 4, borders: 2}
   - repeat: {count: 3, steps: [{swap: [x, y]}, {fill: {buffer: r, value: 18446744073709551615}}]}
 outputs:
   - {buffer: y, file: out/y.raw}
@@ -182,7 +182,7 @@ outputs:
 	if s.Accessors[0].Param != "y" || s.Accessors[1].Param != "x" {
 		t.Errorf("accessor params = %q, %q; want y (named), x (first free)", s.Accessors[0].Param, s.Accessors[1].Param)
 	}
-	if s.Accessors[1].Map != "neighbourhood" || s.Accessors[1].MapRange != 2 || s.Split == nil || s.Split.Devices != "2" || s.Split.ChunksPerDevice != 4 {
+	if s.Accessors[1].Map != "neighbourhood" || s.Accessors[1].MapRange != 2 || s.Split == nil || s.Split.Devices != "2" || s.Split.ChunksPerDevice != 4 || s.Split.Borders != 2 {
 		t.Errorf("split = %+v, map = %q/%d", s.Split, s.Accessors[1].Map, s.Accessors[1].MapRange)
 	}
 	if s.Scalars[0].Type != "float32" {

@@ -407,6 +407,7 @@ func (e *clusterEngine) kernel(ctx context.Context, g *Group, s *jobfile.Step, n
 			}
 			cg.Split.Chunks = sp.ChunksPerDevice * max(devs, 1)
 		}
+		cg.Split.Borders = sp.Borders
 	}
 	cg.Args = make([]coordinator.Arg, len(k.Params))
 	for i, p := range k.Params {

@@ -50,6 +50,21 @@ func TestClusterJacobiMatchesEmbedded_C3(t *testing.T) {
 	if moved := c.PeerBytes() - before; moved != halo {
 		t.Errorf("bytes between nodes (counted by the nodes) = %d, want the halo minimum %d", moved, halo)
 	}
+	// Border chunks of 2 rows at the blocks' edges: the same result, the
+	// same halo.
+	bparams := map[string]string{"n": "48", "iters": "6", "rows": "1", "borders": "2"}
+	bout := t.TempDir()
+	before = c.PeerBytes()
+	if _, err := Run(ctx, Config{JobFile: job, Params: bparams, OutDir: bout,
+		Cluster: &ClusterConfig{Addrs: c.Addrs()[:1], CredentialsDir: c.Dir, Client: "alice"}}); err != nil {
+		t.Fatalf("cluster with borders: %v", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(bout, "jacobi.npy")); !bytes.Equal(got, want) {
+		t.Error("cluster jacobi.npy with border chunks differs from the embedded one")
+	}
+	if moved := c.PeerBytes() - before; moved != halo {
+		t.Errorf("bytes between nodes with border chunks = %d, want the halo minimum %d", moved, halo)
+	}
 	if len(res.Cluster.Nodes) != 3 {
 		t.Errorf("nodes = %v, want the three discovered from one address", res.Cluster.Nodes)
 	}
