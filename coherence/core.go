@@ -312,18 +312,16 @@ func (c *Core) Submit(cg CommandGroup) (Step, error) {
 	if err := c.checkID(cg.ID); err != nil {
 		return Step{}, err
 	}
-	if err := c.validate(cg); err != nil {
+	// Each access's buffer, looked up once by validate.
+	bs, err := c.validate(cg, c.bufScratch[:0])
+	c.bufScratch = bs
+	if err != nil {
 		return Step{}, err
 	}
-	// Each access's buffer, looked up once (validate checked they exist).
-	bs := c.bufScratch[:0]
 	anyLost := false
-	for _, a := range cg.Accesses {
-		b := c.bufs[a.Buffer]
-		bs = append(bs, b)
+	for _, b := range bs {
 		anyLost = anyLost || len(b.lost) > 0
 	}
-	c.bufScratch = bs
 	if anyLost {
 		if lost := c.lostNeeded(cg); len(lost) > 0 {
 			clear(bs)
@@ -451,6 +449,12 @@ type plannedTo struct {
 // adds them to copies, and returns deps extended by the in-flight fills of the
 // chosen sources. It does not change the page states.
 func (c *Core) planAccess(b *buffer, box Box, t int, copies *[]*copyAcc, planned *[]plannedTo, deps []CGID) []CGID {
+	tbit := uint64(1) << t
+	if m, ok := b.states.uniform(b.pages, box); ok && (m&tbit != 0 || m&^lostBit == 0) {
+		// Fast path: the box lies in one run of the page states, up to date
+		// on t or with no valid copy: nothing to copy.
+		return deps
+	}
 	var pl *plannedTo
 	for i := range *planned {
 		if (*planned)[i].buf == b && (*planned)[i].t == t {
@@ -461,7 +465,6 @@ func (c *Core) planAccess(b *buffer, box Box, t int, copies *[]*copyAcc, planned
 		*planned = append(*planned, plannedTo{buf: b, t: t})
 		pl = &(*planned)[len(*planned)-1]
 	}
-	tbit := uint64(1) << t
 	dst := b.slots[t].alloc
 	prev := -1
 	var newly []span
@@ -655,6 +658,12 @@ func (c *Core) reduceDeps(deps []CGID) []CGID {
 }
 
 func finishDeps(deps []CGID, self CGID) []CGID {
+	if len(deps) <= 1 {
+		if len(deps) == 0 || deps[0] == self {
+			return nil
+		}
+		return deps
+	}
 	slices.Sort(deps)
 	deps = slices.Compact(deps)
 	if i, ok := slices.BinarySearch(deps, self); ok {
@@ -700,7 +709,9 @@ func (c *Core) checkID(id CGID) error {
 	return nil
 }
 
-func (c *Core) validate(cg CommandGroup) error {
+// validate checks cg's accesses and appends each one's buffer to bs (nil
+// for an unknown buffer).
+func (c *Core) validate(cg CommandGroup, bs []*buffer) ([]*buffer, error) {
 	var errs []error
 	type newAlloc struct {
 		b *buffer
@@ -709,6 +720,7 @@ func (c *Core) validate(cg CommandGroup) error {
 	var fresh []newAlloc // (buffer, allocation) pairs this group creates
 	for i, a := range cg.Accesses {
 		b, err := c.buffer(a.Buffer)
+		bs = append(bs, b)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("command group %d, access %d: %w", cg.ID, i, err))
 			continue
@@ -733,7 +745,10 @@ func (c *Core) validate(cg CommandGroup) error {
 			}
 		}
 	}
-	return errors.Join(errs...)
+	if errs != nil {
+		return bs, errors.Join(errs...)
+	}
+	return bs, nil
 }
 
 // lostNeeded lists the pages non-discard accesses need that have no valid

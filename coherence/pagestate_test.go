@@ -250,3 +250,35 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 		t.Errorf("plan: %.1f allocs/op, want ≤ 6", n)
 	}
 }
+
+// TestUniformMatchesVisit_P2: the planner's fast path (pageStates.uniform)
+// reports a mask only where every page of the box has that mask, on random
+// states and boxes (2D and 3D grids, several chunks).
+func TestUniformMatchesVisit_P2(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		ext := Dims{rapid.IntRange(1, 3).Draw(t, "z"), rapid.IntRange(1, 40).Draw(t, "y"), rapid.IntRange(1, 300).Draw(t, "x")}
+		n := ext.Volume()
+		ps := newPageStates(n, 1)
+		for range rapid.IntRange(0, 6).Draw(t, "updates") {
+			lo := rapid.IntRange(0, n-1).Draw(t, "lo")
+			hi := rapid.IntRange(lo+1, n).Draw(t, "hi")
+			ps.update(lo, hi, stateOp{kind: opSet, m: 1 << rapid.IntRange(0, 3).Draw(t, "slot")})
+		}
+		var box Box
+		for d := range 3 {
+			box.Lo[d] = rapid.IntRange(0, ext[d]-1).Draw(t, "blo")
+			box.Hi[d] = rapid.IntRange(box.Lo[d]+1, ext[d]).Draw(t, "bhi")
+		}
+		m, ok := ps.uniform(ext, box)
+		if !ok {
+			return // the caller walks the states instead
+		}
+		boxSpans(ext, box, func(lo, hi int) {
+			ps.visit(lo, hi, func(a, b int, got uint64) {
+				if got != m {
+					t.Fatalf("uniform(%v) = %#x, but pages [%d,%d) have %#x", box, m, a, b, got)
+				}
+			})
+		})
+	})
+}
