@@ -30,6 +30,22 @@ func boxSpans(p Dims, b Box, fn func(lo, hi int)) {
 	}
 }
 
+// contiguousSpan returns the linear pages [lo, hi) of box in a grid of
+// extent ext when they are one contiguous span (whole planes, or a part of
+// one row); ok is false otherwise and for an empty box.
+func contiguousSpan(ext Dims, box Box) (lo, hi int, ok bool) {
+	switch {
+	case box.Empty():
+		return 0, 0, false
+	case box.Lo[1] == 0 && box.Hi[1] == ext[1] && box.Lo[2] == 0 && box.Hi[2] == ext[2]:
+		return flatten(ext, Dims{box.Lo[0], 0, 0}), flatten(ext, Dims{box.Hi[0], 0, 0}), true
+	case box.Hi[0]-box.Lo[0] == 1 && box.Hi[1]-box.Lo[1] == 1:
+		lo = flatten(ext, box.Lo)
+		return lo, lo + box.Hi[2] - box.Lo[2], true
+	}
+	return 0, 0, false
+}
+
 // spansToBoxes turns sorted, disjoint linear intervals of a grid of extent p
 // into few maximal page boxes (T4), sorted by (Lo, Hi). Greedy: each interval
 // becomes at most five pieces (partial head row, rows, whole planes, rows,

@@ -305,6 +305,23 @@ func (n *region) setLists(w, bf, rd []CGID) {
 // are being copied to x's target by x's group: their regions also record the
 // in-flight fill.
 func (c *Core) conflictPass(b *buffer, box Box, x *accessCtx, filled []span, deps []CGID) []CGID {
+	if len(filled) == 0 {
+		// Fast path: the box is exactly one chunk of the conflict map, held
+		// as one segment (a small buffer accessed whole): apply x to its
+		// region directly, as update's own one-segment case would.
+		if lo, hi, ok := contiguousSpan(b.pages, box); ok && lo&(imLen-1) == 0 {
+			m := b.conf
+			ci := lo >> imShift
+			if ch := &m.chunks[ci]; hi-lo == m.chunkSize(ci) && len(ch.starts) == 1 {
+				r := ch.vals[0]
+				if r != nil && c.allDone(r) {
+					r = nil
+				}
+				ch.vals[0], deps = c.applyAccess(r, x, false, deps)
+				return deps
+			}
+		}
+	}
 	c.memo.reset()
 	c.memoFill.reset()
 	apply := func(lo, hi int, addFill bool) {

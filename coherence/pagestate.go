@@ -101,17 +101,8 @@ func (p *pageStates) visit(lo, hi int, fn func(lo, hi int, mask uint64)) {
 // when they form one contiguous span inside one run of one chunk; ok is
 // false otherwise (the caller then walks the states).
 func (p *pageStates) uniform(ext Dims, box Box) (mask uint64, ok bool) {
-	if box.Empty() {
-		return 0, false
-	}
-	// One contiguous span: whole planes, or a part of one row.
-	var lo, hi int
-	switch {
-	case box.Lo[1] == 0 && box.Hi[1] == ext[1] && box.Lo[2] == 0 && box.Hi[2] == ext[2]:
-		lo, hi = flatten(ext, Dims{box.Lo[0], 0, 0}), flatten(ext, Dims{box.Hi[0], 0, 0})
-	case box.Hi[0]-box.Lo[0] == 1 && box.Hi[1]-box.Lo[1] == 1:
-		lo, hi = flatten(ext, box.Lo), flatten(ext, box.Lo)+box.Hi[2]-box.Lo[2]
-	default:
+	lo, hi, ok := contiguousSpan(ext, box)
+	if !ok {
 		return 0, false
 	}
 	ci := lo >> chunkShift
