@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/acpp/acpp/cpu"
@@ -447,6 +448,7 @@ func (j *job) arm(in *instr) {
 			continue
 		}
 		arr.claim, in.claimed, in.state = in, true, stRunning
+		arr.claimedAt = time.Now()
 		j.running++
 		if !arr.landed {
 			j.mu.Unlock()

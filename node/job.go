@@ -75,6 +75,10 @@ type arrival struct {
 	ref      *device.Mem
 	refBytes uint64
 	refDone  chan error
+	// at, claimedAt and copyAt time a transfer by reference (debug logs):
+	// mapped, claimed by its Recv, copy enqueued. claimedAt is set under
+	// job.mu, copyAt by applyRef; both are read after refDone.
+	at, claimedAt, copyAt time.Time
 }
 
 // maxEvents bounds the unacknowledged completion events a job keeps.

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/acpp/acpp/credentials"
 	"github.com/acpp/acpp/device"
@@ -97,7 +99,11 @@ func (j *job) sendByRef(ctx context.Context, a *alloc, peer credentials.Identity
 	}
 	h := *hdr
 	h.Ref = &proto.PageRef{Host: n.refs.host, PID: os.Getpid(), Handle: handle, Bytes: a.bytes}
+	t0 := time.Now()
 	err = n.tr.SendPages(ctx, peer, &h, nil)
+	if n.log.Enabled(ctx, slog.LevelDebug) {
+		n.log.Debug("pages sent by reference", "peer", peer.Name, "buffer", hdr.Buffer, "sent_at_us", t0.UnixMicro(), "acked_after", time.Since(t0), "error", err)
+	}
 	var re *transport.RemoteError
 	if errors.As(err, &re) && re.Code == proto.CodeNoPageRef {
 		n.log.Info("peer cannot map this node's device memory; sending pages through the network", "peer", peer.Name, "mem", hdr.Mem, "reason", re.Message)
@@ -169,16 +175,18 @@ func (n *Node) pagesByRef(ctx context.Context, j *job, peer string, h *proto.Pag
 	hdr := *h
 	hdr.Boxes = slices.Clone(h.Boxes)
 	ref := *h.Ref
+	asked := time.Now()
 	return transport.PageSink{Done: func(err error) error {
 		if err != nil {
 			return err
 		}
+		done := time.Now()
 		src, err := j.importRef(sh, m.dev, peer, &ref)
 		if err != nil {
 			n.log.Info("cannot map a peer's device memory; it will send pages through the network", "peer", peer, "device", m.dev.Info().ID, "error", err)
 			return &proto.ErrorReply{Code: proto.CodeNoPageRef, Message: fmt.Sprintf("%s cannot map %s's memory: %v", m.dev.Info().ID, peer, err)}
 		}
-		arr := &arrival{from: peer, hdr: hdr, landed: true, ref: src, refBytes: ref.Bytes, refDone: make(chan error, 1)}
+		arr := &arrival{from: peer, hdr: hdr, landed: true, ref: src, refBytes: ref.Bytes, refDone: make(chan error, 1), at: time.Now()}
 		j.mu.Lock()
 		if j.closed != nil {
 			j.mu.Unlock()
@@ -194,6 +202,7 @@ func (n *Node) pagesByRef(ctx context.Context, j *job, peer string, h *proto.Pag
 				continue
 			}
 			in.claimed, in.state, arr.claim = true, stRunning, in
+			arr.claimedAt = time.Now()
 			j.running++
 			claimed = true
 			j.mu.Unlock()
@@ -206,6 +215,11 @@ func (n *Node) pagesByRef(ctx context.Context, j *job, peer string, h *proto.Pag
 		}
 		select {
 		case err := <-arr.refDone:
+			if n.log.Enabled(ctx, slog.LevelDebug) {
+				n.log.Debug("pages received by reference", "peer", peer, "buffer", hdr.Buffer, "early", !claimed, "asked_at_us", asked.UnixMicro(),
+					"handler_to_done", done.Sub(asked), "mapped", arr.at.Sub(done), "claimed_after", arr.claimedAt.Sub(arr.at),
+					"copy_started_after", arr.copyAt.Sub(arr.claimedAt), "copied_in", time.Since(arr.copyAt))
+			}
 			if err == nil {
 				n.met.bytes.WithLabelValues("received", peer).Add(float64(total))
 				n.met.boxes.WithLabelValues("received", peer).Add(float64(len(hdr.Boxes)))
@@ -234,6 +248,7 @@ func (n *Node) pagesByRef(ctx context.Context, j *job, peer string, h *proto.Pag
 // applyRef copies the boxes of a transfer by reference from the mapped
 // sender allocation into a, finishes in, and acknowledges the transfer.
 func (j *job) applyRef(in *instr, a *alloc, arr *arrival) {
+	arr.copyAt = time.Now()
 	if arr.refBytes != a.bytes {
 		err := fmt.Errorf("%w: the sender's allocation of buffer %d has %d bytes, this node's %d", proto.ErrMalformed, a.key.buf, arr.refBytes, a.bytes)
 		j.finish(in, err)
