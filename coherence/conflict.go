@@ -180,6 +180,21 @@ type accessCtx struct {
 // way; the successor costs one allocation for the struct and at most one for
 // all its group lists.
 func (c *Core) applyAccess(r *region, x *accessCtx, addFill bool, deps []CGID) (*region, []CGID) {
+	return c.applyAccessInto(nil, r, x, addFill, deps)
+}
+
+// applyAccessInto is applyAccess writing the successor of a read or write
+// into dst instead of a new region when dst is not nil. dst may be r itself
+// (r is read completely before dst is written); the caller guarantees that
+// nothing else refers to dst.
+func (c *Core) applyAccessInto(dst, r *region, x *accessCtx, addFill bool, deps []CGID) (*region, []CGID) {
+	reuse := func() *region {
+		if dst == nil {
+			return new(region)
+		}
+		*dst = region{}
+		return dst
+	}
 	var old region
 	if r != nil {
 		old = *r
@@ -222,7 +237,8 @@ func (c *Core) applyAccess(r *region, x *accessCtx, addFill bool, deps []CGID) (
 	case Read:
 		deps = appendIDs(deps, w)
 		fillDeps()
-		n := &region{reduce: old.reduce, op: old.op, target: old.target}
+		n := reuse()
+		n.reduce, n.op, n.target = old.reduce, old.op, old.target
 		n.setLists(w, bf, nil)
 		if fl = withFill(fl); len(fl) > 0 {
 			n.fills = slices.Clone(fl)
@@ -250,7 +266,7 @@ func (c *Core) applyAccess(r *region, x *accessCtx, addFill bool, deps []CGID) (
 		} else {
 			deps = appendIDs(deps, w)
 		}
-		n := &region{}
+		n := reuse()
 		n.small[0] = x.self
 		n.writers = n.small[:1:1]
 		return n, deps
@@ -314,10 +330,17 @@ func (c *Core) conflictPass(b *buffer, box Box, x *accessCtx, filled []span, dep
 			ci := lo >> imShift
 			if ch := &m.chunks[ci]; hi-lo == m.chunkSize(ci) && len(ch.starts) == 1 {
 				r := ch.vals[0]
+				// The map's only chunk, one segment: its region is referenced
+				// nowhere else and is updated in place (a small buffer
+				// accessed whole allocates no region per access).
+				var dst *region
+				if len(m.chunks) == 1 {
+					dst = r
+				}
 				if r != nil && c.allDone(r) {
 					r = nil
 				}
-				ch.vals[0], deps = c.applyAccess(r, x, false, deps)
+				ch.vals[0], deps = c.applyAccessInto(dst, r, x, false, deps)
 				return deps
 			}
 		}
