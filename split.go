@@ -54,6 +54,26 @@ type SplitOpts struct {
 	// in contiguous runs (with 6 chunks over 3 devices the default is
 	// 0 0 1 1 2 2, which keeps a stencil's halos on one device).
 	Interleave bool
+	// Borders, when > 0, cuts a chunk of this many items (work-groups for
+	// an ND launch) along the split dimension off each side of a device's
+	// block that touches another device's block: a stencil's halos then
+	// cross between devices while the interior chunk computes. It needs
+	// one block per device (Chunks 0 or the number of devices).
+	Borders int
+}
+
+// cut is the coordinator's split of a range (coherence order) over devs
+// devices for these options, with the split dimension dim (-1: auto).
+func (o *SplitOpts) cut(off, rng, local [3]int, dim, devs int) ([]coordinator.Chunk, []int, error) {
+	cs := coordinator.Split{Chunks: o.Chunks, Interleave: o.Interleave, Borders: o.Borders}
+	if dim >= 0 {
+		cs.Along = coordinator.SplitDim(dim + 1)
+	}
+	chunks, devOf, err := cs.Cut(off, rng, local, devs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrSplit, err)
+	}
+	return chunks, devOf, nil
 }
 
 // SplitDim names the dimension a split cuts, in the range's own order
@@ -303,55 +323,6 @@ func (s *splitChunk) deferLaunch(h *Handler, name string, nd device.NDRange, arg
 
 // ---- splitting a range ----
 
-// splitRange cuts rng (at off) into at most n chunks along dimension dim
-// (coherence order; -1: the outermost one larger than 1), each a multiple
-// of the work-group size local[dim] when set; chunks are as equal as
-// possible, the first ones taking the remainder. It is the coordinator's
-// rule (coordinator/split.go), so a program splits the same way on both
-// kinds of queue.
-func splitRange(off, rng, local [3]int, dim, n int) ([]coordinator.Chunk, error) {
-	if dim < 0 {
-		dim = 2
-		for d := range 3 {
-			if rng[d] > 1 {
-				dim = d
-				break
-			}
-		}
-	}
-	unit := max(local[dim], 1)
-	if rng[dim]%unit != 0 {
-		return nil, fmt.Errorf("%w: range %v is not a multiple of the work-group size %v", ErrSplit, rng, local)
-	}
-	units := rng[dim] / unit
-	n = max(min(n, units), 1)
-	out := make([]coordinator.Chunk, 0, n)
-	for i, start := 0, 0; i < n; i++ {
-		cnt := units / n
-		if i < units%n {
-			cnt++
-		}
-		if cnt == 0 {
-			continue
-		}
-		c := coordinator.Chunk{Offset: off, Range: rng}
-		c.Offset[dim] += start * unit
-		c.Range[dim] = cnt * unit
-		out = append(out, c)
-		start += cnt
-	}
-	return out, nil
-}
-
-// chunkDevice is the index into the device list of chunk i of n
-// (coordinator.Split's rule).
-func (o *SplitOpts) chunkDevice(i, n, devs int) int {
-	if o.Interleave || n <= devs {
-		return i % devs
-	}
-	return i * devs / n
-}
-
 // ---- a split group on a queue of local devices ----
 
 // submitSplit runs cgf once per chunk, each time with a Handler on the
@@ -406,16 +377,12 @@ func (q *Queue) submitSplit(cgf func(h *Handler) error, cfg submitConfig) (*Even
 		devs = slices.DeleteFunc(slices.Clone(devs[1:]), func(d device.Device) bool { return !act.runsOn(d) })
 		devs = append([]device.Device{first.dev}, devs...)
 	}
-	n := sp.Chunks
-	if n == 0 {
-		n = len(devs)
-	}
-	chunks, err := splitRange(act.nd.Offset, act.nd.Global, act.nd.Local, dim, n)
+	chunks, devOf, err := sp.cut(act.nd.Offset, act.nd.Global, act.nd.Local, dim, len(devs))
 	if err != nil {
 		return nil, err
 	}
 	for i := 1; i < len(chunks); i++ {
-		c, err := q.collectChunk(cgf, cfg, devs[sp.chunkDevice(i, len(chunks), len(devs))])
+		c, err := q.collectChunk(cgf, cfg, devs[devOf[i]])
 		if err != nil {
 			return nil, fmt.Errorf("chunk %d: %w", i, err)
 		}
@@ -671,7 +638,7 @@ func (q *Queue) clusterSplit(sp *SplitOpts, kd int) (*coordinator.Split, error) 
 	if err != nil {
 		return nil, err
 	}
-	cs := &coordinator.Split{Chunks: sp.Chunks, Interleave: sp.Interleave}
+	cs := &coordinator.Split{Chunks: sp.Chunks, Interleave: sp.Interleave, Borders: sp.Borders}
 	if dim >= 0 {
 		cs.Along = coordinator.SplitDim(dim + 1)
 	}

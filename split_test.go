@@ -130,6 +130,7 @@ func TestSplitEqualsUnsplitEmbedded_C4(t *testing.T) {
 		"7 chunks interleave":    SplitWith(SplitOpts{Chunks: 7, Interleave: true}),
 		"more chunks than items": SplitWith(SplitOpts{Chunks: 5000}),
 		"along dimension 0":      SplitWith(SplitOpts{Along: SplitDim0, Chunks: 4}),
+		"border chunks of 3":     SplitWith(SplitOpts{Borders: 3}),
 	}
 	for _, closure := range []bool{false, true} {
 		wantS := saxpyRun(t, q, n, closure)
@@ -334,6 +335,7 @@ func TestSplitRefusesBadInput_C4(t *testing.T) {
 		{"mapper on an unsplit group", pf(one), nil, ErrSplit, "not split; submit it with acpp.Split"},
 		{"no mapper", pf(), []SubmitOption{Split()}, ErrSplit, "has no range mapper"},
 		{"negative chunk count", pf(one), []SubmitOption{SplitWith(SplitOpts{Chunks: -1})}, ErrSplit, "Chunks is -1; it must be >= 1"},
+		{"borders with many chunks", pf(one), []SubmitOption{SplitWith(SplitOpts{Borders: 1, Chunks: 7})}, ErrSplit, "Borders needs one block per device"},
 		{"unknown device", pf(one), []SubmitOption{Split(DeviceID{Kind: CPU, Index: 7})}, ErrNoDevice, "cpu:7"},
 		{"single task", func(h *Handler) error { h.SingleTask(func() {}); return nil }, []SubmitOption{Split()}, ErrSplit, "only ParallelFor"},
 		{"fill", func(h *Handler) error { Fill(h, Write(h, b, one), 1); return nil }, []SubmitOption{Split()}, ErrSplit, "declares fill"},

@@ -202,7 +202,7 @@ func TestSplitBorders_C4(t *testing.T) {
 		return out
 	}
 	s := Split{Borders: 1}
-	cs, devs, err := s.chunks(Dims{}, Dims{1, 30, 8}, Dims{}, 3)
+	cs, devs, err := s.Cut(Dims{}, Dims{1, 30, 8}, Dims{}, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,17 +211,17 @@ func TestSplitBorders_C4(t *testing.T) {
 		t.Errorf("borders of 1 row over 3 devices: rows %v on devices %v; want %v on 0 0 1 1 1 2 2", rows(cs), devs, want)
 	}
 	// Work-groups of 4 rows: borders of one work-group.
-	cs, _, err = s.chunks(Dims{}, Dims{1, 32, 8}, Dims{1, 4, 8}, 2)
+	cs, _, err = s.Cut(Dims{}, Dims{1, 32, 8}, Dims{1, 4, 8}, 2)
 	if err != nil || !slices.Equal(rows(cs), [][2]int{{0, 12}, {12, 4}, {16, 4}, {20, 12}}) {
 		t.Errorf("borders of one 4-row work-group: %v, %v", rows(cs), err)
 	}
 	// A block too thin to cut stays whole.
-	cs, _, err = (&Split{Borders: 4}).chunks(Dims{}, Dims{1, 8, 8}, Dims{}, 2)
+	cs, _, err = (&Split{Borders: 4}).Cut(Dims{}, Dims{1, 8, 8}, Dims{}, 2)
 	if err != nil || !slices.Equal(rows(cs), [][2]int{{0, 4}, {4, 4}}) {
 		t.Errorf("blocks of 4 rows with borders of 4: %v, %v", rows(cs), err)
 	}
 	for _, bad := range []Split{{Borders: -1}, {Borders: 1, Chunks: 6}} {
-		if _, _, err := bad.chunks(Dims{}, Dims{1, 30, 8}, Dims{}, 3); !errors.Is(err, ErrInvalid) {
+		if _, _, err := bad.Cut(Dims{}, Dims{1, 30, 8}, Dims{}, 3); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%+v: %v, want ErrInvalid", bad, err)
 		}
 	}

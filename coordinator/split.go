@@ -114,10 +114,12 @@ const (
 	SplitDim2
 )
 
-// chunks cuts a split group's range (at offset off, work-group size
-// local) over devs devices and returns the chunks with the index of each
-// one's device.
-func (s *Split) chunks(off, rng, local Dims, devs int) ([]Chunk, []int, error) {
+// Cut cuts a split group's range (at offset off, work-group size local)
+// over devs devices and returns the chunks, in order along the cut
+// dimension, with the index of each one's device. It is the one rule for
+// splitting: the root package's embedded queues use it too, so a program
+// splits the same way on a cluster and on local devices.
+func (s *Split) Cut(off, rng, local Dims, devs int) ([]Chunk, []int, error) {
 	if s.Borders < 0 {
 		return nil, nil, fmt.Errorf("%w: Split.Borders %d is negative", ErrInvalid, s.Borders)
 	}
