@@ -72,9 +72,18 @@ type Runtime struct {
 	host    device.Device                     // allocates host memory
 	memOf   map[device.ID]coherence.MemID     // device → the memory its kernels use
 	devOf   map[coherence.MemID]device.Device // memory → the device that allocates it and runs its copies
-	queueRR atomic.Uint32
 
 	procs int // GOMAXPROCS at New: with one, every Submit plans inline
+
+	// epoch is when the runtime started; nodes keep their times as
+	// monotonic offsets from it (one clock read each instead of time.Now's
+	// wall and monotonic reads).
+	epoch time.Time
+
+	// The field groups below are written by different goroutines (the
+	// submitter, the planner, device workers); padding keeps each on its
+	// own cache lines so that they do not invalidate each other's.
+	_ cacheLinePad
 
 	// Submitted nodes wait in pending, in ID order, until planned: by their
 	// submitter (inline) or, while the runtime is busy, by a planner
@@ -88,6 +97,7 @@ type Runtime struct {
 	planning  bool           // a planLoop runs; guarded by pendMu
 	planners  sync.WaitGroup // planLoop goroutines
 
+	_       cacheLinePad
 	mu      sync.Mutex
 	core    *coherence.Core    // guarded by mu
 	nextBuf coherence.BufferID // guarded by mu
@@ -103,6 +113,7 @@ type Runtime struct {
 	ready      map[allocKey]*device.Mem // made allocations, for lookups without mu
 	closed     bool                     // written under mu and pendMu
 
+	_ cacheLinePad
 	// Finished nodes are handed to the core lazily: finish appends the ID
 	// here and whoever next holds mu (Submit, RemoveBuffer, Wait) calls
 	// Complete. Devices' goroutines thus never wait for mu, which the
@@ -112,20 +123,21 @@ type Runtime struct {
 	completed []coherence.CGID // guarded by doneMu
 	spare     []coherence.CGID // the other buffer of completed; guarded by mu
 
+	_           cacheLinePad
 	outstanding atomic.Int64 // nodes not finished
 	waitMu      sync.Mutex
 	idle        []chan struct{} // closed when outstanding is 0; guarded by waitMu
 	errs        []error         // async errors not yet taken; guarded by waitMu
 
+	_                                                 cacheLinePad
 	groups, planned, copies, bytes, h2d, d2h, nallocs atomic.Int64
 
 	bg sync.WaitGroup // goroutines that free released allocations
-
-	// epoch is when the runtime started; nodes keep their times as
-	// monotonic offsets from it (one clock read each instead of time.Now's
-	// wall and monotonic reads).
-	epoch time.Time
 }
+
+// cacheLinePad separates fields that different goroutines write (two
+// 64-byte lines: the adjacent-line prefetcher pairs them).
+type cacheLinePad [128]byte
 
 // nodeWindow maps the IDs of planned, undrained nodes to their nodes. IDs
 // are dense and planned in increasing order, so it is a slice over
@@ -808,7 +820,7 @@ func (rt *Runtime) dispatchAt(n *Node, now time.Duration) {
 		return
 	}
 	n.left.Store(int32(len(ops)))
-	for _, p := range ops {
+	for i, p := range ops {
 		bytes := int64(p.op.Bytes())
 		dir := p.dir
 		cb := func(err error) {
@@ -824,7 +836,7 @@ func (rt *Runtime) dispatchAt(n *Node, now time.Duration) {
 			}
 			rt.copyDone(n, err)
 		}
-		if err := p.dev.Enqueue(rt.queue(), p.op, cb); err != nil {
+		if err := p.dev.Enqueue(queue(n)+i, p.op, cb); err != nil { // copies spread over queues
 			rt.copyDone(n, fmt.Errorf("copy: %w", err))
 		}
 	}
@@ -895,7 +907,9 @@ func (w *opWaiter) done(err error) {
 	n.rt.finish(n, err)
 }
 
-func (rt *Runtime) queue() int { return int(rt.queueRR.Add(1)) }
+// queue spreads groups over a device's queues by ID (a hint; no shared
+// counter to write).
+func queue(n *Node) int { return int(uint32(n.ID)) }
 
 // run starts a node's work once its copies are done.
 func (rt *Runtime) run(n *Node) {
@@ -928,7 +942,7 @@ func (rt *Runtime) run(n *Node) {
 		return
 	}
 	n.left.Store(int32(len(g.Ops)))
-	q := rt.queue()
+	q := queue(n)
 	done := getOpWaiter(n).fn
 	for _, op := range g.Ops {
 		if err := g.Device.Enqueue(q, op, done); err != nil {
