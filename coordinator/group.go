@@ -247,7 +247,7 @@ func (j *Job) validate(g *Group) ([]device.Param, error) {
 		}
 	}
 	var params []device.Param
-	if k, err := device.Kernels.Lookup(g.Kernel); err == nil {
+	if k, err := j.kernel(g.Kernel); err == nil {
 		params = k.Params
 		if len(g.Args) != len(params) {
 			errs = append(errs, fmt.Errorf("kernel %q takes %d arguments, got %d", g.Kernel, len(params), len(g.Args)))
@@ -280,7 +280,7 @@ func (j *Job) validate(g *Group) ([]device.Param, error) {
 // and, when this process knows the kernel, the device runs one of its
 // forms.
 func (j *Job) capable(kernel string) []int {
-	k, kerr := device.Kernels.Lookup(kernel)
+	k, kerr := j.kernel(kernel)
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	var out []int

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/acpp/acpp/coherence"
+	"github.com/acpp/acpp/device"
 	"github.com/acpp/acpp/node/nodeclient"
 	"github.com/acpp/acpp/proto"
 	"github.com/acpp/acpp/transport"
@@ -80,6 +81,7 @@ type Job struct {
 	rr      int
 	stats   Stats
 	lineage map[coherence.BufferID][]writeRec
+	shipped map[string]*device.Kernel // kernels RegisterKernels shipped to the nodes, by name
 }
 
 // nodeState is one node of a job.

@@ -27,14 +27,11 @@ import (
 // or parameters that do not match the entry; the error names the node and
 // the kernel. Register a kernel before the first group that uses it.
 //
-// Placement and argument kinds follow this process's registry
-// (device.Kernels) when it has the kernel, as for every kernel: a kernel
-// registered there too must be the same declaration, and with it
-// placement is exact per device. A kernel only shipped is offered on
-// every device of the nodes that registered it, so on a node that has CPU
-// devices too pin its groups (Group.Device) or register it in this process
-// as well; and give its accessors an explicit Kind (Accessor.Kind), since
-// the job does not know its parameters.
+// Placement and argument kinds follow the kernel's declaration: this
+// process's registry's (device.Kernels) when it has the kernel — a kernel
+// registered there too must be the same declaration — or else the shipped
+// one, so a PTX-only kernel is offered only to the PTX devices of the
+// nodes that registered it, also on nodes with CPU devices too.
 func (j *Job) RegisterKernels(ctx context.Context, ks ...device.Kernel) error {
 	if len(ks) == 0 {
 		return nil
@@ -97,8 +94,33 @@ func (j *Job) RegisterKernels(ctx context.Context, ks ...device.Kernel) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
+	j.mu.Lock()
+	if j.shipped == nil {
+		j.shipped = map[string]*device.Kernel{}
+	}
+	for i := range ks {
+		k := ks[i]
+		j.shipped[k.Name] = &k
+	}
+	j.mu.Unlock()
 	j.log.Info("job kernels registered", "kernels", names, "nodes", len(targets))
 	return nil
+}
+
+// kernel is the kernel the job launches under name: this process's
+// registry's, or one the job shipped (RegisterKernels), for its
+// parameters and the forms placement matches against devices.
+func (j *Job) kernel(name string) (*device.Kernel, error) {
+	k, err := device.Kernels.Lookup(name)
+	if err == nil {
+		return k, nil
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if sk, ok := j.shipped[name]; ok {
+		return sk, nil
+	}
+	return nil, err
 }
 
 // ShipKernel makes the kernel that this process's registry has under

@@ -200,3 +200,28 @@ func TestRegisterKernelsRefused_C6(t *testing.T) {
 		}
 	}
 }
+
+// A shipped PTX kernel is placed only on PTX devices, also on a node that
+// has a CPU device too: the job places by the declaration it shipped.
+func TestShippedKernelPlacedOnPTXDevice_C6(t *testing.T) {
+	c, _ := ptxCluster(t, "cpu,fake")
+	j := openJob(t, c, nil)
+	if err := j.RegisterKernels(testCtx(t), jobSaxpy("mixed.saxpy")); err != nil {
+		t.Fatalf("RegisterKernels: %v", err)
+	}
+	const n = 1024
+	xs := make([]float32, n)
+	x, _ := j.NewBuffer(coordinator.BufferSpec{Range: coordinator.Dims{1, 1, n}, ElemSize: 4, Init: f32bytes(xs)})
+	y, _ := j.NewBuffer(coordinator.BufferSpec{Range: coordinator.Dims{1, 1, n}, ElemSize: 4, Init: f32bytes(xs)})
+	for range 4 {
+		if _, err := j.Submit(testCtx(t), coordinator.Group{Kernel: "mixed.saxpy", Range: coordinator.Dims{1, 1, n}, Args: saxpyArgs(1, x, y)}); err != nil {
+			t.Fatalf("Submit: %v", err)
+		}
+	}
+	if err := j.Wait(testCtx(t)); err != nil {
+		t.Fatalf("job: %v", err)
+	}
+	if p := j.Stats().Placed; p["n0/fake:0"] != 4 || len(p) != 1 {
+		t.Errorf("groups placed %v, want all four on n0/fake:0 (n0/cpu:0 cannot run PTX)", p)
+	}
+}
