@@ -221,6 +221,11 @@ func FuzzHello(f *testing.F) {
 // junk without crashing; what validates re-encodes to the same segment.
 func FuzzPageSegment(f *testing.F) {
 	f.Add([]byte{0x80})
+	// A segment of pages by reference (no payload).
+	if b, err := msgpack.Marshal(&proto.PageSegment{Count: 1, Header: proto.PageHeader{Job: 1, Buffer: 2, ElemSize: 4,
+		Boxes: []proto.Box{{Hi: [3]uint64{1, 1, 16}}}, Ref: &proto.PageRef{Host: "boot", PID: 7, Handle: make([]byte, 64), Bytes: 64}}}); err == nil {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if _, err := scanMsgpack(b); err != nil {
 			return
