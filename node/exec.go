@@ -180,6 +180,20 @@ func runOps(dev device.Device, q int, ops []device.Op, done func(error)) {
 	}
 }
 
+// sameBoxCopies copies boxes between two memories holding the same buffer
+// (geometry of a: range and element size), one op per box.
+func sameBoxCopies(src, dst *device.Mem, a *alloc, boxes []proto.Box) []device.Op {
+	ops := make([]device.Op, 0, len(boxes))
+	for _, b := range boxes {
+		ops = append(ops, device.CopyOp{
+			Src:  device.Region{Mem: src, Extent: ints(a.rng), Origin: ints(b.Lo)},
+			Dst:  device.Region{Mem: dst, Extent: ints(a.rng), Origin: ints(b.Lo)},
+			Size: boxSize(b), ElemSize: int(a.elem),
+		})
+	}
+	return ops
+}
+
 func copyOps(cs []device.CopyOp) []device.Op {
 	ops := make([]device.Op, len(cs))
 	for i, c := range cs {
@@ -202,15 +216,7 @@ func (j *job) doCopy(in *instr) {
 				case !src.m.host:
 					dev = src.m.dev
 				}
-				ops := make([]device.Op, 0, len(in.in.Boxes))
-				for _, b := range in.in.Boxes {
-					ops = append(ops, device.CopyOp{
-						Src:  device.Region{Mem: src.mem, Extent: ints(src.rng), Origin: ints(b.Lo)},
-						Dst:  device.Region{Mem: dst.mem, Extent: ints(dst.rng), Origin: ints(b.Lo)},
-						Size: boxSize(b), ElemSize: int(src.elem),
-					})
-				}
-				runOps(dev, queueLocal, ops, func(err error) { j.finish(in, err) })
+				runOps(dev, queueLocal, sameBoxCopies(src.mem, dst.mem, src, in.in.Boxes), func(err error) { j.finish(in, err) })
 				return
 			}
 		}

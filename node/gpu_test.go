@@ -36,11 +36,7 @@ func deviceMemoryRoundTrip(t *testing.T, c *nodeclient.Client, mem uint32) {
 	rng := [3]uint64{4, 33, 65}
 	const elem = 4
 	size := int(rng[0]*rng[1]*rng[2]) * elem
-	image := make([]byte, size)
-	r := rand.New(rand.NewPCG(3, 4))
-	for i := range image {
-		image[i] = byte(r.Uint32())
-	}
+	image := randomBytes(size, 3)
 	whole := []proto.Box{{Hi: rng}}
 	boxes := []proto.Box{{Lo: [3]uint64{0, 1, 2}, Hi: [3]uint64{2, 30, 60}}, {Lo: [3]uint64{3, 0, 0}, Hi: [3]uint64{4, 33, 65}}}
 	host := proto.Instr{ID: 1, Kind: proto.InstrAlloc, Buffer: 1, Range: rng, ElemSize: elem}
@@ -137,4 +133,14 @@ func TestDeviceFailureFailsInstruction(t *testing.T) {
 	if codes[3] != proto.CodeDevice || codes[4] != proto.CodeDepFailed {
 		t.Errorf("failure codes %v, want 3: device, 4: dependency failed", codes)
 	}
+}
+
+// randomBytes is n bytes from a PCG seeded with seed (tests' page images).
+func randomBytes(n int, seed uint64) []byte {
+	b := make([]byte, n)
+	r := rand.New(rand.NewPCG(seed, seed+1))
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
 }

@@ -255,15 +255,7 @@ func (j *job) applyRef(in *instr, a *alloc, arr *arrival) {
 		arr.refDone <- &proto.ErrorReply{Code: proto.CodeRefused, Message: err.Error()}
 		return
 	}
-	ops := make([]device.Op, 0, len(in.in.Boxes))
-	for _, b := range in.in.Boxes {
-		ops = append(ops, device.CopyOp{
-			Src:  device.Region{Mem: arr.ref, Extent: ints(a.rng), Origin: ints(b.Lo)},
-			Dst:  device.Region{Mem: a.mem, Extent: ints(a.rng), Origin: ints(b.Lo)},
-			Size: boxSize(b), ElemSize: int(a.elem),
-		})
-	}
-	runOps(a.m.dev, queueIn, ops, func(err error) {
+	runOps(a.m.dev, queueIn, sameBoxCopies(arr.ref, a.mem, a, in.in.Boxes), func(err error) {
 		j.finish(in, err)
 		arr.refDone <- err
 	})

@@ -3,7 +3,6 @@ package node_test
 import (
 	"bytes"
 	"context"
-	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -64,11 +63,7 @@ func TestPagesByReferenceEarly_C3(t *testing.T) {
 	rng := [3]uint64{1, 8, 256}
 	const elem = 4
 	size := int(rng[0]*rng[1]*rng[2]) * elem
-	image := make([]byte, size)
-	r := rand.New(rand.NewPCG(5, 6))
-	for i := range image {
-		image[i] = byte(r.Uint32())
-	}
+	image := randomBytes(size, 5)
 	whole := []proto.Box{{Hi: rng}}
 	rows := []proto.Box{{Lo: [3]uint64{0, 2, 0}, Hi: [3]uint64{1, 5, 256}}}
 	host := proto.Instr{ID: 1, Kind: proto.InstrAlloc, Buffer: 1, Range: rng, ElemSize: elem}
