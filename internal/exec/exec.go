@@ -453,7 +453,9 @@ type Node struct {
 	// successors were taken.
 	fin     atomic.Bool
 	planned atomic.Bool // deps and plan (or planErr) are set
-	inline  bool        // planned by its submitter, which reports planErr
+	// opFailed is set once firstErr holds an error (countDone).
+	opFailed atomic.Bool
+	inline   bool // planned by its submitter, which reports planErr
 }
 
 // closedCh is the Done channel of nodes that finished before anyone asked.
@@ -851,10 +853,17 @@ func (n *Node) countDone(err error) (last bool, first error) {
 			n.firstErr = err
 		}
 		n.errMu.Unlock()
+		n.opFailed.Store(true)
 	}
 	if n.left.Add(-1) != 0 {
 		return false, nil
 	}
+	// The last one: the decrement orders after every recorded error, so
+	// without a failure no lock is needed.
+	if !n.opFailed.Load() {
+		return true, nil
+	}
+	n.opFailed.Store(false)
 	n.errMu.Lock()
 	err = n.firstErr
 	n.firstErr = nil
