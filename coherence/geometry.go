@@ -172,8 +172,15 @@ func (g Geometry) PageRange(offset, rng Dims) (Box, error) {
 	}
 	var b Box
 	for d := range 3 {
-		b.Lo[d] = offset[d] / g.PageSize[d]
-		b.Hi[d] = ceilDiv(offset[d]+rng[d], g.PageSize[d])
+		ps, lo, hi := g.PageSize[d], offset[d], offset[d]+rng[d]
+		switch {
+		case ps == 1: // no division (a 1D buffer's outer dimensions)
+			b.Lo[d], b.Hi[d] = lo, hi
+		case hi <= ps: // inside the first page (a small buffer accessed whole)
+			b.Lo[d], b.Hi[d] = 0, 1
+		default:
+			b.Lo[d], b.Hi[d] = lo/ps, ceilDiv(hi, ps)
+		}
 	}
 	return b, nil
 }
