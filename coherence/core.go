@@ -923,7 +923,8 @@ func (c *Core) sweep() {
 // allocates it again (B5). id is a fresh command group ID.
 //
 // Releasing a host allocation that holds the only copy of some pages fails
-// with ErrLastCopy: there is nowhere to evacuate them.
+// with ErrLastCopy: there is nowhere to evacuate them. An id not above
+// every earlier group's fails with ErrOrder, as for Submit.
 func (c *Core) Release(id CGID, buf BufferID, alloc AllocID) (Step, error) {
 	if err := c.checkID(id); err != nil {
 		return Step{}, err
