@@ -33,6 +33,10 @@ import (
 // differs), in the same process (CUDA cannot open its own handles),
 // without a MemSharer device, or whose mapping failed.
 
+// refAckTimeout bounds how long a send by reference that was cancelled
+// waits for the receiver's answer (see sendByRef).
+const refAckTimeout = 10 * time.Second
+
 // pageRefs is a node's state for pages by reference.
 type pageRefs struct {
 	host string // this host's ID; "" disables pages by reference
@@ -100,7 +104,15 @@ func (j *job) sendByRef(ctx context.Context, a *alloc, peer credentials.Identity
 	h := *hdr
 	h.Ref = &proto.PageRef{Host: n.refs.host, PID: os.Getpid(), Handle: handle, Bytes: a.bytes}
 	t0 := time.Now()
-	err = n.tr.SendPages(ctx, peer, &h, nil)
+	// The receiver copies from this allocation until it answers, and the
+	// allocation may be freed as soon as this send ends: a cancellation
+	// (job closed, peer lost) must not end it before the answer, or the
+	// receiver's GPU would read freed memory. The answer comes when the
+	// copy is done, the receiver's job closes, or its connection breaks;
+	// refAckTimeout bounds the wait if none of that happens.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refAckTimeout)
+	err = n.tr.SendPages(sctx, peer, &h, nil)
+	cancel()
 	if n.log.Enabled(ctx, slog.LevelDebug) {
 		n.log.Debug("pages sent by reference", "peer", peer.Name, "buffer", hdr.Buffer, "sent_at_us", t0.UnixMicro(), "acked_after", time.Since(t0), "error", err)
 	}
@@ -231,13 +243,18 @@ func (n *Node) pagesByRef(ctx context.Context, j *job, peer string, h *proto.Pag
 		case <-j.ctx.Done():
 		}
 		// The sender gave up or the job closed. An unclaimed arrival is
-		// dropped; a claimed one finishes its copy (device work always
-		// ends) and its Recv.
+		// dropped. A claimed one's copy is on the device: answer only when
+		// it has ended (device work always ends), since the answer lets
+		// the sender free the memory it reads.
 		j.mu.Lock()
-		if i := slices.Index(j.early, arr); i >= 0 {
+		claimedNow := arr.claim != nil
+		if i := slices.Index(j.early, arr); i >= 0 && !claimedNow {
 			j.early = slices.Delete(j.early, i, i+1)
 		}
 		j.mu.Unlock()
+		if claimedNow {
+			return <-arr.refDone
+		}
 		if err := context.Cause(ctx); err != nil {
 			return err
 		}
