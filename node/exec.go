@@ -52,7 +52,7 @@ func (j *job) doAlloc(in *instr) error {
 	}
 	bytes := elems(in.in.Range) * uint64(in.in.ElemSize)
 	key := allocKey{in.in.Buffer, in.in.Mem}
-	a := &alloc{key: key, m: m, rng: in.in.Range, elem: in.in.ElemSize, bytes: bytes}
+	a := &alloc{key: key, m: m, rng: in.in.Range, elem: in.in.ElemSize, bytes: bytes, serial: j.n.refs.serial.Add(1)}
 	j.mu.Lock()
 	if _, ok := j.allocs[key]; ok {
 		j.mu.Unlock()

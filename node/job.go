@@ -58,8 +58,10 @@ type alloc struct {
 	elem  uint32
 	bytes uint64
 	// exported is the allocation's export handle for pages by reference
-	// (guarded by job.mu); nil until a send needed it.
+	// (guarded by job.mu); nil until a send needed it. serial tells this
+	// allocation from earlier ones that had the same address.
 	exported []byte
+	serial   uint64
 }
 
 // arrival is a page transfer that came before its Recv was armed; its bytes

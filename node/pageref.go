@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/acpp/acpp/credentials"
@@ -39,7 +40,8 @@ const refAckTimeout = 10 * time.Second
 
 // pageRefs is a node's state for pages by reference.
 type pageRefs struct {
-	host string // this host's ID; "" disables pages by reference
+	host   string        // this host's ID; "" disables pages by reference
+	serial atomic.Uint64 // numbers the node's allocations (proto.PageRef.Alloc)
 
 	mu      sync.Mutex
 	refused map[string]bool // "peer/mem" pairs that answered CodeNoPageRef
@@ -102,7 +104,7 @@ func (j *job) sendByRef(ctx context.Context, a *alloc, peer credentials.Identity
 		j.mu.Unlock()
 	}
 	h := *hdr
-	h.Ref = &proto.PageRef{Host: n.refs.host, PID: os.Getpid(), Handle: handle, Bytes: a.bytes}
+	h.Ref = &proto.PageRef{Host: n.refs.host, PID: os.Getpid(), Handle: handle, Bytes: a.bytes, Alloc: a.serial}
 	t0 := time.Now()
 	// The receiver copies from this allocation until it answers, and the
 	// allocation may be freed as soon as this send ends: a cancellation
@@ -137,7 +139,7 @@ type imported struct {
 // importRef maps the allocation ref names into sh (once per job, peer and
 // allocation).
 func (j *job) importRef(sh device.MemSharer, dev device.Device, peer string, ref *proto.PageRef) (*device.Mem, error) {
-	key := peer + "/" + string(ref.Handle)
+	key := peer + "/" + strconv.FormatUint(ref.Alloc, 10) + "/" + string(ref.Handle)
 	j.mu.Lock()
 	im, ok := j.imports[key]
 	j.mu.Unlock()

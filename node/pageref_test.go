@@ -84,7 +84,7 @@ func TestPagesByReferenceEarly_C3(t *testing.T) {
 	if err := ja.Upload(testCtx(t), 1, 0, rng, elem, whole, image); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // the send is on its way, the recv not armed
+	time.Sleep(100 * time.Millisecond)                                    // the send is on its way, the recv not armed
 	pctx, cancel := context.WithTimeout(testCtx(t), 300*time.Millisecond) // a long poll: it answers at the deadline
 	res, err := ja.Poll(pctx, 5)
 	cancel()

@@ -22,6 +22,10 @@ type PageRef struct {
 	// Bytes is the size of the exported allocation; the receiver's
 	// allocation of the buffer has the same size (B1).
 	Bytes uint64 `msgpack:"b"`
+	// Alloc tells the sender's allocations apart: a freed allocation's
+	// handle may come back for a new one at the same address, and the
+	// receiver keeps its mappings by (sender, handle, Alloc).
+	Alloc uint64 `msgpack:"a,omitempty"`
 }
 
 // Bounds of a PageRef.
@@ -33,7 +37,6 @@ const (
 // CodeNoPageRef: the receiver cannot map memory by reference for this
 // transfer; send the bytes. (Application code; never renumber.)
 const CodeNoPageRef ErrorCode = CodeFirstApp + 300
-
 
 // Validate checks the reference's fields.
 func (r *PageRef) Validate() error {

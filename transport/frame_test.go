@@ -223,7 +223,7 @@ func FuzzPageSegment(f *testing.F) {
 	f.Add([]byte{0x80})
 	// A segment of pages by reference (no payload).
 	if b, err := msgpack.Marshal(&proto.PageSegment{Count: 1, Header: proto.PageHeader{Job: 1, Buffer: 2, ElemSize: 4,
-		Boxes: []proto.Box{{Hi: [3]uint64{1, 1, 16}}}, Ref: &proto.PageRef{Host: "boot", PID: 7, Handle: make([]byte, 64), Bytes: 64}}}); err == nil {
+		Boxes: []proto.Box{{Hi: [3]uint64{1, 1, 16}}}, Ref: &proto.PageRef{Host: "boot", PID: 7, Handle: make([]byte, 64), Bytes: 64, Alloc: 3}}}); err == nil {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
