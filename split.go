@@ -381,6 +381,9 @@ func (q *Queue) submitSplit(cgf func(h *Handler) error, cfg submitConfig) (*Even
 	if err != nil {
 		return nil, err
 	}
+	if len(chunks) == 0 {
+		return nil, fmt.Errorf("%w: the range %v is empty: there is nothing to split", ErrSplit, act.nd.Global)
+	}
 	for i := 1; i < len(chunks); i++ {
 		c, err := q.collectChunk(cgf, cfg, devs[devOf[i]])
 		if err != nil {

@@ -336,6 +336,7 @@ func TestSplitRefusesBadInput_C4(t *testing.T) {
 		{"no mapper", pf(), []SubmitOption{Split()}, ErrSplit, "has no range mapper"},
 		{"negative chunk count", pf(one), []SubmitOption{SplitWith(SplitOpts{Chunks: -1})}, ErrSplit, "Chunks is -1; it must be >= 1"},
 		{"borders with many chunks", pf(one), []SubmitOption{SplitWith(SplitOpts{Borders: 1, Chunks: 7})}, ErrSplit, "Borders needs one block per device"},
+		{"empty range", func(h *Handler) error { h.ParallelFor(R1(0), func(Item) {}); return nil }, []SubmitOption{Split()}, ErrSplit, "is empty"},
 		{"unknown device", pf(one), []SubmitOption{Split(DeviceID{Kind: CPU, Index: 7})}, ErrNoDevice, "cpu:7"},
 		{"single task", func(h *Handler) error { h.SingleTask(func() {}); return nil }, []SubmitOption{Split()}, ErrSplit, "only ParallelFor"},
 		{"fill", func(h *Handler) error { Fill(h, Write(h, b, one), 1); return nil }, []SubmitOption{Split()}, ErrSplit, "declares fill"},

@@ -51,7 +51,19 @@ func (d *Device) ImportMem(handle []byte, bytes int) (*device.Mem, error) {
 	var p driver.DevicePtr
 	err := d.Do(func(*Thread) error {
 		var err error
-		p, err = d.lib.IpcOpenMemHandle(h, driver.IpcMemLazyEnablePeerAccess)
+		if p, err = d.lib.IpcOpenMemHandle(h, driver.IpcMemLazyEnablePeerAccess); err != nil {
+			return err
+		}
+		// The peer says how large the allocation is; copies trust that
+		// size, so check it against the mapping (a copy past its end
+		// would fault this GPU's context).
+		_, size, err := d.lib.MemGetAddressRange(p)
+		if err == nil && size < uint64(bytes) {
+			err = fmt.Errorf("%w: the mapped allocation has %d bytes, the peer said %d", device.ErrBadOp, size, bytes)
+		}
+		if err != nil {
+			_ = d.lib.IpcCloseMemHandle(p)
+		}
 		return err
 	})
 	if err != nil {

@@ -62,6 +62,10 @@ type alloc struct {
 	// allocation from earlier ones that had the same address.
 	exported []byte
 	serial   uint64
+	// exportFailed: the device could not export it; its pages go as
+	// bytes. lent: it was sent by reference, so a peer may still have it
+	// mapped; freeing waits refFreeGrace (see freeIfIdleLocked).
+	exportFailed, lent bool
 }
 
 // arrival is a page transfer that came before its Recv was armed; its bytes
@@ -385,6 +389,16 @@ func (j *job) close(cause error) uint64 {
 	return held
 }
 
+// refFreeGrace is how long an allocation that went to peers by reference
+// stays after its job closed (see freeIfIdleLocked).
+const refFreeGrace = 2 * time.Second
+
+func (j *job) freeAlloc(a *alloc) {
+	if err := a.m.dev.Free(a.mem); err != nil {
+		j.n.log.Warn("free failed", "job", j.id, "buffer", a.key.buf, "mem", a.key.mem, "error", err)
+	}
+}
+
 // freeIfIdleLocked returns a func that frees every allocation of a closed
 // job once no instruction runs any more (a device may still be writing
 // into them until then).
@@ -412,10 +426,27 @@ func (j *job) freeIfIdleLocked() func() {
 					j.n.log.Warn("unmapping a peer's memory failed", "job", j.id, "device", im.dev.Info().ID, "error", err)
 				}
 			}
+			var lent []*alloc
 			for _, a := range allocs {
-				if err := a.m.dev.Free(a.mem); err != nil {
-					j.n.log.Warn("free failed", "job", j.id, "buffer", a.key.buf, "mem", a.key.mem, "error", err)
+				if a.lent {
+					lent = append(lent, a)
+					continue
 				}
+				j.freeAlloc(a)
+			}
+			if len(lent) == 0 {
+				return
+			}
+			// Peers that received pages of these by reference (CUDA IPC)
+			// unmap them when their part of the job closes, at about the
+			// same time; CUDA leaves freeing before they did undefined, so
+			// wait a little first (not past the node's own shutdown).
+			select {
+			case <-time.After(refFreeGrace):
+			case <-j.n.ctx.Done():
+			}
+			for _, a := range lent {
+				j.freeAlloc(a)
 			}
 		})
 	}
@@ -433,6 +464,13 @@ func (j *job) peerLost(name, how string) {
 	for _, id := range ids {
 		in := j.instrs[id]
 		if in.finished() || in.in.Peer != name || (in.in.Kind != proto.InstrRecv && in.in.Kind != proto.InstrSend) {
+			continue
+		}
+		if in.in.Kind == proto.InstrRecv && in.claimed && in.state == stRunning {
+			// Its pages are coming in or being copied into place: the
+			// transfer ends it (an error if the connection broke), and
+			// until then the device or the transport still writes into
+			// the allocation, which must not be freed.
 			continue
 		}
 		err := &NodeLostError{Node: name, How: how, Buffer: in.in.Buffer, Boxes: in.in.Boxes}

@@ -44,8 +44,13 @@ type pageRefs struct {
 	serial atomic.Uint64 // numbers the node's allocations (proto.PageRef.Alloc)
 
 	mu      sync.Mutex
-	refused map[string]bool // "peer/mem" pairs that answered CodeNoPageRef
+	refused map[string]time.Time // "peer/mem" pairs that answered CodeNoPageRef, and when
 }
+
+// refRetry is how long a (peer, memory) pair that refused pages by
+// reference gets bytes before the next offer (a refusal may be passing:
+// a mapping that failed once).
+const refRetry = time.Minute
 
 // hostID identifies the host across processes: the kernel's boot ID, or
 // "" where there is none (then nothing goes by reference).
@@ -69,16 +74,17 @@ func (r *pageRefs) usable(peer string, mem uint32) bool {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return !r.refused[refKey(peer, mem)]
+	at, ok := r.refused[refKey(peer, mem)]
+	return !ok || time.Since(at) > refRetry
 }
 
 func (r *pageRefs) refuse(peer string, mem uint32) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.refused == nil {
-		r.refused = map[string]bool{}
+		r.refused = map[string]time.Time{}
 	}
-	r.refused[refKey(peer, mem)] = true
+	r.refused[refKey(peer, mem)] = time.Now()
 }
 
 // sendByRef sends hdr's pages of a by reference. handled is false when
@@ -91,12 +97,17 @@ func (j *job) sendByRef(ctx context.Context, a *alloc, peer credentials.Identity
 		return false, nil
 	}
 	j.mu.Lock()
-	handle := a.exported
+	handle, failed := a.exported, a.exportFailed
 	j.mu.Unlock()
+	if failed {
+		return false, nil
+	}
 	if handle == nil {
 		if handle, err = sh.ExportMem(a.mem); err != nil {
-			n.log.Debug("device memory cannot be exported; sending pages as bytes", "device", a.m.dev.Info().ID, "error", err)
-			n.refs.refuse(peer.Name, hdr.Mem)
+			n.log.Debug("device memory cannot be exported; sending its pages as bytes", "device", a.m.dev.Info().ID, "error", err)
+			j.mu.Lock()
+			a.exportFailed = true
+			j.mu.Unlock()
 			return false, nil
 		}
 		j.mu.Lock()
@@ -108,13 +119,22 @@ func (j *job) sendByRef(ctx context.Context, a *alloc, peer credentials.Identity
 	t0 := time.Now()
 	// The receiver copies from this allocation until it answers, and the
 	// allocation may be freed as soon as this send ends: a cancellation
-	// (job closed, peer lost) must not end it before the answer, or the
-	// receiver's GPU would read freed memory. The answer comes when the
-	// copy is done, the receiver's job closes, or its connection breaks;
-	// refAckTimeout bounds the wait if none of that happens.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refAckTimeout)
+	// (job closed, peer lost) must not end the send before the answer, or
+	// the receiver's GPU could read freed memory. The answer comes when
+	// the copy is done, the receiver's job closes, or the connection
+	// breaks; after a cancellation refAckTimeout bounds the wait. Without
+	// one the send waits as long as the receiver's Recv takes to be ready,
+	// as a send of bytes does.
+	sctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		time.AfterFunc(refAckTimeout, func() { cancel(context.Cause(ctx)) })
+	})
 	err = n.tr.SendPages(sctx, peer, &h, nil)
-	cancel()
+	stop()
+	cancel(nil)
+	j.mu.Lock()
+	a.lent = true // a receiver may have it mapped: free it late (freeIfIdleLocked)
+	j.mu.Unlock()
 	if n.log.Enabled(ctx, slog.LevelDebug) {
 		n.log.Debug("pages sent by reference", "peer", peer.Name, "buffer", hdr.Buffer, "sent_at_us", t0.UnixMicro(), "acked_after", time.Since(t0), "error", err)
 	}
@@ -138,8 +158,8 @@ type imported struct {
 
 // importRef maps the allocation ref names into sh (once per job, peer and
 // allocation).
-func (j *job) importRef(sh device.MemSharer, dev device.Device, peer string, ref *proto.PageRef) (*device.Mem, error) {
-	key := peer + "/" + strconv.FormatUint(ref.Alloc, 10) + "/" + string(ref.Handle)
+func (j *job) importRef(sh device.MemSharer, dev device.Device, peer string, mem uint32, ref *proto.PageRef) (*device.Mem, error) {
+	key := refKey(peer, mem) + "/" + strconv.FormatUint(ref.Alloc, 10) + "/" + string(ref.Handle)
 	j.mu.Lock()
 	im, ok := j.imports[key]
 	j.mu.Unlock()
@@ -154,7 +174,7 @@ func (j *job) importRef(sh device.MemSharer, dev device.Device, peer string, ref
 	defer j.mu.Unlock()
 	if j.freed { // closed meanwhile: nobody would unmap it
 		j.n.goFunc(func() { _ = dev.Free(m) })
-		return nil, fmt.Errorf("job %d closed", j.id)
+		return nil, fmt.Errorf("%w: job %d", errJobClosed, j.id)
 	}
 	if other, ok := j.imports[key]; ok { // mapped twice concurrently
 		j.n.goFunc(func() { _ = dev.Free(m) })
@@ -195,7 +215,10 @@ func (n *Node) pagesByRef(ctx context.Context, j *job, peer string, h *proto.Pag
 			return err
 		}
 		done := time.Now()
-		src, err := j.importRef(sh, m.dev, peer, &ref)
+		src, err := j.importRef(sh, m.dev, peer, h.Mem, &ref)
+		if errors.Is(err, errJobClosed) {
+			return reply(proto.CodeRefused, "job %d is closed on node %s", j.id, n.cfg.Name)
+		}
 		if err != nil {
 			n.log.Info("cannot map a peer's device memory; it will send pages through the network", "peer", peer, "device", m.dev.Info().ID, "error", err)
 			return &proto.ErrorReply{Code: proto.CodeNoPageRef, Message: fmt.Sprintf("%s cannot map %s's memory: %v", m.dev.Info().ID, peer, err)}

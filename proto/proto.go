@@ -356,5 +356,13 @@ func (s *PageSegment) Validate(maxBytes uint64) (uint64, error) {
 	if s.Count == 1 && (s.Offset != 0 || s.Length != total) {
 		return 0, fmt.Errorf("%w: a single segment must carry the whole payload (%d bytes), has %d+%d", ErrMalformed, total, s.Offset, s.Length)
 	}
+	if s.Header.Ref != nil && s.Count != 1 {
+		return 0, fmt.Errorf("%w: pages by reference travel in one segment, not %d", ErrMalformed, s.Count)
+	}
+	// Segment i of n carries bytes [total·i/n, total·(i+1)/n): so the
+	// segments of a transfer cover its payload exactly once.
+	if lo, hi := total*uint64(s.Index)/uint64(s.Count), total*uint64(s.Index+1)/uint64(s.Count); s.Offset != lo || s.Offset+s.Length != hi {
+		return 0, fmt.Errorf("%w: page segment %d of %d has bytes %d+%d; it must carry bytes %d to %d of %d", ErrMalformed, s.Index, s.Count, s.Offset, s.Length, lo, hi, total)
+	}
 	return total, nil
 }

@@ -42,6 +42,8 @@ func TestPageHeaderValidate(t *testing.T) {
 
 func TestPageSegmentValidate(t *testing.T) {
 	h := PageHeader{ElemSize: 1, Boxes: []Box{{Hi: [3]uint64{1, 1, 100}}}}
+	ref := h
+	ref.Ref = &PageRef{Host: "boot", PID: 1, Handle: []byte{1}, Bytes: 100}
 	tests := []struct {
 		name string
 		s    PageSegment
@@ -52,6 +54,11 @@ func TestPageSegmentValidate(t *testing.T) {
 		{"single partial", PageSegment{Count: 1, Length: 50, Header: h}, false},
 		{"past end", PageSegment{Index: 1, Count: 2, Offset: 60, Length: 50, Header: h}, false},
 		{"index out of range", PageSegment{Index: 2, Count: 2, Length: 10, Header: h}, false},
+		{"part not where its index puts it", PageSegment{Index: 1, Count: 2, Offset: 0, Length: 50, Header: h}, false},
+		{"part too short", PageSegment{Index: 0, Count: 2, Offset: 0, Length: 40, Header: h}, false},
+		{"by reference, no payload", PageSegment{Count: 1, Header: ref}, true},
+		{"by reference in two segments", PageSegment{Index: 1, Count: 2, Header: ref}, false},
+		{"by reference with a payload", PageSegment{Count: 1, Length: 100, Header: ref}, false},
 		{"zero count", PageSegment{Length: 100, Header: h}, false},
 		{"too many", PageSegment{Count: MaxSegments + 1, Length: 1, Header: h}, false},
 	}

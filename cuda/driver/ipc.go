@@ -50,3 +50,11 @@ func (l *Lib) IpcOpenMemHandle(h IpcMemHandle, flags uint32) (DevicePtr, error) 
 // IpcCloseMemHandle is cuIpcCloseMemHandle: unmaps memory IpcOpenMemHandle
 // mapped.
 func (l *Lib) IpcCloseMemHandle(p DevicePtr) error { return l.call(pIpcCloseMemHandle, uintptr(p)) }
+
+// MemGetAddressRange is cuMemGetAddressRange_v2: the base and size of the
+// allocation that contains p.
+func (l *Lib) MemGetAddressRange(p DevicePtr) (DevicePtr, uint64, error) {
+	base, size := new(DevicePtr), new(uint64)
+	err := l.call(pMemGetAddressRange, uintptr(unsafe.Pointer(base)), uintptr(unsafe.Pointer(size)), uintptr(p))
+	return *base, *size, err
+}

@@ -44,6 +44,7 @@ const (
 	pIpcGetMemHandle
 	pIpcOpenMemHandle
 	pIpcCloseMemHandle
+	pMemGetAddressRange
 	pMemcpyAsync
 	pMemcpyHtoD
 	pMemcpyDtoH
@@ -113,6 +114,7 @@ var procs = [numProcs]proc{
 	pIpcGetMemHandle:         {"cuIpcGetMemHandle", docBase + "group__CUDA__MEM.html"},
 	pIpcOpenMemHandle:        {"cuIpcOpenMemHandle_v2", docBase + "group__CUDA__MEM.html"},
 	pIpcCloseMemHandle:       {"cuIpcCloseMemHandle", docBase + "group__CUDA__MEM.html"},
+	pMemGetAddressRange:      {"cuMemGetAddressRange_v2", docBase + "group__CUDA__MEM.html"},
 	pMemcpyAsync:             {"cuMemcpyAsync", docBase + "group__CUDA__MEM.html"},
 	pMemcpyHtoD:              {"cuMemcpyHtoD_v2", docBase + "group__CUDA__MEM.html"},
 	pMemcpyDtoH:              {"cuMemcpyDtoH_v2", docBase + "group__CUDA__MEM.html"},
