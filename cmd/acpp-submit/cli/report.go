@@ -89,7 +89,7 @@ func (res *Result) Summary() string {
 		fmt.Fprintf(&b, "  %d command groups failed\n", failed)
 	}
 	if n := splitSteps(res); n > 0 && res.Cluster == nil {
-		fmt.Fprintf(&b, "  note: %d steps ask for split; the embedded runtime runs them whole (splitting across devices comes with the cluster coordinator)\n", n)
+		fmt.Fprintf(&b, "  note: %d steps ask for split; the embedded runtime runs them whole (acpp-submit applies split on a cluster, --cluster)\n", n)
 	}
 	return b.String()
 }
