@@ -91,13 +91,7 @@ func (j *job) doFree(in *instr) error {
 	j.mu.Unlock()
 	j.n.met.allocs.Dec()
 	if lent { // a peer may have it mapped (pages by reference): free it late
-		j.n.goFunc(func() {
-			select {
-			case <-time.After(refFreeGrace):
-			case <-j.n.ctx.Done():
-			}
-			j.freeAlloc(a)
-		})
+		j.freeLent([]*alloc{a})
 		return nil
 	}
 	return a.m.dev.Free(a.mem)

@@ -39,14 +39,7 @@ func deviceMemoryRoundTrip(t *testing.T, c *nodeclient.Client, mem uint32) {
 	image := randomBytes(size, 3)
 	whole := []proto.Box{{Hi: rng}}
 	boxes := []proto.Box{{Lo: [3]uint64{0, 1, 2}, Hi: [3]uint64{2, 30, 60}}, {Lo: [3]uint64{3, 0, 0}, Hi: [3]uint64{4, 33, 65}}}
-	host := proto.Instr{ID: 1, Kind: proto.InstrAlloc, Buffer: 1, Range: rng, ElemSize: elem}
-	dev := host
-	dev.ID, dev.Mem = 2, mem
-	submit(t, ja, host, dev,
-		proto.Instr{ID: 3, Kind: proto.InstrUpload, Deps: []uint64{1}, Buffer: 1, Boxes: whole},
-		proto.Instr{ID: 4, Kind: proto.InstrCopy, Deps: []uint64{2, 3}, Buffer: 1, Mem: 0, DstMem: mem, Boxes: whole},
-		proto.Instr{ID: 5, Kind: proto.InstrSend, Deps: []uint64{4}, Buffer: 1, Mem: mem, PeerMem: mem, Boxes: boxes, Peer: "n1"},
-	)
+	host, dev := submitDeviceSend(t, ja, mem, rng, elem, boxes)
 	submit(t, jb, host, dev,
 		proto.Instr{ID: 3, Kind: proto.InstrFill, Deps: []uint64{2}, Buffer: 1, Mem: mem, Pattern: []byte{0}},
 		proto.Instr{ID: 4, Kind: proto.InstrRecv, Deps: []uint64{3}, Buffer: 1, Mem: mem, Boxes: boxes, Peer: "n0"},
@@ -143,4 +136,22 @@ func randomBytes(n int, seed uint64) []byte {
 		b[i] = byte(r.Uint32())
 	}
 	return b
+}
+
+// submitDeviceSend submits to j (on n0) buffer 1 of range rng allocated in
+// host memory (instruction 1) and in memory mem (2), an upload of the
+// whole buffer (3), its copy into mem (4) and a Send of boxes from mem to
+// n1 (5); it returns the two allocations for the receiver's job.
+func submitDeviceSend(t *testing.T, j *nodeclient.Job, mem uint32, rng [3]uint64, elem uint32, boxes []proto.Box) (host, dev proto.Instr) {
+	t.Helper()
+	whole := []proto.Box{{Hi: rng}}
+	host = proto.Instr{ID: 1, Kind: proto.InstrAlloc, Buffer: 1, Range: rng, ElemSize: elem}
+	dev = host
+	dev.ID, dev.Mem = 2, mem
+	submit(t, j, host, dev,
+		proto.Instr{ID: 3, Kind: proto.InstrUpload, Deps: []uint64{1}, Buffer: 1, Boxes: whole},
+		proto.Instr{ID: 4, Kind: proto.InstrCopy, Deps: []uint64{2, 3}, Buffer: 1, Mem: 0, DstMem: mem, Boxes: whole},
+		proto.Instr{ID: 5, Kind: proto.InstrSend, Deps: []uint64{4}, Buffer: 1, Mem: mem, PeerMem: mem, Boxes: boxes, Peer: "n1"},
+	)
+	return host, dev
 }

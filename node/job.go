@@ -393,6 +393,25 @@ func (j *job) close(cause error) uint64 {
 // stays after its job closed (see freeIfIdleLocked).
 const refFreeGrace = 2 * time.Second
 
+// freeLent frees allocations that went to peers by reference (CUDA IPC)
+// refFreeGrace late, on a node goroutine: the peers unmap them when their
+// part of the job closes, at about the same time, and CUDA leaves freeing
+// before they did undefined. The node's shutdown cuts the wait short.
+func (j *job) freeLent(lent []*alloc) {
+	if len(lent) == 0 {
+		return
+	}
+	j.n.goFunc(func() {
+		select {
+		case <-time.After(refFreeGrace):
+		case <-j.n.ctx.Done():
+		}
+		for _, a := range lent {
+			j.freeAlloc(a)
+		}
+	})
+}
+
 func (j *job) freeAlloc(a *alloc) {
 	if err := a.m.dev.Free(a.mem); err != nil {
 		j.n.log.Warn("free failed", "job", j.id, "buffer", a.key.buf, "mem", a.key.mem, "error", err)
@@ -434,20 +453,7 @@ func (j *job) freeIfIdleLocked() func() {
 				}
 				j.freeAlloc(a)
 			}
-			if len(lent) == 0 {
-				return
-			}
-			// Peers that received pages of these by reference (CUDA IPC)
-			// unmap them when their part of the job closes, at about the
-			// same time; CUDA leaves freeing before they did undefined, so
-			// wait a little first (not past the node's own shutdown).
-			select {
-			case <-time.After(refFreeGrace):
-			case <-j.n.ctx.Done():
-			}
-			for _, a := range lent {
-				j.freeAlloc(a)
-			}
+			j.freeLent(lent)
 		})
 	}
 }

@@ -229,24 +229,13 @@ func (n *Node) pagesByRef(ctx context.Context, j *job, peer string, h *proto.Pag
 			j.mu.Unlock()
 			return reply(proto.CodeRefused, "job %d is closed on node %s", j.id, n.cfg.Name)
 		}
-		claimed := false
-		for _, in := range j.recvs {
-			if in.state != stArmed || in.claimed || !matches(in, peer, &hdr) {
-				continue
-			}
-			a := j.allocs[allocKey{in.in.Buffer, in.in.Mem}]
-			if a == nil || a.mem == nil || a.elem != hdr.ElemSize {
-				continue
-			}
-			in.claimed, in.state, arr.claim = true, stRunning, in
-			arr.claimedAt = time.Now()
-			j.running++
-			claimed = true
+		in, a := j.claimArmedLocked(peer, &hdr)
+		claimed := in != nil
+		if claimed {
+			arr.claim, arr.claimedAt = in, time.Now()
 			j.mu.Unlock()
 			j.n.goFunc(func() { j.applyRef(in, a, arr) })
-			break
-		}
-		if !claimed {
+		} else {
 			j.early = append(j.early, arr)
 			j.mu.Unlock()
 		}

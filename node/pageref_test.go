@@ -66,14 +66,7 @@ func TestPagesByReferenceEarly_C3(t *testing.T) {
 	image := randomBytes(size, 5)
 	whole := []proto.Box{{Hi: rng}}
 	rows := []proto.Box{{Lo: [3]uint64{0, 2, 0}, Hi: [3]uint64{1, 5, 256}}}
-	host := proto.Instr{ID: 1, Kind: proto.InstrAlloc, Buffer: 1, Range: rng, ElemSize: elem}
-	dev := host
-	dev.ID, dev.Mem = 2, mem
-	submit(t, ja, host, dev,
-		proto.Instr{ID: 3, Kind: proto.InstrUpload, Deps: []uint64{1}, Buffer: 1, Boxes: whole},
-		proto.Instr{ID: 4, Kind: proto.InstrCopy, Deps: []uint64{2, 3}, Buffer: 1, Mem: 0, DstMem: mem, Boxes: whole},
-		proto.Instr{ID: 5, Kind: proto.InstrSend, Deps: []uint64{4}, Buffer: 1, Mem: mem, PeerMem: mem, Boxes: rows, Peer: "n1"},
-	)
+	host, dev := submitDeviceSend(t, ja, mem, rng, elem, rows)
 	// n1's Recv waits for an upload of its own that comes later.
 	submit(t, jb, host, dev,
 		proto.Instr{ID: 3, Kind: proto.InstrUpload, Deps: []uint64{1}, Buffer: 1, Boxes: whole},

@@ -56,16 +56,7 @@ func (n *Node) onPages(ctx context.Context, from credentials.Identity, h *proto.
 		j.mu.Unlock()
 		return transport.PageSink{}, reply(proto.CodeRefused, "job %d is closed on node %s", h.Job, n.cfg.Name)
 	}
-	for _, in := range j.recvs {
-		if in.state != stArmed || in.claimed || !matches(in, peer, h) {
-			continue
-		}
-		a := j.allocs[allocKey{in.in.Buffer, in.in.Mem}]
-		if a == nil || a.mem == nil || a.elem != h.ElemSize {
-			continue
-		}
-		in.claimed, in.state = true, stRunning
-		j.running++
+	if in, a := j.claimArmedLocked(peer, h); in != nil {
 		if a.mem.Host != nil {
 			var runs [][]byte
 			for _, b := range h.Boxes {
@@ -165,6 +156,25 @@ func (n *Node) onPages(ctx context.Context, from credentials.Identity, h *proto.
 		j.apply(in, a, arr.st)
 		return nil
 	}}, nil
+}
+
+// claimArmedLocked finds the armed, unclaimed Recv (or Upload) that pages
+// described by h from peer fill, with its allocation, and marks it claimed
+// and running. It returns nil when no Recv is ready for them.
+func (j *job) claimArmedLocked(peer string, h *proto.PageHeader) (*instr, *alloc) {
+	for _, in := range j.recvs {
+		if in.state != stArmed || in.claimed || !matches(in, peer, h) {
+			continue
+		}
+		a := j.allocs[allocKey{in.in.Buffer, in.in.Mem}]
+		if a == nil || a.mem == nil || a.elem != h.ElemSize {
+			continue
+		}
+		in.claimed, in.state = true, stRunning
+		j.running++
+		return in, a
+	}
+	return nil, nil
 }
 
 func recvErr(from credentials.Identity, err error) error {
