@@ -522,8 +522,10 @@ func (bd *builder) add(ns *nodeState, in proto.Instr) uint64 {
 	in.ID = ns.nextInstr
 	e.instrs = append(e.instrs, in)
 	ref := instrRef{g: bd.g, launch: in.Kind == proto.InstrLaunch, kind: in.Kind, peer: in.Peer}
-	if b := bd.j.bufs[coherence.BufferID(in.Buffer)]; b != nil && len(in.Boxes) > 0 {
-		ref.bytes = boxBytes(in.Boxes, b.geo.ElemSize)
+	if bd.j.cfg.OnGroupDone != nil && len(in.Boxes) > 0 { // bytes only feed traces
+		if b := bd.j.bufs[coherence.BufferID(in.Buffer)]; b != nil {
+			ref.bytes = boxBytes(in.Boxes, b.geo.ElemSize)
+		}
 	}
 	ns.instrs[in.ID] = ref
 	bd.g.pending++
