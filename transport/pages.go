@@ -560,6 +560,13 @@ func (a *assembly) complete(c *conn, failed error) error {
 	if c.assemblies[a.id] == a {
 		delete(c.assemblies, a.id)
 	}
+	if failed != nil {
+		// Segments of a failed transfer may still arrive (they were on
+		// the wire when it failed): refuse them, rather than start the
+		// transfer again and ask the handler (and call Done) once more.
+		// Transfer IDs are never reused on a connection.
+		c.tombstoneLocked(a.id)
+	}
 	c.mu.Unlock()
 	if a.sink.Done != nil {
 		return a.sink.Done(failed)
