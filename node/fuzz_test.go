@@ -3,15 +3,40 @@ package node
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/acpp/acpp/credentials"
 	"github.com/acpp/acpp/proto"
+	"github.com/acpp/acpp/transport"
 )
 
+// closedTransport is a transport that was started and closed again: every
+// send through it fails with transport.ErrClosed, as on a node shutting
+// down. One serves every offline node of the process.
+var closedTransport = sync.OnceValues(func() (*transport.Transport, error) {
+	ca, err := credentials.NewCA(credentials.CAConfig{Cluster: "fuzz"})
+	if err != nil {
+		return nil, err
+	}
+	is, err := ca.Issue(proto.RoleNode, "fuzz", credentials.IssueConfig{})
+	if err != nil {
+		return nil, err
+	}
+	cred, err := credentials.New(is.CertPEM, is.KeyPEM, ca.CertPEM())
+	if err != nil {
+		return nil, err
+	}
+	tr, err := transport.Start(transport.Config{Credentials: cred, ListenAddr: "127.0.0.1:0"})
+	if err != nil {
+		return nil, err
+	}
+	return tr, tr.Close()
+})
+
 // offlineNode is a node with devices and metrics but no network: enough to
-// run the executor.
+// run the executor. Its sends (Send, ReadBack) fail as on a closed node.
 func offlineNode(t testing.TB) *Node {
 	n := &Node{cfg: Config{Name: "fuzz", MaxBytes: 1 << 20}.withDefaults(), jobs: map[uint64]*job{}}
 	n.log = slog.New(slog.DiscardHandler)
@@ -21,6 +46,9 @@ func offlineNode(t testing.TB) *Node {
 		t.Fatal(err)
 	}
 	n.met = newMetrics()
+	if n.tr, err = closedTransport(); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		n.cancel(ErrClosed)
 		n.wg.Wait()
