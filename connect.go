@@ -15,6 +15,7 @@ import (
 	"github.com/acpp/acpp/coordinator"
 	"github.com/acpp/acpp/credentials"
 	"github.com/acpp/acpp/device"
+	"github.com/acpp/acpp/internal/exec"
 )
 
 // ErrClosureOnCluster: a command group of a cluster queue (Connect) declared
@@ -176,6 +177,9 @@ type clusterQueue struct {
 type clusterEvent struct {
 	ids  []coordinator.GroupID
 	done chan struct{}
+	// chunks are the groups of an embedded split (submitChunks), one per
+	// chunk, set before Submit returns; nil on a cluster queue.
+	chunks []*exec.Node
 
 	// guarded by clusterQueue.mu
 	left                     int
@@ -732,6 +736,11 @@ func (e *clusterEvent) state() (Status, error) {
 		}
 		return Complete, nil
 	default:
+		for _, n := range e.chunks {
+			if n.State() != exec.Submitted {
+				return Running, nil
+			}
+		}
 		return Submitted, nil
 	}
 }
@@ -741,6 +750,28 @@ func (e *clusterEvent) timing() Timing {
 	case <-e.done:
 		return Timing{Submitted: e.submitted, Started: e.issued, Ended: e.ended}
 	default:
-		return Timing{Submitted: e.submitted}
+		t := Timing{Submitted: e.submitted}
+		for _, n := range e.chunks {
+			if _, started, _ := n.Times(); !started.IsZero() && (t.Started.IsZero() || started.Before(t.Started)) {
+				t.Started = started
+			}
+		}
+		return t
 	}
+}
+
+// deps are the groups an embedded split's chunks waited for, other than
+// its own chunks, in ID order; nil on a cluster queue.
+func (e *clusterEvent) deps() []uint64 {
+	var out []uint64
+	for _, n := range e.chunks {
+		for _, d := range n.Deps() {
+			own := slices.ContainsFunc(e.chunks, func(c *exec.Node) bool { return c.ID == d })
+			if !own && !slices.Contains(out, uint64(d)) {
+				out = append(out, uint64(d))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }

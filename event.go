@@ -101,11 +101,12 @@ func (e *Event) ID() uint64 {
 	return uint64(e.n.ID)
 }
 
-// Deps are the IDs of earlier groups this one waited for (D1–D3).
-// A cluster queue's coordinator keeps them; Deps is nil there.
+// Deps are the IDs of earlier groups this one waited for (D1–D3). For a
+// split group they are those its chunks waited for, other than its own
+// chunks. A cluster queue's coordinator keeps them; Deps is nil there.
 func (e *Event) Deps() []uint64 {
 	if e.c != nil {
-		return nil
+		return e.c.deps()
 	}
 	d := e.n.Deps()
 	out := make([]uint64, len(d))

@@ -600,6 +600,7 @@ func (q *Queue) submitChunks(cgs []*cgroup) (*Event, error) {
 			break
 		}
 		j.ev.ids[i] = cg.node.ID // read only by Event.ID, after Submit returned
+		j.ev.chunks = append(j.ev.chunks, &cg.node)
 	}
 	return &Event{c: j.ev}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/acpp/acpp/kernels"
 )
@@ -302,6 +303,68 @@ func TestSplitEventCarriesFirstError_C4(t *testing.T) {
 	}
 	if got := readAll(t, b); got[0] != 7 || got[9] != 7 {
 		t.Errorf("chunk 0 did not run: %v", got[:10])
+	}
+}
+
+// C4, D1: a split group's event reports what its chunks do: Deps are the
+// earlier groups the chunks waited for (not the chunks themselves), Status
+// is Submitted while every chunk waits, Running once one started, and
+// Timing's Started is the first chunk's start.
+func TestSplitEventStatusAndDeps_C4_D1(t *testing.T) {
+	q := newQueue(t, WithCPUDevices(3), WithWorkers(1))
+	const n = 30
+	b := must(NewBuffer[int32](q, R1(n), PageSize(10)))
+	release := make(chan struct{})
+	writer := must(q.Submit(func(h *Handler) error {
+		w := Write(h, b, NoInit)
+		h.SingleTask(func() {
+			<-release
+			for i := range n {
+				w.Set(i, int32(i))
+			}
+		})
+		return nil
+	}))
+	inKernel, finish := make(chan struct{}, 3), make(chan struct{})
+	out := must(NewBuffer[int32](q, R1(n), PageSize(10)))
+	ev := must(q.Submit(func(h *Handler) error {
+		r := Read(h, b, Map(OneToOne()))
+		w := Write(h, out, NoInit, Map(OneToOne()))
+		h.ParallelForChunks(R1(n), func(lo, hi ID) {
+			inKernel <- struct{}{}
+			<-finish
+			for i := lo[0]; i < hi[0]; i++ {
+				w.Set(i, 2*r.At(i))
+			}
+		})
+		return nil
+	}, Split()))
+	if got, want := ev.Deps(), []uint64{writer.ID()}; !slices.Equal(got, want) {
+		t.Errorf("split event Deps %v, want the writer's ID %v", got, want)
+	}
+	if st, tm := ev.Status(), ev.Timing(); st != Submitted || !tm.Started.IsZero() {
+		t.Errorf("split event while its input is written: status %v, started %v; want Submitted, zero", st, tm.Started)
+	}
+	close(release)
+	select {
+	case <-inKernel:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no chunk started within 10 s of its input being written")
+	}
+	if st, tm := ev.Status(), ev.Timing(); st != Running || tm.Started.IsZero() || !tm.Ended.IsZero() {
+		t.Errorf("split event with a chunk in its kernel: status %v, timing %+v; want Running, started, not ended", st, tm)
+	}
+	close(finish)
+	if err := ev.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := ev.Status(); st != Complete {
+		t.Errorf("split event after Wait: status %v, want Complete", st)
+	}
+	for i, v := range readAll(t, out) {
+		if v != int32(2*i) {
+			t.Fatalf("out[%d] = %d, want %d", i, v, 2*i)
+		}
 	}
 }
 
