@@ -11,8 +11,10 @@ import (
 	"github.com/acpp/acpp/device"
 )
 
-// moduleKey identifies a PTX module by the identity of its bytes: kernels
-// keep their module for the life of the registry.
+// moduleKey identifies a PTX module by the identity of its bytes (the
+// address of the first byte and the length). The key's pointer keeps the
+// bytes alive while a cache holds it, so another module can never land at
+// a cached address; UnloadModule drops the key.
 type moduleKey struct {
 	p *byte
 	n int
@@ -169,8 +171,40 @@ func (d *Device) function(k *device.Kernel) (*function, error) {
 	return f, nil
 }
 
+var _ device.ModuleUnloader = (*Device)(nil)
+
+// UnloadModule implements device.ModuleUnloader: it drops the module loaded
+// from exactly mod (same data pointer and length) from the device's cache,
+// with the functions taken from it, and calls cuModuleUnload on the owner
+// thread, in the device's context. It forgets mod's parsed entries
+// (entryCache) too. A module never loaded here is a no-op. The caller
+// guarantees that no launch from mod is queued or running (the driver does
+// not wait for them); it waits for the owner goroutine.
+func (d *Device) UnloadModule(mod []byte) error {
+	if len(mod) == 0 {
+		return nil
+	}
+	key := moduleKey{unsafe.SliceData(mod), len(mod)}
+	entryCache.Delete(key)
+	return d.Do(func(*Thread) error { return d.unloadModule(key) })
+}
+
+// unloadModule runs on the owner thread.
+func (d *Device) unloadModule(key moduleKey) error {
+	m := d.funcs[key]
+	if m == nil {
+		return nil
+	}
+	delete(d.funcs, key)
+	if err := d.lib.ModuleUnload(m.mod); err != nil {
+		return fmt.Errorf("%s: unloading a PTX module of %d bytes: %w", d.info.ID, key.n, err)
+	}
+	return nil
+}
+
 // entryCache holds the parsed entry points of every PTX module seen, by
 // module identity, so Enqueue can check a launch's layout without the GPU.
+// UnloadModule deletes a module's entry.
 var entryCache sync.Map // moduleKey → map[string]kernels.Entry
 
 // checkEntry verifies, before a launch is queued, that the kernel's PTX has

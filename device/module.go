@@ -1,0 +1,31 @@
+package device
+
+// ModuleUnloader is implemented by devices that load kernel modules (PTX)
+// on their first launch and keep them loaded, keyed by the identity of the
+// module's bytes: the address of Kernel.PTX.Module's first byte and its
+// length (the CUDA backend does). The CPU backend loads nothing and does
+// not implement it; a caller asserts the interface and skips devices
+// without it.
+//
+// UnloadModule makes the device forget the module it loaded from exactly
+// that slice (same data pointer, same length): its handle and the entry
+// points taken from it are released. A slice with the same contents at
+// another address is another module and stays. A module the device never
+// loaded is a no-op with a nil error. Once it returns, a launch from that
+// slice loads the module again.
+//
+// The caller guarantees that no op launching a kernel from module is still
+// queued or running on the device, and that none is enqueued until
+// UnloadModule returns: unloading does not wait for them (the CUDA driver
+// API reference for cuModuleUnload promises no synchronisation and makes
+// any later use of the unloaded handle undefined behaviour). The node
+// calls it when the last job that shipped the module has closed and its
+// instructions have all finished (node/kernels.go).
+//
+// It may block until the device's owner goroutine has done it, so it must
+// not be called from an op's done callback. It is safe for concurrent use
+// with other methods. After Close it returns an error wrapping ErrClosed:
+// the device's modules went with it.
+type ModuleUnloader interface {
+	UnloadModule(module []byte) error
+}
