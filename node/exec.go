@@ -471,12 +471,23 @@ func (j *job) arm(in *instr) {
 			j.n.goFunc(func() { j.applyRef(in, a, arr) })
 			return
 		}
-		j.apply(in, a, arr.st)
+		j.apply(in, a, arr.st, arr.hdr.ElemSize)
 		return
 	}
 	free := j.freeIfIdleLocked()
 	j.mu.Unlock()
 	free()
+}
+
+// elemMismatch is the error for pages whose elements (elem bytes each)
+// are not those of the allocation they are for: their boxes would span
+// other bytes than the sender meant.
+func elemMismatch(a *alloc, elem uint32) error {
+	if elem == a.elem {
+		return nil
+	}
+	return fmt.Errorf("%w: pages of buffer %d came with %d-byte elements, its allocation in memory %d has %d-byte elements; the job's instructions disagree about the buffer",
+		proto.ErrMalformed, a.key.buf, elem, a.key.mem, a.elem)
 }
 
 // matches reports whether pages described by h from peer ("" for the
@@ -496,16 +507,21 @@ func matches(in *instr, peer string, h *proto.PageHeader) bool {
 	return true
 }
 
-// apply copies staged, packed pages into the allocation and finishes in.
-// The staged bytes were reserved against the limits; apply releases them
-// and the staging memory.
-func (j *job) apply(in *instr, a *alloc, st stagingBuf) {
+// apply copies staged, packed pages of elem-byte elements into the
+// allocation and finishes in. The staged bytes were reserved against the
+// limits; apply releases them and the staging memory.
+func (j *job) apply(in *instr, a *alloc, st stagingBuf, elem uint32) {
 	data := st.data()
 	release := func() {
 		j.mu.Lock()
 		j.releaseLocked(uint64(len(data)))
 		j.mu.Unlock()
 		st.release()
+	}
+	if err := elemMismatch(a, elem); err != nil {
+		release()
+		j.finish(in, err)
+		return
 	}
 	if a.mem.Host != nil {
 		off := 0

@@ -491,3 +491,54 @@ func TestWaitersFailWhenPeerRestarts_C5(t *testing.T) {
 	}
 	t.Logf("%v", err)
 }
+
+// C3: pages whose element size is not their allocation's fail the
+// Recv they are for with an error that says so, whether the Recv was
+// ready when they came (landing in place or in staging) or they came
+// first and waited for it; nothing hangs, and closing returns every byte.
+func TestRecvRefusesOtherElementSize_C3(t *testing.T) {
+	nodes := startNodes(t, 2, nil)
+	c := startClient(t, credDir, "alice", nodes...)
+	src, dst := openJob(t, c, "n0", 1), openJob(t, c, "n1", 1)
+	rng := [3]uint64{1, 1, 64}
+	whole := []proto.Box{{Hi: [3]uint64{1, 1, 16}}}
+	for round, recvFirst := range []bool{true, false} {
+		base := uint64(round * 10)
+		// n0 holds 16 elements of 4 bytes, n1 64 of 1 byte: the same 64
+		// bytes, but the box of 16 elements means other bytes on each side.
+		send := []proto.Instr{
+			{ID: base + 1, Kind: proto.InstrAlloc, Buffer: base + 1, Range: [3]uint64{1, 1, 16}, ElemSize: 4},
+			{ID: base + 2, Kind: proto.InstrSend, Deps: []uint64{base + 1}, Buffer: base + 1, Boxes: whole, Peer: "n1"},
+		}
+		recv := []proto.Instr{
+			{ID: base + 1, Kind: proto.InstrAlloc, Buffer: base + 1, Range: rng, ElemSize: 1},
+			{ID: base + 2, Kind: proto.InstrRecv, Deps: []uint64{base + 1}, Buffer: base + 1, Boxes: whole, Peer: "n0"},
+		}
+		if recvFirst {
+			submit(t, dst, recv...)
+			wait(t, dst, base+1)
+			submit(t, src, send...)
+		} else {
+			submit(t, src, send...)
+			if err := src.Wait(testCtx(t), base+2); err != nil {
+				t.Fatalf("early pages: the send should end once they are staged: %v", err)
+			}
+			submit(t, dst, recv...)
+		}
+		err := dst.Wait(testCtx(t), base+2)
+		if err == nil || !strings.Contains(err.Error(), "4-byte elements") {
+			t.Errorf("recv ready first %v: Wait = %v; want an error about the 4-byte elements", recvFirst, err)
+		}
+		_ = src.Wait(testCtx(t), base+2) // refused or sent: either way it ended
+	}
+	for _, j := range []*nodeclient.Job{src, dst} {
+		if err := j.Close(testCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range nodes {
+		if n.Allocated() != 0 {
+			t.Errorf("%s after close: %d bytes allocated, want 0", n.Name(), n.Allocated())
+		}
+	}
+}

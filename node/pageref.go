@@ -280,8 +280,11 @@ func (n *Node) pagesByRef(ctx context.Context, j *job, peer string, h *proto.Pag
 // sender allocation into a, finishes in, and acknowledges the transfer.
 func (j *job) applyRef(in *instr, a *alloc, arr *arrival) {
 	arr.copyAt = time.Now()
-	if arr.refBytes != a.bytes {
-		err := fmt.Errorf("%w: the sender's allocation of buffer %d has %d bytes, this node's %d", proto.ErrMalformed, a.key.buf, arr.refBytes, a.bytes)
+	err := elemMismatch(a, arr.hdr.ElemSize)
+	if err == nil && arr.refBytes != a.bytes {
+		err = fmt.Errorf("%w: the sender's allocation of buffer %d has %d bytes, this node's %d", proto.ErrMalformed, a.key.buf, arr.refBytes, a.bytes)
+	}
+	if err != nil {
 		j.finish(in, err)
 		arr.refDone <- &proto.ErrorReply{Code: proto.CodeRefused, Message: err.Error()}
 		return

@@ -57,19 +57,22 @@ func (n *Node) onPages(ctx context.Context, from credentials.Identity, h *proto.
 		return transport.PageSink{}, reply(proto.CodeRefused, "job %d is closed on node %s", h.Job, n.cfg.Name)
 	}
 	if in, a := j.claimArmedLocked(peer, h); in != nil {
-		if a.mem.Host != nil {
-			var runs [][]byte
+		var runs [][]byte
+		err := elemMismatch(a, h.ElemSize)
+		if err == nil && a.mem.Host != nil {
 			for _, b := range h.Boxes {
 				if runs, err = proto.AppendBoxRuns(runs, a.mem.Host, a.rng, a.elem, b); err != nil {
 					break
 				}
 			}
-			if err != nil {
-				ready := j.finishLocked(in, err)
-				j.mu.Unlock()
-				j.startAll(ready)
-				return transport.PageSink{}, reply(proto.CodeRefused, "%v", err)
-			}
+		}
+		if err != nil {
+			ready := j.finishLocked(in, err)
+			j.mu.Unlock()
+			j.startAll(ready)
+			return transport.PageSink{}, reply(proto.CodeRefused, "%v", err)
+		}
+		if a.mem.Host != nil {
 			j.mu.Unlock()
 			return transport.PageSink{Dst: runs, Done: func(err error) error {
 				count(err)
@@ -95,7 +98,7 @@ func (n *Node) onPages(ctx context.Context, from credentials.Identity, h *proto.
 				j.finish(in, recvErr(from, err))
 				return nil
 			}
-			j.apply(in, a, st)
+			j.apply(in, a, st, h.ElemSize)
 			return nil
 		}}, nil
 	}
@@ -153,21 +156,22 @@ func (n *Node) onPages(ctx context.Context, from credentials.Identity, h *proto.
 			j.finish(in, fmt.Errorf("allocation of buffer %d in memory %d is gone", in.in.Buffer, in.in.Mem))
 			return nil
 		}
-		j.apply(in, a, arr.st)
+		j.apply(in, a, arr.st, arr.hdr.ElemSize)
 		return nil
 	}}, nil
 }
 
 // claimArmedLocked finds the armed, unclaimed Recv (or Upload) that pages
 // described by h from peer fill, with its allocation, and marks it claimed
-// and running. It returns nil when no Recv is ready for them.
+// and running. It returns nil when no Recv is ready for them. The caller
+// checks the pages' element size against the allocation's (elemMismatch).
 func (j *job) claimArmedLocked(peer string, h *proto.PageHeader) (*instr, *alloc) {
 	for _, in := range j.recvs {
 		if in.state != stArmed || in.claimed || !matches(in, peer, h) {
 			continue
 		}
 		a := j.allocs[allocKey{in.in.Buffer, in.in.Mem}]
-		if a == nil || a.mem == nil || a.elem != h.ElemSize {
+		if a == nil || a.mem == nil {
 			continue
 		}
 		in.claimed, in.state = true, stRunning
