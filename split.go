@@ -57,8 +57,10 @@ type SplitOpts struct {
 	// Borders, when > 0, cuts a chunk of this many items (work-groups for
 	// an ND launch) along the split dimension off each side of a device's
 	// block that touches another device's block: a stencil's halos then
-	// cross between devices while the interior chunk computes. It needs
-	// one block per device (Chunks 0 or the number of devices).
+	// cross between devices while the interior computes. It needs whole
+	// blocks per device (Chunks 0 or a multiple of the number of devices,
+	// no Interleave); with several chunks per device the interior is cut
+	// into them.
 	Borders int
 }
 

@@ -398,7 +398,7 @@ func TestSplitRefusesBadInput_C4(t *testing.T) {
 		{"mapper on an unsplit group", pf(one), nil, ErrSplit, "not split; submit it with acpp.Split"},
 		{"no mapper", pf(), []SubmitOption{Split()}, ErrSplit, "has no range mapper"},
 		{"negative chunk count", pf(one), []SubmitOption{SplitWith(SplitOpts{Chunks: -1})}, ErrSplit, "Chunks is -1; it must be >= 1"},
-		{"borders with many chunks", pf(one), []SubmitOption{SplitWith(SplitOpts{Borders: 1, Chunks: 7})}, ErrSplit, "Borders needs one block per device"},
+		{"borders with many chunks", pf(one), []SubmitOption{SplitWith(SplitOpts{Borders: 1, Chunks: 7})}, ErrSplit, "whole blocks per device"},
 		{"empty range", func(h *Handler) error { h.ParallelFor(R1(0), func(Item) {}); return nil }, []SubmitOption{Split()}, ErrSplit, "is empty"},
 		{"unknown device", pf(one), []SubmitOption{Split(DeviceID{Kind: CPU, Index: 7})}, ErrNoDevice, "cpu:7"},
 		{"single task", func(h *Handler) error { h.SingleTask(func() {}); return nil }, []SubmitOption{Split()}, ErrSplit, "only ParallelFor"},

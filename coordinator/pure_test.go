@@ -189,8 +189,6 @@ func TestNodeLostErrorMessage_C5(t *testing.T) {
 	}
 }
 
-// FuzzSplitRange: chunks are disjoint, cover the range exactly, keep
-// work-groups whole, and never number more than asked.
 // Split.Borders cuts a thin chunk off each side of a device's block that
 // touches another block; the chunks still cover the range in order, each
 // on its block's device (C4).
@@ -220,9 +218,59 @@ func TestSplitBorders_C4(t *testing.T) {
 	if err != nil || !slices.Equal(rows(cs), [][2]int{{0, 4}, {4, 4}}) {
 		t.Errorf("blocks of 4 rows with borders of 4: %v, %v", rows(cs), err)
 	}
-	for _, bad := range []Split{{Borders: -1}, {Borders: 1, Chunks: 6}} {
+	// Borders with 2 chunks per device: the interior is cut in two.
+	cs, devs, err = (&Split{Borders: 1, Chunks: 6}).Cut(Dims{}, Dims{1, 30, 8}, Dims{}, 3)
+	want = [][2]int{{0, 5}, {5, 4}, {9, 1}, {10, 1}, {11, 4}, {15, 4}, {19, 1}, {20, 1}, {21, 5}, {26, 4}}
+	if err != nil || !slices.Equal(rows(cs), want) || !slices.Equal(devs, []int{0, 0, 0, 1, 1, 1, 1, 2, 2, 2}) {
+		t.Errorf("borders of 1 row, 2 chunks per device: rows %v on devices %v (%v); want %v", rows(cs), devs, err, want)
+	}
+	for _, bad := range []Split{{Borders: -1}, {Borders: 1, Chunks: 7}, {Borders: 1, Interleave: true}} {
 		if _, _, err := bad.Cut(Dims{}, Dims{1, 30, 8}, Dims{}, 3); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%+v: %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+// FuzzSplitRange: chunks are disjoint, cover the range exactly, keep
+// work-groups whole, and never number more than asked.
+// C4: with whole blocks per device, the rows a device holds do not depend
+// on how many chunks (or border chunks) its block is cut into, so steps
+// split differently agree on where data lives; work-groups stay whole.
+func TestDeviceBlocksIndependentOfChunks_C4(t *testing.T) {
+	for _, tc := range []struct{ rows, local, devs int }{{64, 0, 3}, {30, 0, 3}, {64, 4, 3}, {100, 0, 4}, {7, 0, 2}, {48, 8, 2}} {
+		rng, local := Dims{1, tc.rows, 8}, Dims{}
+		if tc.local > 0 {
+			local = Dims{1, tc.local, 8}
+		}
+		owner := func(s Split) []int {
+			cs, devs, err := s.Cut(Dims{}, rng, local, tc.devs)
+			if err != nil {
+				t.Fatalf("%+v over %d rows: %v", s, tc.rows, err)
+			}
+			out := make([]int, tc.rows)
+			next := 0
+			for i, c := range cs {
+				if c.Offset[1] != next {
+					t.Fatalf("%+v over %d rows: chunk %d starts at row %d, want %d (in order, no gaps)", s, tc.rows, i, c.Offset[1], next)
+				}
+				if tc.local > 0 && c.Range[1]%tc.local != 0 {
+					t.Fatalf("%+v: chunk %d has %d rows, not whole work-groups of %d", s, i, c.Range[1], tc.local)
+				}
+				for r := c.Offset[1]; r < c.Offset[1]+c.Range[1]; r++ {
+					out[r] = devs[i]
+				}
+				next += c.Range[1]
+			}
+			if next != tc.rows {
+				t.Fatalf("%+v: chunks cover %d of %d rows", s, next, tc.rows)
+			}
+			return out
+		}
+		base := owner(Split{})
+		for _, s := range []Split{{Chunks: 2 * tc.devs}, {Chunks: 4 * tc.devs}, {Chunks: 3 * tc.devs, Borders: 1}, {Borders: 1}} {
+			if got := owner(s); !slices.Equal(got, base) {
+				t.Errorf("%d rows over %d devices: %+v puts rows on devices %v, one chunk per device %v", tc.rows, tc.devs, s, got, base)
+			}
 		}
 	}
 }

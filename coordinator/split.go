@@ -98,8 +98,9 @@ type Split struct {
 	// halos cross between devices, so a device computes its interior
 	// chunk while its borders' halos are on their way, with two or three
 	// groups per device instead of the many that Chunks would need for the
-	// same overlap. It takes one block per device (Chunks 0 or the number
-	// of devices).
+	// same overlap. It takes whole blocks per device (Chunks 0 or a
+	// multiple of the number of devices, no Interleave); with several
+	// chunks per device the interior is cut into them.
 	Borders int
 }
 
@@ -119,6 +120,13 @@ const (
 // dimension, with the index of each one's device. It is the one rule for
 // splitting: the root package's embedded queues use it too, so a program
 // splits the same way on a cluster and on local devices.
+//
+// With whole blocks per device (Chunks a multiple of devs, no Interleave)
+// the range is first cut into one block per device, and each block then
+// into its chunks (and border chunks). A device's block is then the same
+// whatever the number of chunks, so steps split differently (a buffer's
+// initialisation, one chunk per device, then a stencil, four) agree on
+// which device holds which rows, and only halos move between them.
 func (s *Split) Cut(off, rng, local Dims, devs int) ([]Chunk, []int, error) {
 	if s.Borders < 0 {
 		return nil, nil, fmt.Errorf("%w: Split.Borders %d is negative", ErrInvalid, s.Borders)
@@ -127,51 +135,64 @@ func (s *Split) Cut(off, rng, local Dims, devs int) ([]Chunk, []int, error) {
 	if n == 0 {
 		n = devs
 	}
-	if s.Borders > 0 && n != devs {
-		return nil, nil, fmt.Errorf("%w: Split.Borders needs one block per device (Chunks 0 or %d, not %d): it cuts the borders off each device's block", ErrInvalid, devs, n)
+	perDevice := !s.Interleave && n%devs == 0
+	if s.Borders > 0 && !perDevice {
+		return nil, nil, fmt.Errorf("%w: Split.Borders cuts the borders off each device's block: it needs whole blocks per device (Chunks 0 or a multiple of %d, not %d, and no Interleave)", ErrInvalid, devs, n)
 	}
-	blocks, dim, err := splitRange(off, rng, local, s.Along, n)
+	if !perDevice {
+		chunks, _, err := splitRange(off, rng, local, s.Along, n)
+		if err != nil {
+			return nil, nil, err
+		}
+		dev := make([]int, len(chunks))
+		for i := range chunks {
+			dev[i] = s.chunkDevice(i, len(chunks), devs)
+		}
+		return chunks, dev, nil
+	}
+	blocks, dim, err := splitRange(off, rng, local, s.Along, devs)
 	if err != nil {
 		return nil, nil, err
 	}
+	along := SplitDim(dim + 1)
+	unit := 1
+	if local[dim] > 0 {
+		unit = local[dim]
+	}
 	var out []Chunk
 	var dev []int
-	for i, c := range blocks {
-		d := s.chunkDevice(i, len(blocks), devs)
-		if s.Borders == 0 {
-			out, dev = append(out, c), append(dev, d)
-			continue
-		}
-		unit := 1
-		if local[dim] > 0 {
-			unit = local[dim]
-		}
+	part := func(c Chunk, lo, size, d int) {
+		c.Offset[dim], c.Range[dim] = lo, size
+		out, dev = append(out, c), append(dev, d)
+	}
+	for d, c := range blocks {
 		b := s.Borders * unit
-		top, bottom := i > 0, i < len(blocks)-1 // sides that touch another block
-		inner := c.Range[dim]
+		top, bottom := d > 0 && b > 0, d < len(blocks)-1 && b > 0 // sides that touch another block
+		lo, inner := c.Offset[dim], c.Range[dim]
 		if top {
 			inner -= b
 		}
 		if bottom {
 			inner -= b
 		}
-		if inner < unit { // too thin to cut: keep the block whole
-			out, dev = append(out, c), append(dev, d)
-			continue
+		if inner < unit { // too thin to cut borders off: the block's chunks only
+			top, bottom, inner = false, false, c.Range[dim]
 		}
-		part := func(lo, size int) {
-			p := c
-			p.Offset[dim], p.Range[dim] = lo, size
-			out, dev = append(out, p), append(dev, d)
-		}
-		lo := c.Offset[dim]
 		if top {
-			part(lo, b)
+			part(c, lo, b, d)
 			lo += b
 		}
-		part(lo, inner)
+		mid := c
+		mid.Offset[dim], mid.Range[dim] = lo, inner
+		chunks, _, err := splitRange(mid.Offset, mid.Range, local, along, n/devs)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, ch := range chunks {
+			out, dev = append(out, ch), append(dev, d)
+		}
 		if bottom {
-			part(lo+inner, b)
+			part(c, lo+inner, b, d)
 		}
 	}
 	return out, dev, nil
