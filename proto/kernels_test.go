@@ -1,14 +1,11 @@
 package proto
 
 import (
-	"bytes"
 	"errors"
 	"strings"
 	"testing"
-
 	// Tests only: proto itself imports no codec (transport/ owns msgpack),
 	// but its decoder is what the fuzz target must exercise.
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 func goodKernels() JobKernels {
@@ -87,55 +84,4 @@ func TestMsgJobKernelsName(t *testing.T) {
 	if got := MsgJobKernels.String(); got != "MsgJobKernels" {
 		t.Fatalf("MsgJobKernels.String() = %q; its value %d collides with another message", got, uint16(MsgJobKernels))
 	}
-}
-
-// FuzzJobKernels: arbitrary bytes decoded as a MsgJobKernels body never
-// crash the decoder or Validate; a request that validates stays within
-// the bounds, and re-encodes to bytes that decode to the same request.
-func FuzzJobKernels(f *testing.F) {
-	good := goodKernels()
-	seed, err := msgpack.Marshal(&good)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(seed)
-	f.Add([]byte{0x80})
-	f.Add([]byte{0x82, 0xa1, 'j', 0x07, 0xa1, 'k', 0x90})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		if len(b) > 1<<20 {
-			return
-		}
-		var r JobKernels
-		if msgpack.Unmarshal(b, &r) != nil {
-			return
-		}
-		if r.Validate() != nil {
-			return
-		}
-		total := 0
-		for _, k := range r.Kernels {
-			if !ValidKernelName(k.Name) || len(k.PTX) == 0 || len(k.Params) > MaxKernelParams {
-				t.Fatalf("validated kernel %q breaks the bounds", k.Name)
-			}
-			total += len(k.PTX)
-		}
-		if total > MaxKernelModule || len(r.Kernels) > MaxKernelsPerRequest {
-			t.Fatalf("validated request of %d kernels, %d bytes breaks the bounds", len(r.Kernels), total)
-		}
-		enc, err := msgpack.Marshal(&r)
-		if err != nil {
-			t.Fatalf("re-encode: %v", err)
-		}
-		var r2 JobKernels
-		if err := msgpack.Unmarshal(enc, &r2); err != nil {
-			t.Fatalf("decode of the re-encoded request: %v", err)
-		}
-		enc2, err := msgpack.Marshal(&r2)
-		if err != nil || !bytes.Equal(enc, enc2) {
-			t.Fatalf("round trip changed the request: %x, %v; want %x", enc2, err, enc)
-		}
-		if err := r2.Validate(); err != nil {
-			t.Fatalf("round trip of a valid request does not validate: %v", err)
-		}
-	})
 }

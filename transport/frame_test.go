@@ -272,3 +272,57 @@ func TestFrameCodecAllocs(t *testing.T) {
 	}
 	t.Logf("%.0f allocations", allocs)
 }
+
+// FuzzJobKernels: arbitrary bytes decoded as a MsgJobKernels body, as a
+// node decodes it (scanned, then decoded), never crash or over-allocate,
+// nor does Validate; a request that validates stays within the bounds and
+// re-encodes to bytes that decode to the same request.
+func FuzzJobKernels(f *testing.F) {
+	good := proto.JobKernels{Job: 7, Kernels: []proto.KernelSpec{{
+		Name:   "mysaxpy@0a1b2c",
+		Params: []proto.KernelParam{{Name: "a", Kind: 5, Space: 6, ElemSize: 4}, {Name: "x", Kind: 1, Space: 7, ElemSize: 4}},
+		PTX:    []byte(".version 7.0\n.visible .entry saxpy(.param .u64 p){ret;}\n"),
+		Entry:  "saxpy",
+	}}}
+	seed, err := msgpack.Marshal(&good)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(seed)
+	f.Add([]byte{0x80})
+	f.Add([]byte{0x82, 0xa1, 'j', 0x07, 0xa1, 'k', 0x90})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if _, err := scanMsgpack(b); err != nil {
+			return
+		}
+		var r proto.JobKernels
+		if decodeBody(b, &r) != nil || r.Validate() != nil {
+			return
+		}
+		total := 0
+		for _, k := range r.Kernels {
+			if !proto.ValidKernelName(k.Name) || len(k.PTX) == 0 || len(k.Params) > proto.MaxKernelParams {
+				t.Fatalf("validated kernel %q breaks the bounds", k.Name)
+			}
+			total += len(k.PTX)
+		}
+		if total > proto.MaxKernelModule || len(r.Kernels) > proto.MaxKernelsPerRequest {
+			t.Fatalf("validated request of %d kernels, %d bytes breaks the bounds", len(r.Kernels), total)
+		}
+		enc, err := msgpack.Marshal(&r)
+		if err != nil {
+			t.Fatalf("re-encode: %v", err)
+		}
+		var r2 proto.JobKernels
+		if err := decodeBody(enc, &r2); err != nil {
+			t.Fatalf("decode of the re-encoded request: %v", err)
+		}
+		enc2, err := msgpack.Marshal(&r2)
+		if err != nil || !bytes.Equal(enc, enc2) {
+			t.Fatalf("round trip changed the request: %x, %v; want %x", enc2, err, enc)
+		}
+		if err := r2.Validate(); err != nil {
+			t.Fatalf("round trip of a valid request does not validate: %v", err)
+		}
+	})
+}
