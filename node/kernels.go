@@ -3,11 +3,14 @@ package node
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"time"
+	"unsafe"
 
 	"github.com/acpp/acpp/credentials"
 	ptxlib "github.com/acpp/acpp/cuda/kernels"
@@ -19,16 +22,22 @@ import (
 // PTX modules that the node's registry (device.Kernels) does not have; the
 // job's client ships them, and the node registers them for that job only:
 // the job's launches look them up before the node's registry, no other
-// job sees them (C6), and they are dropped when the job closes.
+// job sees them (C6), and they are dropped when the job closes; their
+// modules leave the devices with the last job that holds them (modules).
 
 // Bounds of one job's kernels on a node.
 const (
 	maxJobKernels     = 256
 	maxJobKernelBytes = 64 << 20
-	// maxModuleCache bounds the PTX modules the node keeps for the life
-	// of the process (see modules).
-	maxModuleCache = 256 << 20
+	// idlePoll is how often a closed job whose instructions still run
+	// looks again whether they ended, besides each completion (a few
+	// paths free a job without one; see releaseWhenFreed).
+	idlePoll = 100 * time.Millisecond
 )
+
+// maxModuleCache bounds the bytes of PTX modules a node holds for its jobs
+// (see modules). A variable so that tests can lower it.
+var maxModuleCache = 256 << 20
 
 // jobKernels is one job's kernels: by name, and their modules' size.
 type jobKernels struct {
@@ -40,45 +49,144 @@ type jobKernels struct {
 // (not by job ID: a job reopened under the same ID starts with none). The
 // job struct is another file's; keeping the table here leaves it alone. An
 // entry goes when its job's context ends: the job closed (by its client,
-// its lease, a drain) or the node did.
+// its lease, a drain) or the node did; its modules are released once the
+// job's instructions have all finished (releaseWhenFreed).
 var shipped struct {
 	mu sync.RWMutex
 	m  map[*job]*jobKernels // guarded by mu
 }
 
-// modules interns job PTX modules by content for the life of the process.
-// The CUDA backend keeps a loaded module per module slice (cuda/launch.go,
-// moduleKey: its address and length) and never unloads it; were a closed
-// job's module freed, a later job's module could be allocated at the same
-// address with the same length and run the old code. One live copy per
-// content rules that out, and jobs that ship the same module share it. The
-// cost is that the node keeps every distinct module it was sent, at most
-// maxModuleCache bytes; past that it refuses new ones until it restarts.
+// modules interns job PTX modules by node and content, counting the kernel
+// registrations that hold each (one per kernel of a job, until the job has
+// closed and its instructions have finished). Jobs of one node that ship
+// the same module share one copy. When the last holder lets go, the module
+// leaves the table and every device of the node that loaded it unloads it
+// (device.ModuleUnloader), so a long-running node returns to its baseline
+// after its jobs end (B1).
+//
+// Backends key loaded modules by the slice's address and length
+// (cuda/launch.go, moduleKey), so an unload must never hit a slice that a
+// live job may still launch from. Two things ensure it: a module is
+// unloaded only when no job holds it any more and the holders' instructions
+// have ended, and it is dropped from the table in the same step, so a job
+// that ships the same text afterwards gets a fresh copy at another address
+// (a different key) even while the old one is being unloaded. A module
+// whose last holder went with the node's shutdown is only dropped: the
+// devices close, and their modules with them, right after.
 var modules struct {
 	mu    sync.Mutex
-	m     map[[32]byte][]byte // guarded by mu
-	bytes int                 // guarded by mu
+	m     map[internKey]*internedModule // guarded by mu
+	bytes map[*Node]int                 // guarded by mu; a node's entry goes at zero
 }
 
-// intern returns the process's copy of mod, adding it if new.
-func intern(mod []byte, node string) ([]byte, error) {
-	sum := sha256.Sum256(mod)
+type internKey struct {
+	n   *Node
+	sum [32]byte
+}
+
+type internedModule struct {
+	data []byte
+	refs int // kernel registrations holding data
+}
+
+// intern returns n's copy of mod, adding it if new, and counts one more
+// holder of it; each successful call needs one release.
+func intern(n *Node, mod []byte) ([]byte, error) {
+	key := internKey{n, sha256.Sum256(mod)}
 	modules.mu.Lock()
 	defer modules.mu.Unlock()
-	if m, ok := modules.m[sum]; ok {
-		return m, nil
+	if m, ok := modules.m[key]; ok {
+		m.refs++
+		return m.data, nil
 	}
-	if modules.bytes+len(mod) > maxModuleCache {
-		return nil, reply(proto.CodeTooLarge, "node %s already keeps %d bytes of job PTX modules, its limit is %d (modules stay loaded on the GPUs for the node's life); restart the node or use fewer distinct modules",
-			node, modules.bytes, maxModuleCache)
+	if held := modules.bytes[n]; held+len(mod) > maxModuleCache {
+		return nil, reply(proto.CodeTooLarge, "node %s already holds %d bytes of PTX modules for its jobs, its limit is %d; close jobs or use fewer distinct modules",
+			n.cfg.Name, held, maxModuleCache)
 	}
 	if modules.m == nil {
-		modules.m = map[[32]byte][]byte{}
+		modules.m = map[internKey]*internedModule{}
+		modules.bytes = map[*Node]int{}
 	}
 	c := slices.Clone(mod)
-	modules.m[sum] = c
-	modules.bytes += len(c)
+	modules.m[key] = &internedModule{data: c, refs: 1}
+	modules.bytes[n] += len(c)
 	return c, nil
+}
+
+// release lets go of one hold on each of mods (n's copies, as intern
+// returned them) and returns those that nobody holds any more, which have
+// left the table.
+func release(n *Node, mods [][]byte) [][]byte {
+	modules.mu.Lock()
+	defer modules.mu.Unlock()
+	var gone [][]byte
+	for _, mod := range mods {
+		key := internKey{n, sha256.Sum256(mod)}
+		m, ok := modules.m[key]
+		if !ok || unsafe.SliceData(m.data) != unsafe.SliceData(mod) {
+			panic(fmt.Sprintf("node: releasing a PTX module of %d bytes that node %s does not hold", len(mod), n.cfg.Name))
+		}
+		if m.refs--; m.refs > 0 {
+			continue
+		}
+		delete(modules.m, key)
+		if modules.bytes[n] -= len(m.data); modules.bytes[n] == 0 {
+			delete(modules.bytes, n)
+		}
+		gone = append(gone, m.data)
+	}
+	return gone
+}
+
+// releaseModules releases mods (release) and, if unload, has every device
+// of the node that loads modules unload those nobody holds any more. The
+// caller guarantees that no instruction of the holders runs (the contract
+// of device.ModuleUnloader). It blocks on the devices: call it on a node
+// goroutine, holding no lock.
+func (n *Node) releaseModules(mods [][]byte, unload bool) {
+	gone := release(n, mods)
+	if len(gone) == 0 || !unload || n.devs == nil {
+		return
+	}
+	for _, dev := range n.devs.all {
+		u, ok := dev.(device.ModuleUnloader)
+		if !ok {
+			continue
+		}
+		for _, mod := range gone {
+			if err := u.UnloadModule(mod); err != nil && !errors.Is(err, device.ErrClosed) {
+				n.log.Warn("unloading a job's PTX module failed", "device", dev.Info().ID, "bytes", len(mod), "error", err)
+			}
+		}
+	}
+	n.log.Debug("job modules unloaded", "modules", len(gone))
+}
+
+// releaseWhenFreed releases the modules of closed job j's kernels once the
+// job's instructions have all finished: j.freed, set where the job frees
+// its allocations (freeIfIdleLocked, node/job.go), says so. It wakes at
+// each completion (j.changed) and every idlePoll, since a Recv that gets
+// armed after the close frees the job without a completion. If the node
+// stops first, it only releases: the devices are about to close.
+func (j *job) releaseWhenFreed(mods [][]byte) {
+	t := time.NewTicker(idlePoll)
+	defer t.Stop()
+	for {
+		j.mu.Lock()
+		freed, changed := j.freed, j.changed
+		j.mu.Unlock()
+		if freed {
+			j.n.releaseModules(mods, true)
+			return
+		}
+		select {
+		case <-changed:
+		case <-t.C:
+		case <-j.n.ctx.Done():
+			j.n.releaseModules(mods, false)
+			return
+		}
+	}
 }
 
 // handleJobKernels registers a request's kernels for the job, all of them
@@ -174,8 +282,14 @@ func (j *job) addKernels(ks []device.Kernel) (*proto.JobKernelsRegistered, error
 			j.id, count, bytes, node, maxJobKernels, maxJobKernelBytes)
 	}
 	for i := range add {
-		mod, err := intern(add[i].PTX.Module, node)
+		mod, err := intern(j.n, add[i].PTX.Module)
 		if err != nil {
+			held := make([][]byte, i)
+			for h := range held {
+				held[h] = add[h].PTX.Module
+			}
+			// Never launched: nothing to unload.
+			release(j.n, held)
 			return nil, err
 		}
 		add[i].PTX = &device.PTX{Module: mod, Entry: add[i].PTX.Entry}
@@ -191,8 +305,17 @@ func (j *job) addKernels(ks []device.Kernel) (*proto.JobKernelsRegistered, error
 		shipped.m[j] = set
 		context.AfterFunc(j.ctx, func() {
 			shipped.mu.Lock()
+			set := shipped.m[j]
 			delete(shipped.m, j)
 			shipped.mu.Unlock()
+			if set == nil {
+				return
+			}
+			mods := make([][]byte, 0, len(set.m))
+			for _, k := range set.m {
+				mods = append(mods, k.PTX.Module)
+			}
+			j.n.goFunc(func() { j.releaseWhenFreed(mods) })
 		})
 	}
 	if len(add) > 0 {

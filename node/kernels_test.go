@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+	"unsafe"
 
 	ptxlib "github.com/acpp/acpp/cuda/kernels"
 	"github.com/acpp/acpp/device"
@@ -305,5 +308,203 @@ func BenchmarkJobKernels(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// unloadDevice is a ptxDevice that implements device.ModuleUnloader: it
+// records each UnloadModule call with the number of its launches still in
+// flight at that moment, and can hold launches until a gate opens (a long
+// kernel), so that tests see when the node unloads a job's module.
+type unloadDevice struct {
+	*ptxDevice
+	umu      sync.Mutex
+	gate     chan struct{} // guarded by umu; launches finish once it is closed (nil: at once)
+	inflight int           // guarded by umu
+	unloads  []unloadCall  // guarded by umu
+}
+
+type unloadCall struct {
+	mod      []byte
+	inflight int // launches not finished when it came
+}
+
+func newUnloadDevice(index int) *unloadDevice {
+	return &unloadDevice{ptxDevice: &ptxDevice{Fake: devicetest.NewFake(devicetest.FakeConfig{Index: index, Forms: []device.Form{device.FormGo, device.FormPTX}})}}
+}
+
+// hold makes the next launches wait for open.
+func (d *unloadDevice) hold() {
+	d.umu.Lock()
+	d.gate = make(chan struct{})
+	d.umu.Unlock()
+}
+
+// open lets held launches finish.
+func (d *unloadDevice) open() {
+	d.umu.Lock()
+	if d.gate != nil {
+		close(d.gate)
+		d.gate = nil
+	}
+	d.umu.Unlock()
+}
+
+func (d *unloadDevice) Enqueue(q int, op device.Op, done func(error)) error {
+	if _, ok := op.(device.LaunchOp); !ok {
+		return d.ptxDevice.Enqueue(q, op, done)
+	}
+	d.umu.Lock()
+	gate := d.gate
+	d.inflight++
+	d.umu.Unlock()
+	err := d.ptxDevice.Enqueue(q, op, func(err error) {
+		if gate != nil {
+			<-gate
+		}
+		d.umu.Lock()
+		d.inflight--
+		d.umu.Unlock()
+		done(err)
+	})
+	if err != nil {
+		d.umu.Lock()
+		d.inflight--
+		d.umu.Unlock()
+	}
+	return err
+}
+
+func (d *unloadDevice) UnloadModule(mod []byte) error {
+	d.umu.Lock()
+	defer d.umu.Unlock()
+	d.unloads = append(d.unloads, unloadCall{mod: mod, inflight: d.inflight})
+	return nil
+}
+
+func (d *unloadDevice) unloaded() []unloadCall {
+	d.umu.Lock()
+	defer d.umu.Unlock()
+	return slices.Clone(d.unloads)
+}
+
+func (d *unloadDevice) running() int {
+	d.umu.Lock()
+	defer d.umu.Unlock()
+	return d.inflight
+}
+
+// waitUnloads waits until each device has seen want UnloadModule calls,
+// then a while longer to see that no more come.
+func waitUnloads(t *testing.T, want int, devs ...*unloadDevice) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, d := range devs {
+		for len(d.unloaded()) < want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s saw %d UnloadModule calls after 10 s, want %d", d.Info().ID, len(d.unloaded()), want)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // three of the node's idle polls
+	for _, d := range devs {
+		if got := len(d.unloaded()); got != want {
+			t.Fatalf("%s saw %d UnloadModule calls, want exactly %d", d.Info().ID, got, want)
+		}
+	}
+}
+
+// TestJobModulesUnloadedWithLastJob_C6_B1: a module that jobs shipped (C6)
+// leaves the node's devices with the last job that holds it, so a node
+// returns to its baseline after its jobs (B1). Two jobs ship the same
+// module: closing the first unloads nothing and the second still launches
+// from it; closing the second unloads it exactly once on every device that
+// loads modules (also one that never ran it), with the slice the launches
+// used. A job closed while its kernel runs has its module unloaded only
+// after the kernel finished.
+func TestJobModulesUnloadedWithLastJob_C6_B1(t *testing.T) {
+	dev0, dev1 := newUnloadDevice(0), newUnloadDevice(1)
+	nodes := startNodes(t, 1, func(_ int, cfg *node.Config) { cfg.ExtraDevices = []device.Device{dev0, dev1} })
+	t.Cleanup(dev0.open) // runs before the node stops: a failed test must not leave a launch held
+	alice := startClient(t, credDir, "alice", nodes...)
+	mem, ok := memOf(t, alice, "n0", "fake:0")
+	if !ok {
+		t.Fatal("n0 has no fake:0")
+	}
+	const n = 100
+	spec := saxpySpec("job.saxpy")
+	j1, j2 := openJob(t, alice, "n0", 1), openJob(t, alice, "n0", 2)
+	var again proto.Instr
+	for _, j := range []*nodeclient.Job{j1, j2} {
+		if _, err := j.RegisterKernels(testCtx(t), spec); err != nil {
+			t.Fatal(err)
+		}
+		again = saxpyJob(t, j, mem, "job.saxpy", "fake:0", n)
+		if msg := launchErr(t, j, again); msg != "" {
+			t.Fatalf("launch in job %d: %s", j.ID(), msg)
+		}
+	}
+	if err := j1.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	again.ID += 10
+	again.Deps = nil
+	if msg := launchErr(t, j2, again); msg != "" {
+		t.Fatalf("job 2's launch after job 1 closed: %s", msg)
+	}
+	for _, d := range []*unloadDevice{dev0, dev1} {
+		if u := d.unloaded(); len(u) != 0 {
+			t.Fatalf("%s unloaded %d modules while job 2 still holds its module, want none", d.Info().ID, len(u))
+		}
+	}
+	if err := j2.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	waitUnloads(t, 1, dev0, dev1)
+	ls := dev0.launches()
+	if len(ls) != 3 {
+		t.Fatalf("fake:0 saw %d launches, want 3", len(ls))
+	}
+	for _, d := range []*unloadDevice{dev0, dev1} {
+		u := d.unloaded()[0]
+		if unsafe.SliceData(u.mod) != unsafe.SliceData(ls[0].PTX.Module) || len(u.mod) != len(ls[0].PTX.Module) {
+			t.Errorf("%s unloaded a module of %d bytes at %p, want the launched slice (%d bytes at %p)", d.Info().ID, len(u.mod), unsafe.SliceData(u.mod), len(ls[0].PTX.Module), unsafe.SliceData(ls[0].PTX.Module))
+		}
+	}
+
+	// A job closed while its kernel runs: the unload waits for the kernel.
+	j3 := openJob(t, alice, "n0", 3)
+	if _, err := j3.RegisterKernels(testCtx(t), spec); err != nil {
+		t.Fatal(err)
+	}
+	dev0.hold()
+	launch := saxpyJob(t, j3, mem, "job.saxpy", "fake:0", n)
+	submit(t, j3, launch)
+	deadline := time.Now().Add(10 * time.Second)
+	for dev0.running() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("job 3's launch did not reach fake:0 within 10 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := j3.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // three of the node's idle polls
+	for _, d := range []*unloadDevice{dev0, dev1} {
+		if u := d.unloaded(); len(u) != 1 {
+			t.Fatalf("%s saw %d UnloadModule calls while job 3's kernel still runs, want still 1", d.Info().ID, len(u))
+		}
+	}
+	dev0.open()
+	waitUnloads(t, 2, dev0, dev1)
+	ls = dev0.launches()
+	for _, u := range dev0.unloaded() {
+		if u.inflight != 0 {
+			t.Errorf("fake:0 was asked to unload a module with %d launches in flight, want 0", u.inflight)
+		}
+	}
+	if u := dev0.unloaded()[1]; unsafe.SliceData(u.mod) != unsafe.SliceData(ls[len(ls)-1].PTX.Module) {
+		t.Errorf("fake:0's second unload is not job 3's module")
 	}
 }
