@@ -613,15 +613,20 @@ DONE: ret;
 }
 `
 
+// addOneKernel declares userPTX's add_one, loaded from mod.
+func addOneKernel(mod []byte) *device.Kernel {
+	return &device.Kernel{Name: "job.add_one", PTX: &device.PTX{Module: mod, Entry: "add_one"}, Params: []device.Param{
+		{Name: "p", Kind: device.ArgPointer, Space: device.Global, ElemSize: 4},
+		{Name: "n", Kind: device.ArgScalar, Space: device.Private, ElemSize: 4},
+	}}
+}
+
 // TestUserPTX_A2: a job's own PTX runs by entry name; a declaration that
 // does not match the entry is refused before launch, naming the argument.
 func TestUserPTX_A2(t *testing.T) {
 	d := openGPUs(t, Config{})[0]
 	mod := []byte(userPTX)
-	k := &device.Kernel{Name: "job.add_one", PTX: &device.PTX{Module: mod, Entry: "add_one"}, Params: []device.Param{
-		{Name: "p", Kind: device.ArgPointer, Space: device.Global, ElemSize: 4},
-		{Name: "n", Kind: device.ArgScalar, Space: device.Private, ElemSize: 4},
-	}}
+	k := addOneKernel(mod)
 	n := 1000
 	m := mustAlloc(t, d, device.MemHost, 4*n)
 	for i := range u32s(m.Host) {

@@ -30,10 +30,7 @@ func loaded(t *testing.T, d *Device, mod []byte) bool {
 func TestUnloadModuleThenReload_C6_B1(t *testing.T) {
 	d := openGPUs(t, Config{})[0]
 	mod := []byte(userPTX)
-	k := &device.Kernel{Name: "job.add_one", PTX: &device.PTX{Module: mod, Entry: "add_one"}, Params: []device.Param{
-		{Name: "p", Kind: device.ArgPointer, Space: device.Global, ElemSize: 4},
-		{Name: "n", Kind: device.ArgScalar, Space: device.Private, ElemSize: 4},
-	}}
+	k := addOneKernel(mod)
 	n := 1000
 	m := mustAlloc(t, d, device.MemHost, 4*n)
 	launch := device.LaunchOp{Kernel: k, Range: device.NDRange{Global: [3]int{1, 1, n}}, Args: []device.Arg{ptrArg(m, 4), scalarU32(uint32(n))}}
