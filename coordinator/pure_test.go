@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -227,6 +228,63 @@ func TestSplitBorders_C4(t *testing.T) {
 	for _, bad := range []Split{{Borders: -1}, {Borders: 1, Chunks: 7}, {Borders: 1, Interleave: true}} {
 		if _, _, err := bad.Cut(Dims{}, Dims{1, 30, 8}, Dims{}, 3); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%+v: %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+// C4: Split.Cut over random ranges, work-group sizes and options: the
+// chunks follow each other along the cut and cover the range, keep
+// work-groups whole, go to devices in range (in contiguous runs unless
+// interleaved), and with whole blocks per device leave every device the
+// rows it holds with one chunk per device.
+func TestCutProperties_C4(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 11))
+	for i := range 3000 {
+		devs := 1 + r.IntN(5)
+		unit := 1 + r.IntN(4)
+		rng := Dims{1, unit * (1 + r.IntN(40)), 1 + r.IntN(3)}
+		local := Dims{}
+		if r.IntN(2) == 0 {
+			local = Dims{1, unit, rng[2]}
+		} else {
+			unit = 1
+		}
+		s := Split{Along: SplitDim1, Chunks: r.IntN(4 * devs), Interleave: r.IntN(4) == 0, Borders: r.IntN(3)}
+		chunks, dev, err := s.Cut(Dims{}, rng, local, devs)
+		perDevice := !s.Interleave && (s.Chunks == 0 || s.Chunks%devs == 0)
+		if err != nil {
+			if s.Borders > 0 && !perDevice && errors.Is(err, ErrInvalid) {
+				continue
+			}
+			t.Fatalf("case %d: %+v over %v, %d devices: %v", i, s, rng, devs, err)
+		}
+		owner := make([]int, rng[1])
+		next := 0
+		for k, c := range chunks {
+			if c.Offset[1] != next || c.Range[1] < 1 || c.Range[1]%unit != 0 || c.Range[0] != rng[0] || c.Range[2] != rng[2] {
+				t.Fatalf("case %d: %+v over %v: chunk %d is %v+%v after row %d (work-groups of %d rows)", i, s, rng, k, c.Offset, c.Range, next, unit)
+			}
+			if dev[k] < 0 || dev[k] >= devs || (!s.Interleave && k > 0 && dev[k] < dev[k-1]) {
+				t.Fatalf("case %d: %+v: devices %v for %d devices", i, s, dev, devs)
+			}
+			for row := c.Offset[1]; row < c.Offset[1]+c.Range[1]; row++ {
+				owner[row] = dev[k]
+			}
+			next += c.Range[1]
+		}
+		if next != rng[1] {
+			t.Fatalf("case %d: %+v: chunks cover %d of %d rows", i, s, next, rng[1])
+		}
+		if !perDevice {
+			continue
+		}
+		base, baseDev, _ := (&Split{Along: SplitDim1}).Cut(Dims{}, rng, local, devs)
+		for k, c := range base {
+			for row := c.Offset[1]; row < c.Offset[1]+c.Range[1]; row++ {
+				if owner[row] != baseDev[k] {
+					t.Fatalf("case %d: %+v over %d rows, %d devices: row %d on device %d, on %d with one chunk per device", i, s, rng[1], devs, row, owner[row], baseDev[k])
+				}
+			}
 		}
 	}
 }
