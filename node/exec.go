@@ -87,10 +87,10 @@ func (j *job) doFree(in *instr) error {
 	}
 	delete(j.allocs, key)
 	j.releaseLocked(a.bytes)
-	lent := a.lent
+	lent := len(a.lentTo) > 0
 	j.mu.Unlock()
 	j.n.met.allocs.Dec()
-	if lent { // a peer may have it mapped (pages by reference): free it late
+	if lent { // a peer may have it mapped (pages by reference): it unmaps first
 		j.freeLent([]*alloc{a})
 		return nil
 	}

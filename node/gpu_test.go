@@ -31,8 +31,8 @@ func memOf(t *testing.T, c *nodeclient.Client, nodeName, id string) (uint32, boo
 // deviceMemoryRoundTrip moves boxes between device memories (no host view)
 // of two nodes, through staging on both sides, and between host and device
 // memory of one node, and checks every byte.
-func deviceMemoryRoundTrip(t *testing.T, c *nodeclient.Client, mem uint32) {
-	ja, jb := openJob(t, c, "n0", 1), openJob(t, c, "n1", 1)
+func deviceMemoryRoundTrip(t *testing.T, c *nodeclient.Client, mem uint32) (ja, jb *nodeclient.Job) {
+	ja, jb = openJob(t, c, "n0", 1), openJob(t, c, "n1", 1)
 	rng := [3]uint64{4, 33, 65}
 	const elem = 4
 	size := int(rng[0]*rng[1]*rng[2]) * elem
@@ -62,6 +62,7 @@ func deviceMemoryRoundTrip(t *testing.T, c *nodeclient.Client, mem uint32) {
 	if !bytes.Equal(got, image) {
 		t.Fatal("read back from device memory differs from the upload")
 	}
+	return ja, jb
 }
 
 // TestGPUMemoryPagesMove_C3 runs the round trip on the first GPU.

@@ -56,6 +56,7 @@ func (n *Node) registerHandlers() {
 		return n.Members(), nil
 	})
 	transport.HandleFunc(n.tr, proto.MsgJobKernels, n.handleJobKernels) // kernels.go
+	transport.HandleFunc(n.tr, proto.MsgUnmapRef, n.handleUnmapRef)     // pageref.go
 	n.tr.HandlePages(n.onPages)
 }
 

@@ -63,9 +63,12 @@ type alloc struct {
 	exported []byte
 	serial   uint64
 	// exportFailed: the device could not export it; its pages go as
-	// bytes. lent: it was sent by reference, so a peer may still have it
-	// mapped; freeing waits refFreeGrace (see freeIfIdleLocked).
-	exportFailed, lent bool
+	// bytes.
+	exportFailed bool
+	// lentTo are the peers it was sent to by reference (guarded by
+	// job.mu): they may have it mapped, and it is freed only after they
+	// unmapped it (freeLent).
+	lentTo []string
 }
 
 // arrival is a page transfer that came before its Recv was armed; its bytes
@@ -389,27 +392,74 @@ func (j *job) close(cause error) uint64 {
 	return held
 }
 
-// refFreeGrace is how long an allocation that went to peers by reference
-// stays after its job closed (see freeIfIdleLocked).
+// refFreeGrace is how long an allocation that went to a peer by
+// reference waits before it is freed when the peer could not be asked to
+// unmap it (no answer), or answered that it holds no mapping because its
+// part of the job has closed (it unmaps on its own then, at about the
+// same time).
 const refFreeGrace = 2 * time.Second
 
-// freeLent frees allocations that went to peers by reference (CUDA IPC)
-// refFreeGrace late, on a node goroutine: the peers unmap them when their
-// part of the job closes, at about the same time, and CUDA leaves freeing
-// before they did undefined. The node's shutdown cuts the wait short.
+// freeLent frees allocations that went to peers by reference (CUDA IPC),
+// on a node goroutine, after the peers unmapped them: each peer gets one
+// MsgUnmapRef for the allocations it was lent and answers once it closed
+// its mappings, since CUDA leaves freeing exported memory that another
+// process still has open undefined. A peer known to be gone holds no
+// mapping any more. Where a peer did not answer, or had nothing mapped,
+// the free waits refFreeGrace. The node's shutdown cuts the wait short.
 func (j *job) freeLent(lent []*alloc) {
 	if len(lent) == 0 {
 		return
 	}
+	byPeer := map[string][]uint64{}
+	j.mu.Lock()
+	for _, a := range lent {
+		for _, p := range a.lentTo {
+			byPeer[p] = append(byPeer[p], a.serial)
+		}
+	}
+	j.mu.Unlock()
 	j.n.goFunc(func() {
-		select {
-		case <-time.After(refFreeGrace):
-		case <-j.n.ctx.Done():
+		grace := false
+		for peer, allocs := range byPeer {
+			if !j.n.unmapAt(j.id, peer, allocs) {
+				grace = true
+			}
+		}
+		if grace {
+			select {
+			case <-time.After(refFreeGrace):
+			case <-j.n.ctx.Done():
+			}
 		}
 		for _, a := range lent {
 			j.freeAlloc(a)
 		}
 	})
+}
+
+// unmapAt asks peer to unmap allocations of job (MsgUnmapRef) and reports
+// whether it is known that peer holds none of them any more: it answered
+// having closed a mapping, or it is gone.
+func (n *Node) unmapAt(job uint64, peer string, allocs []uint64) bool {
+	if _, gone := n.peerGone(peer); gone {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, refAckTimeout)
+	defer cancel()
+	unmapped := 0
+	for len(allocs) > 0 {
+		k := min(len(allocs), proto.MaxUnmapAllocs)
+		var done proto.UnmapRefDone
+		if err := n.tr.Call(ctx, credentials.Node(peer), proto.MsgUnmapRef, &proto.UnmapRef{Job: job, Allocs: allocs[:k]}, &done); err != nil {
+			if n.ctx.Err() == nil {
+				n.log.Info("a peer was not asked to unmap this node's memory; freeing it late", "peer", peer, "job", job, "error", err)
+			}
+			return false
+		}
+		unmapped += done.Unmapped
+		allocs = allocs[k:]
+	}
+	return unmapped > 0
 }
 
 func (j *job) freeAlloc(a *alloc) {
@@ -447,7 +497,7 @@ func (j *job) freeIfIdleLocked() func() {
 			}
 			var lent []*alloc
 			for _, a := range allocs {
-				if a.lent {
+				if len(a.lentTo) > 0 {
 					lent = append(lent, a)
 					continue
 				}

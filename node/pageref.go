@@ -125,6 +125,11 @@ func (j *job) sendByRef(ctx context.Context, a *alloc, peer credentials.Identity
 	// breaks; after a cancellation refAckTimeout bounds the wait. Without
 	// one the send waits as long as the receiver's Recv takes to be ready,
 	// as a send of bytes does.
+	j.mu.Lock()
+	if !slices.Contains(a.lentTo, peer.Name) { // it may map it from now on: unmap before free
+		a.lentTo = append(a.lentTo, peer.Name)
+	}
+	j.mu.Unlock()
 	sctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, func() {
 		time.AfterFunc(refAckTimeout, func() { cancel(context.Cause(ctx)) })
@@ -132,9 +137,6 @@ func (j *job) sendByRef(ctx context.Context, a *alloc, peer credentials.Identity
 	err = n.tr.SendPages(sctx, peer, &h, nil)
 	stop()
 	cancel(nil)
-	j.mu.Lock()
-	a.lent = true // a receiver may have it mapped: free it late (freeIfIdleLocked)
-	j.mu.Unlock()
 	if n.log.Enabled(ctx, slog.LevelDebug) {
 		n.log.Debug("pages sent by reference", "peer", peer.Name, "buffer", hdr.Buffer, "sent_at_us", t0.UnixMicro(), "acked_after", time.Since(t0), "error", err)
 	}
@@ -152,8 +154,10 @@ func (j *job) sendByRef(ctx context.Context, a *alloc, peer credentials.Identity
 
 // imported is a peer's allocation mapped into a device of this node.
 type imported struct {
-	dev device.Device
-	mem *device.Mem
+	dev   device.Device
+	mem   *device.Mem
+	peer  string // the node that lent it
+	alloc uint64 // its PageRef.Alloc
 }
 
 // importRef maps the allocation ref names into sh (once per job, peer and
@@ -183,7 +187,7 @@ func (j *job) importRef(sh device.MemSharer, dev device.Device, peer string, mem
 	if j.imports == nil {
 		j.imports = map[string]imported{}
 	}
-	j.imports[key] = imported{dev: dev, mem: m}
+	j.imports[key] = imported{dev: dev, mem: m, peer: peer, alloc: ref.Alloc}
 	return m, nil
 }
 
@@ -293,4 +297,38 @@ func (j *job) applyRef(in *instr, a *alloc, arr *arrival) {
 		j.finish(in, err)
 		arr.refDone <- err
 	})
+}
+
+// handleUnmapRef closes this node's mappings of allocations that node peer
+// lent by reference in a job (MsgUnmapRef), so that peer may free them.
+// No copy reads them any more: the peer asks only once every send of
+// theirs has ended, which is after the copies here.
+func (n *Node) handleUnmapRef(_ context.Context, from credentials.Identity, req *proto.UnmapRef) (*proto.UnmapRefDone, error) {
+	if from.Role != proto.RoleNode {
+		return nil, reply(proto.CodeRefused, "only nodes lend memory by reference; %s may not ask to unmap it", from)
+	}
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	j := n.jobs[req.Job]
+	n.mu.Unlock()
+	if j == nil { // its mappings went with it
+		return &proto.UnmapRefDone{}, nil
+	}
+	var drop []imported
+	j.mu.Lock()
+	for key, im := range j.imports {
+		if im.peer == from.Name && slices.Contains(req.Allocs, im.alloc) {
+			drop = append(drop, im)
+			delete(j.imports, key)
+		}
+	}
+	j.mu.Unlock()
+	for _, im := range drop {
+		if err := im.dev.Free(im.mem); err != nil {
+			n.log.Warn("unmapping a peer's memory failed", "peer", from.Name, "job", req.Job, "device", im.dev.Info().ID, "error", err)
+		}
+	}
+	return &proto.UnmapRefDone{Unmapped: len(drop)}, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/acpp/acpp/device"
 	"github.com/acpp/acpp/device/devicetest"
 	"github.com/acpp/acpp/node"
+	"github.com/acpp/acpp/node/nodeclient"
 	"github.com/acpp/acpp/proto"
 )
 
@@ -98,5 +99,53 @@ func TestPagesByReferenceEarly_C3(t *testing.T) {
 	}
 	if n := counter(t, nodes[1], "acpp_node_page_transfers_by_reference_total", map[string]string{"direction": "received"}); n != 1 {
 		t.Errorf("%v transfers received by reference, want 1", n)
+	}
+}
+
+// C3, B1: an allocation that went to a peer by reference is freed only
+// after the peer unmapped it (CUDA leaves freeing exported memory that
+// another process still has open undefined): an explicit Free while the
+// receiver's part of the job is open, and the close of the sender's part
+// before the receiver's, each unmap on the receiver first. The fakes count
+// a Free of exported memory that is still mapped.
+func TestLentAllocationUnmappedBeforeFree_C3_B1(t *testing.T) {
+	fakes := []*devicetest.Fake{devicetest.NewFake(devicetest.FakeConfig{Shareable: true}), devicetest.NewFake(devicetest.FakeConfig{Shareable: true})}
+	nodes := startNodes(t, 2, func(i int, cfg *node.Config) { cfg.ExtraDevices = []device.Device{fakes[i]} })
+	c := startClient(t, credDir, "alice", nodes...)
+	mem, _ := memOf(t, c, "n0", "fake:0")
+	violations, mappedAtStart := devicetest.FreedWhileMapped(), devicetest.MappedImports()
+	for round, explicit := range []bool{true, false} {
+		ja, jb := deviceMemoryRoundTrip(t, c, mem)
+		if devicetest.MappedImports() != mappedAtStart+1 {
+			t.Fatalf("round %d: %d mappings after a transfer by reference, want %d", round, devicetest.MappedImports(), mappedAtStart+1)
+		}
+		frees := fakes[0].Stats().Frees
+		if explicit {
+			submit(t, ja, proto.Instr{ID: 10, Kind: proto.InstrFree, Deps: []uint64{5}, Buffer: 1, Mem: mem})
+			wait(t, ja, 10)
+		} else if err := ja.Close(testCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, "n0 frees the allocation it lent", func() bool { return fakes[0].Stats().Frees > frees })
+		if got := devicetest.FreedWhileMapped() - violations; got != 0 {
+			t.Errorf("round %d (explicit free %v): %d frees of memory that n1 still had mapped", round, explicit, got)
+		}
+		if devicetest.MappedImports() != mappedAtStart {
+			t.Errorf("round %d: n1 still has %d mappings, want %d", round, devicetest.MappedImports(), mappedAtStart)
+		}
+		open := []*nodeclient.Job{jb}
+		if explicit {
+			open = append(open, ja)
+		}
+		for _, j := range open {
+			if err := j.Close(testCtx(t)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, n := range nodes {
+		if n.Allocated() != 0 || n.Jobs() != 0 {
+			t.Errorf("%s after close: %d bytes, %d jobs", n.Name(), n.Allocated(), n.Jobs())
+		}
 	}
 }

@@ -85,3 +85,22 @@ func TestMsgJobKernelsName(t *testing.T) {
 		t.Fatalf("MsgJobKernels.String() = %q; its value %d collides with another message", got, uint16(MsgJobKernels))
 	}
 }
+
+func TestMsgUnmapRefName(t *testing.T) {
+	if got := MsgUnmapRef.String(); got != "MsgUnmapRef" {
+		t.Fatalf("MsgUnmapRef.String() = %q; its value %d collides with another message", got, uint16(MsgUnmapRef))
+	}
+}
+
+// C3: an unmap request names 1 to MaxUnmapAllocs allocations.
+func TestUnmapRefValidate_C3(t *testing.T) {
+	for _, n := range []int{0, MaxUnmapAllocs + 1} {
+		r := UnmapRef{Job: 1, Allocs: make([]uint64, n)}
+		if err := r.Validate(); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%d allocations: %v, want ErrMalformed", n, err)
+		}
+	}
+	if err := (&UnmapRef{Job: 1, Allocs: []uint64{7}}).Validate(); err != nil {
+		t.Errorf("one allocation: %v", err)
+	}
+}

@@ -52,3 +52,43 @@ func (r *PageRef) Validate() error {
 	}
 	return nil
 }
+
+// Messages of pages by reference, node to node.
+//
+// WARNING: ONLY APPEND TO THIS LIST! The numeric values are part of the
+// protocol itself.
+const (
+	// MsgUnmapRef asks a node to unmap allocations of the sending node
+	// that it mapped for pages by reference, before the sender frees
+	// them (CUDA leaves freeing exported memory that another process
+	// still has open undefined): body [UnmapRef], reply [UnmapRefDone].
+	MsgUnmapRef MsgType = MsgFirstApp + 32 + iota
+)
+
+func init() {
+	appNames[MsgUnmapRef] = "MsgUnmapRef"
+}
+
+// MaxUnmapAllocs bounds the allocations of one MsgUnmapRef request.
+const MaxUnmapAllocs = 4096
+
+// UnmapRef names allocations of the sender (PageRef.Alloc) in one job.
+type UnmapRef struct {
+	Job    uint64   `msgpack:"j"`
+	Allocs []uint64 `msgpack:"a"`
+}
+
+// Validate checks the request's size.
+func (r *UnmapRef) Validate() error {
+	if len(r.Allocs) == 0 || len(r.Allocs) > MaxUnmapAllocs {
+		return fmt.Errorf("%w: unmap request for %d allocations (1 to %d)", ErrMalformed, len(r.Allocs), MaxUnmapAllocs)
+	}
+	return nil
+}
+
+// UnmapRefDone is the reply to MsgUnmapRef: the mappings closed. The
+// receiver answers after closing them; an allocation it never mapped, or
+// whose job it no longer has, counts nothing.
+type UnmapRefDone struct {
+	Unmapped int `msgpack:"u"`
+}

@@ -139,6 +139,7 @@ func (f *Fake) Free(m *device.Mem) error {
 		return fmt.Errorf("%w: free of memory not allocated by %s", device.ErrBadOp, f.info.ID)
 	}
 	f.frees.Add(1)
+	freeShared(m)
 	return nil
 }
 

@@ -16,6 +16,49 @@ var (
 	nextShared atomic.Uint64
 )
 
+// Mappings of exported memory, to catch what CUDA leaves undefined: the
+// exporter freeing an allocation that an importer has not unmapped.
+var (
+	mapMu            sync.Mutex
+	imports          = map[*device.Mem]*fakeMem{} // live imports; guarded by mapMu
+	mapped           = map[*fakeMem]int{}         // live imports per allocation; guarded by mapMu
+	freedWhileMapped atomic.Int64
+)
+
+// FreedWhileMapped counts, over the process, Frees of exported Fake memory
+// while another Fake still had it mapped (ImportMem without its Free). On
+// a GPU that is undefined behaviour (cuMemFree before the importer's
+// cuIpcCloseMemHandle).
+func FreedWhileMapped() int64 { return freedWhileMapped.Load() }
+
+// MappedImports is the number of imports of Fake memory not yet freed.
+func MappedImports() int {
+	mapMu.Lock()
+	defer mapMu.Unlock()
+	return len(imports)
+}
+
+// freeShared accounts for Free(m): an import is unmapped; an exported
+// allocation freed while mapped is counted in FreedWhileMapped.
+func freeShared(m *device.Mem) {
+	fm, ok := m.Handle.(*fakeMem)
+	if !ok {
+		return
+	}
+	mapMu.Lock()
+	defer mapMu.Unlock()
+	if imp, ok := imports[m]; ok {
+		delete(imports, m)
+		if mapped[imp]--; mapped[imp] == 0 {
+			delete(mapped, imp)
+		}
+		return
+	}
+	if mapped[fm] > 0 {
+		freedWhileMapped.Add(1)
+	}
+}
+
 var _ device.MemSharer = (*Fake)(nil)
 
 // ExportMem implements device.MemSharer for a Shareable Fake: an 8-byte
@@ -40,5 +83,11 @@ func (f *Fake) ImportMem(handle []byte, bytes int) (*device.Mem, error) {
 	if !ok || len(v.(*fakeMem).b) != bytes {
 		return nil, fmt.Errorf("%w: %s: no exported memory of %d bytes under handle %x", device.ErrBadOp, f.info.ID, bytes, handle)
 	}
-	return &device.Mem{Device: f.info.ID, Kind: device.MemDevice, Bytes: bytes, Addr: f.nextAddr.Add(uint64(bytes+4095) &^ 4095), Handle: v.(*fakeMem)}, nil
+	fm := v.(*fakeMem)
+	m := &device.Mem{Device: f.info.ID, Kind: device.MemDevice, Bytes: bytes, Addr: f.nextAddr.Add(uint64(bytes+4095) &^ 4095), Handle: fm}
+	mapMu.Lock()
+	imports[m] = fm
+	mapped[fm]++
+	mapMu.Unlock()
+	return m, nil
 }
