@@ -115,3 +115,17 @@ func (e *Event) Deps() []uint64 {
 	}
 	return out
 }
+
+// Chunks are the events of a split group's chunks, in chunk order, each
+// with its own ID, Deps, Status and Timing (embedded queues). They are nil
+// for an unsplit group and on a cluster queue.
+func (e *Event) Chunks() []*Event {
+	if e.c == nil || len(e.c.chunks) == 0 {
+		return nil
+	}
+	out := make([]*Event, len(e.c.chunks))
+	for i, n := range e.c.chunks {
+		out[i] = &Event{n: n}
+	}
+	return out
+}

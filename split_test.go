@@ -361,6 +361,21 @@ func TestSplitEventStatusAndDeps_C4_D1(t *testing.T) {
 	if st := ev.Status(); st != Complete {
 		t.Errorf("split event after Wait: status %v, want Complete", st)
 	}
+	chunks := ev.Chunks()
+	if len(chunks) != 3 || chunks[0].ID() != ev.ID() {
+		t.Fatalf("split event over 3 devices has %d chunk events (first %v, the group %d)", len(chunks), chunks, ev.ID())
+	}
+	for i, c := range chunks {
+		if c.Status() != Complete || c.Timing().Started.Before(ev.Timing().Started) || c.Chunks() != nil {
+			t.Errorf("chunk %d: status %v, started %v (the group at %v)", i, c.Status(), c.Timing().Started, ev.Timing().Started)
+		}
+		if i > 0 && c.ID() <= chunks[i-1].ID() {
+			t.Errorf("chunk IDs %d, %d not in chunk order", chunks[i-1].ID(), c.ID())
+		}
+	}
+	if writer.Chunks() != nil {
+		t.Errorf("an unsplit group has chunk events")
+	}
 	for i, v := range readAll(t, out) {
 		if v != int32(2*i) {
 			t.Fatalf("out[%d] = %d, want %d", i, v, 2*i)
