@@ -23,8 +23,10 @@ type buf interface {
 // works through it so that one code path serves every type.
 type ebuf interface {
 	buf
-	// arg declares the accessor a for a kernel parameter of the given kind.
-	arg(h *acpp.Handler, kind device.ArgKind, a *jobfile.Accessor) acpp.KernelArg
+	// arg declares the accessor a for a kernel parameter of the given kind;
+	// split: the group is split, and a gets its range mapper instead of a
+	// region.
+	arg(h *acpp.Handler, kind device.ArgKind, a *jobfile.Accessor, split bool) acpp.KernelArg
 	// fill declares a fill of a region with the encoded value v.
 	fill(h *acpp.Handler, off, rng []int, v []byte)
 	// copyTo declares a copy of the region (off, rng) into dst at dstOff.
@@ -143,32 +145,29 @@ func (t *tbuf[T]) region(off, rng []int) (acpp.ID, acpp.Range, bool) {
 	return toID(o, dims), toRange(r), whole
 }
 
-func (t *tbuf[T]) arg(h *acpp.Handler, kind device.ArgKind, a *jobfile.Accessor) acpp.KernelArg {
+func (t *tbuf[T]) arg(h *acpp.Handler, kind device.ArgKind, a *jobfile.Accessor, split bool) acpp.KernelArg {
 	var opts []acpp.AccessOption
 	off, rng, whole := t.region(a.Offset, a.Range)
 	if a.NoInit && (whole || t.pageAligned(a.Offset, a.Range)) {
 		opts = append(opts, acpp.NoInit)
+	}
+	if split {
+		// Each chunk's accessor covers the mapper's region; a ranged
+		// parameter gets that region.
+		opts = append(opts, acpp.Map(mapperOf(a, off, rng)))
+		if kind == device.ArgPointer {
+			return t.raw(h, a.Mode, opts)
+		}
+		return t.unranged(h, a.Mode, opts)
 	}
 	switch kind {
 	case device.ArgPointer:
 		if !whole {
 			opts = append(opts, acpp.Within(off, rng))
 		}
-		switch a.Mode {
-		case jobfile.Read:
-			return acpp.ReadRaw(h, t.b, opts...)
-		case jobfile.Write:
-			return acpp.WriteRaw(h, t.b, opts...)
-		}
-		return acpp.ReadWriteRaw(h, t.b, opts...)
+		return t.raw(h, a.Mode, opts)
 	case device.ArgAccessor:
-		switch a.Mode {
-		case jobfile.Read:
-			return acpp.Read(h, t.b, opts...)
-		case jobfile.Write:
-			return acpp.Write(h, t.b, opts...)
-		}
-		return acpp.ReadWrite(h, t.b, opts...)
+		return t.unranged(h, a.Mode, opts)
 	}
 	switch a.Mode {
 	case jobfile.Read:
@@ -177,6 +176,41 @@ func (t *tbuf[T]) arg(h *acpp.Handler, kind device.ArgKind, a *jobfile.Accessor)
 		return acpp.WriteRange(h, t.b, rng, off, opts...)
 	}
 	return acpp.ReadWriteRange(h, t.b, rng, off, opts...)
+}
+
+func (t *tbuf[T]) raw(h *acpp.Handler, mode jobfile.Mode, opts []acpp.AccessOption) acpp.KernelArg {
+	switch mode {
+	case jobfile.Read:
+		return acpp.ReadRaw(h, t.b, opts...)
+	case jobfile.Write:
+		return acpp.WriteRaw(h, t.b, opts...)
+	}
+	return acpp.ReadWriteRaw(h, t.b, opts...)
+}
+
+func (t *tbuf[T]) unranged(h *acpp.Handler, mode jobfile.Mode, opts []acpp.AccessOption) acpp.KernelArg {
+	switch mode {
+	case jobfile.Read:
+		return acpp.Read(h, t.b, opts...)
+	case jobfile.Write:
+		return acpp.Write(h, t.b, opts...)
+	}
+	return acpp.ReadWrite(h, t.b, opts...)
+}
+
+// mapperOf is the range mapper of a split step's accessor a, whose region
+// is (off, rng): the job file's map, or All without one (always correct,
+// moves the most), as on a cluster.
+func mapperOf(a *jobfile.Accessor, off acpp.ID, rng acpp.Range) acpp.RangeMapper {
+	switch a.Map {
+	case "one_to_one":
+		return acpp.OneToOne()
+	case "neighbourhood":
+		return acpp.Neighbourhood(a.MapRange)
+	case "fixed":
+		return acpp.Fixed(off, rng)
+	}
+	return acpp.All()
 }
 
 // pageAligned reports whether a region starts and ends on page boundaries

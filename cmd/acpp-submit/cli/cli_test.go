@@ -10,11 +10,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 	"unsafe"
 
+	"github.com/acpp/acpp"
 	"github.com/acpp/acpp/device"
 	"github.com/acpp/acpp/jobfile"
 	"github.com/acpp/acpp/jobfile/npy"
@@ -123,6 +125,72 @@ func TestRunJacobiMatchesPlainGo_D3_L2(t *testing.T) {
 	}
 	if s := res.Summary(); !strings.Contains(s, "jacobi2d ×100") || !strings.Contains(s, "102 command groups") {
 		t.Errorf("Summary() = %q, want the jacobi2d count and the group count", s)
+	}
+}
+
+// C4: the embedded runtime splits a split step across several local
+// devices of the default device's kind (three CPU devices stand in for
+// GPUs here): the output equals the run on one device bit for bit, every
+// device computes its contiguous chunks, and the summary says nothing of
+// steps run whole. One device runs the step whole and says so.
+func TestEmbeddedSplitAcrossLocalDevices_C4(t *testing.T) {
+	job := "../../../examples/jobs/jacobi.yaml"
+	params := map[string]string{"n": "96", "iters": "6"}
+	one, three := t.TempDir(), t.TempDir()
+	whole, err := Run(context.Background(), Config{JobFile: job, Params: params, OutDir: one, Devices: []string{"cpu"}, Record: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	split, err := Run(context.Background(), Config{JobFile: job, Params: params, OutDir: three, Devices: []string{"cpu"}, Record: true,
+		queueOptions: []acpp.Option{acpp.WithCPUDevices(3)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := readNPY(t, filepath.Join(one, "jacobi.npy")), readNPY(t, filepath.Join(three, "jacobi.npy"))
+	if !bytes.Equal(a.Data, b.Data) {
+		t.Fatal("jacobi.npy split over three devices differs from the run on one")
+	}
+	if whole.SplitGroups != 0 || !strings.Contains(whole.Summary(), "1 steps ask for split; they ran whole") {
+		t.Errorf("one device: %d groups split; summary %q", whole.SplitGroups, whole.Summary())
+	}
+	if split.SplitGroups != 6 || strings.Contains(split.Summary(), "ran whole") {
+		t.Errorf("three devices: %d groups split, want 6; summary %q", split.SplitGroups, split.Summary())
+	}
+	kernels := 0
+	for _, g := range split.Groups {
+		if g.Label != "jacobi2d" {
+			continue
+		}
+		kernels++
+		var devs []string
+		for _, c := range g.Chunks {
+			devs = append(devs, c.Device)
+			if c.Timing.Ended.IsZero() {
+				t.Errorf("group %d: chunk %d has no end time", g.ID, c.ID)
+			}
+		}
+		want := []string{"cpu:0", "cpu:0", "cpu:0", "cpu:0", "cpu:1", "cpu:1", "cpu:1", "cpu:1", "cpu:2", "cpu:2", "cpu:2", "cpu:2"}
+		if !slices.Equal(devs, want) || g.Device != "cpu:0,cpu:1,cpu:2" {
+			t.Fatalf("group %d ran its chunks on %v (device %q); want 4 chunks per device in order", g.ID, devs, g.Device)
+		}
+	}
+	if kernels != 6 {
+		t.Errorf("%d jacobi2d groups recorded, want 6", kernels)
+	}
+	for _, d := range []string{"cpu:1", "cpu:2"} {
+		if split.PerDevice[d] == nil || split.PerDevice[d].N == 0 {
+			t.Errorf("the summary counts no work on %s: %+v", d, split.PerDevice)
+		}
+	}
+	// Border chunks with two chunks inside each block: the same bytes.
+	params["borders"], params["chunks"] = "1", "2"
+	borders := t.TempDir()
+	if _, err := Run(context.Background(), Config{JobFile: job, Params: params, OutDir: borders, Devices: []string{"cpu"},
+		queueOptions: []acpp.Option{acpp.WithCPUDevices(3)}}); err != nil {
+		t.Fatal(err)
+	}
+	if c := readNPY(t, filepath.Join(borders, "jacobi.npy")); !bytes.Equal(a.Data, c.Data) {
+		t.Fatal("jacobi.npy split with borders=1, chunks=2 differs from the run on one device")
 	}
 }
 

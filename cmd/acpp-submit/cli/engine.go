@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/acpp/acpp"
@@ -56,14 +57,16 @@ type ticket interface {
 // ---- the embedded engine ----
 
 type embeddedEngine struct {
-	q *acpp.Queue
+	q      *acpp.Queue
+	splits int // command groups submitted split
 	// order is every buffer once, in declaration order (closed by close).
 	order []ebuf
 }
 
 type embeddedTicket struct {
-	q  *acpp.Queue
-	ev *acpp.Event
+	q    *acpp.Queue
+	ev   *acpp.Event
+	devs []string // the device of each chunk of a split group
 }
 
 func (t embeddedTicket) wait(ctx context.Context) error { return t.ev.Wait(ctx) }
@@ -71,6 +74,9 @@ func (t embeddedTicket) wait(ctx context.Context) error { return t.ev.Wait(ctx) 
 func (t embeddedTicket) record(g *Group, _ *Result) error {
 	g.Timing = t.ev.Timing()
 	g.StatsAfter = t.q.Stats()
+	for i, c := range t.ev.Chunks() {
+		g.Chunks = append(g.Chunks, Chunk{ID: c.ID(), Device: t.devs[i], Timing: c.Timing()})
+	}
 	return t.ev.Err()
 }
 
@@ -90,8 +96,8 @@ func (e *embeddedEngine) newBuffer(s *jobfile.Buffer, data []byte) (buf, error) 
 	return b, err
 }
 
-func (e *embeddedEngine) submit(g *Group, dev string, record bool, cgf func(h *acpp.Handler)) (ticket, error) {
-	opts := []acpp.SubmitOption{acpp.Named(g.Label)}
+func (e *embeddedEngine) submit(g *Group, dev string, record bool, cgf func(h *acpp.Handler), more ...acpp.SubmitOption) (ticket, error) {
+	opts := append([]acpp.SubmitOption{acpp.Named(g.Label)}, more...)
 	if dev != "" {
 		id, err := jobfile.ParseDevice(dev)
 		if err != nil {
@@ -99,8 +105,9 @@ func (e *embeddedEngine) submit(g *Group, dev string, record bool, cgf func(h *a
 		}
 		opts = append(opts, acpp.On(id))
 	}
+	var devs []string // a split group's function runs once per chunk, in chunk order
 	ev, err := e.q.Submit(func(h *acpp.Handler) error {
-		g.Device = h.Device().ID.String()
+		devs = append(devs, h.Device().ID.String())
 		cgf(h)
 		return nil
 	}, opts...)
@@ -108,10 +115,11 @@ func (e *embeddedEngine) submit(g *Group, dev string, record bool, cgf func(h *a
 		return nil, err
 	}
 	g.ID = ev.ID()
+	g.Device = strings.Join(slices.Compact(slices.Clone(devs)), ",")
 	if record {
 		g.RuntimeDeps = ev.Deps()
 	}
-	return embeddedTicket{q: e.q, ev: ev}, nil
+	return embeddedTicket{q: e.q, ev: ev, devs: devs}, nil
 }
 
 func (e *embeddedEngine) fill(_ context.Context, g *Group, b buf, off, rng []int, v []byte, dev string, _ bool) (ticket, error) {
@@ -125,12 +133,47 @@ func (e *embeddedEngine) copy(_ context.Context, g *Group, src buf, off, rng []i
 }
 
 func (e *embeddedEngine) kernel(_ context.Context, g *Group, s *jobfile.Step, name string, k *device.Kernel, bufs map[string]buf, dev string) (ticket, error) {
-	return e.submit(g, dev, true, func(h *acpp.Handler) { launch(h, s, name, k, bufs) })
+	if sp := e.split(s, k, dev); sp != nil {
+		e.splits++
+		return e.submit(g, "", true, func(h *acpp.Handler) { launch(h, s, name, k, bufs, true) }, acpp.SplitWith(*sp))
+	}
+	return e.submit(g, dev, true, func(h *acpp.Handler) { launch(h, s, name, k, bufs, false) })
+}
+
+// split is the embedded form of a step's split, or nil to run the step
+// whole. It splits across the local devices of the default device's kind
+// that run the kernel (on a GPU machine every GPU: a CPU chunk would hold
+// the GPUs back), the first `devices` of them when the split names a
+// count; one such device runs the step whole. A step pinned to a device
+// is not split.
+func (e *embeddedEngine) split(s *jobfile.Step, k *device.Kernel, dev string) *acpp.SplitOpts {
+	sp := s.Split
+	if sp == nil || dev != "" {
+		return nil
+	}
+	kind := e.q.Device().ID.Kind
+	var ids []acpp.DeviceID
+	for _, d := range e.q.Devices() {
+		runs := (k.Has(device.FormGo) && d.Caps.Runs(device.FormGo)) || (k.Has(device.FormPTX) && d.Caps.Runs(device.FormPTX))
+		if d.ID.Kind == kind && runs {
+			ids = append(ids, d.ID)
+		}
+	}
+	if sp.Devices != "all" {
+		var c int
+		fmt.Sscan(sp.Devices, &c)
+		ids = ids[:min(c, len(ids))]
+	}
+	if len(ids) < 2 {
+		return nil
+	}
+	return &acpp.SplitOpts{Devices: ids, Chunks: max(sp.ChunksPerDevice, 1) * len(ids), Along: acpp.SplitDim(sp.Dim + 1), Borders: sp.Borders}
 }
 
 // launch declares a kernel step's arguments in the kernel's parameter
-// order and launches it.
-func launch(h *acpp.Handler, s *jobfile.Step, name string, k *device.Kernel, bufs map[string]buf) {
+// order and launches it; split: the group is split (accessors take their
+// range mappers).
+func launch(h *acpp.Handler, s *jobfile.Step, name string, k *device.Kernel, bufs map[string]buf, split bool) {
 	args := make([]acpp.KernelArg, len(k.Params))
 	for i, p := range k.Params {
 		switch p.Kind {
@@ -150,7 +193,7 @@ func launch(h *acpp.Handler, s *jobfile.Step, name string, k *device.Kernel, buf
 		default:
 			for _, a := range s.Accessors {
 				if a.Param == p.Name {
-					args[i] = bufs[a.Buffer].(ebuf).arg(h, p.Kind, a)
+					args[i] = bufs[a.Buffer].(ebuf).arg(h, p.Kind, a, split)
 				}
 			}
 		}
@@ -182,6 +225,7 @@ func (e *embeddedEngine) close(res *Result) error {
 		err = cerr
 	}
 	res.Stats = e.q.Stats()
+	res.SplitGroups = e.splits
 	return err
 }
 

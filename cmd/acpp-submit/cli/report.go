@@ -88,8 +88,8 @@ func (res *Result) Summary() string {
 	if failed > 0 {
 		fmt.Fprintf(&b, "  %d command groups failed\n", failed)
 	}
-	if n := splitSteps(res); n > 0 && res.Cluster == nil {
-		fmt.Fprintf(&b, "  note: %d steps ask for split; the embedded runtime runs them whole (acpp-submit applies split on a cluster, --cluster)\n", n)
+	if n := splitSteps(res); n > 0 && res.Cluster == nil && res.SplitGroups == 0 {
+		fmt.Fprintf(&b, "  note: %d steps ask for split; they ran whole: the embedded runtime splits across several local devices of the default device's kind (GPUs), and this run had one (a cluster splits across its nodes' devices, --cluster)\n", n)
 	}
 	return b.String()
 }

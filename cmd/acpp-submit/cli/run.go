@@ -52,6 +52,10 @@ type Config struct {
 	Record bool
 	// Logger receives debug events; nil means discard.
 	Logger *slog.Logger
+
+	// queueOptions are extra options of the embedded queue (tests: several
+	// CPU devices standing in for GPUs).
+	queueOptions []acpp.Option
 }
 
 // Group is what Run records of one command group it submitted.
@@ -145,6 +149,9 @@ type Result struct {
 	// Count is the number of command groups submitted; Failed of those
 	// that failed.
 	Count, Failed int
+	// SplitGroups is the number of groups the embedded runtime split
+	// across several local devices (a cluster run leaves it 0).
+	SplitGroups int
 	// PerDevice and PerStep (by step label) tally the finished groups.
 	PerDevice map[string]*Tally
 	PerStep   map[string]map[string]*Tally
@@ -244,6 +251,7 @@ func openEmbedded(ctx context.Context, cfg Config, log *slog.Logger) (engine, er
 		qopts = append(qopts, acpp.WithWorkers(cfg.Workers))
 	}
 	qopts = append(qopts, acpp.WithLogger(log))
+	qopts = append(qopts, cfg.queueOptions...)
 	q, err := acpp.NewQueue(ctx, qopts...)
 	if err != nil {
 		if errors.Is(err, acpp.ErrNoDevice) {
