@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -109,5 +111,31 @@ func waitAll(t *testing.T, q *Queue) {
 	t.Helper()
 	if err := q.Wait(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// WithAcceleratorsFirst: with an accelerator in the queue (a fake GPU) it is
+// the default device and the CPU follows; without one the CPU stays the
+// default; a selection (WithKind, WithDevice) overrides it.
+func TestAcceleratorsFirst(t *testing.T) {
+	f := devicetest.NewFake(devicetest.FakeConfig{})
+	t.Cleanup(func() { f.Close() })
+	var got []string
+	for _, opts := range [][]Option{
+		{WithDevices(f), WithAcceleratorsFirst()},
+		{WithDevices(f)},
+		{WithAcceleratorsFirst()},
+		{WithDevices(f), WithAcceleratorsFirst(), WithKind(CPU)},
+	} {
+		q := newQueue(t, opts...)
+		var ids []string
+		for _, d := range q.Devices() {
+			ids = append(ids, d.ID.String())
+		}
+		got = append(got, strings.Join(ids, " "))
+	}
+	want := []string{"fake:0 cpu:0", "cpu:0 fake:0", "cpu:0", "cpu:0"}
+	if !slices.Equal(got, want) {
+		t.Errorf("queue devices %q, want %q", got, want)
 	}
 }

@@ -36,6 +36,7 @@ type queueConfig struct {
 	onError  func(error)
 	devices  []device.Device // caller-owned devices (tests, node agents)
 	cluster  *clusterConfig  // options only Connect takes
+	accFirst bool            // WithAcceleratorsFirst
 }
 
 // Option configures NewQueue.
@@ -68,6 +69,14 @@ func WithLogger(l *slog.Logger) Option { return func(c *queueConfig) { c.log = l
 // WithAsyncHandler receives the errors of failed command groups as they
 // happen (SYCL's async handler); without it they are returned by Wait.
 func WithAsyncHandler(f func(error)) Option { return func(c *queueConfig) { c.onError = f } }
+
+// WithAcceleratorsFirst makes the first accelerator (a GPU) the default
+// device when the queue selects every device it finds (no WithDevice or
+// WithKind) and there is one; the CPUs stay in the queue, after the
+// accelerators. Without an accelerator the CPU is the default, as without
+// the option. acpp-submit runs jobs this way: their kernels have GPU forms,
+// while Go closures need the CPU default.
+func WithAcceleratorsFirst() Option { return func(c *queueConfig) { c.accFirst = true } }
 
 // WithDevices adds devices the caller opened and owns (fakes in tests, a
 // node agent's devices). The queue does not close them.
@@ -159,6 +168,8 @@ func NewQueue(ctx context.Context, opts ...Option) (*Queue, error) {
 			closeAll(owned)
 			return nil, fmt.Errorf("%w: none of kinds %v (have %v)", ErrNoDevice, cfg.kinds, ids(all))
 		}
+	case cfg.accFirst:
+		sel = append(slices.Clone(all[len(cpus):]), cpus...)
 	default:
 		sel = all
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/acpp/acpp"
 	"github.com/acpp/acpp/device"
+	"github.com/acpp/acpp/device/devicetest"
 	"github.com/acpp/acpp/jobfile"
 	"github.com/acpp/acpp/jobfile/npy"
 	"go.uber.org/goleak"
@@ -191,6 +192,36 @@ func TestEmbeddedSplitAcrossLocalDevices_C4(t *testing.T) {
 	}
 	if c := readNPY(t, filepath.Join(borders, "jacobi.npy")); !bytes.Equal(a.Data, c.Data) {
 		t.Fatal("jacobi.npy split with borders=1, chunks=2 differs from the run on one device")
+	}
+}
+
+// B5, T3: without --device an accelerator is the default device (a fake
+// that runs no kernel form stands in for a GPU here): fills and copies run
+// on it, a kernel it cannot run goes to the CPU, and the output equals a
+// CPU-only run bit for bit.
+func TestDefaultAcceleratorHandsKernelsItCannotRunToCPU_B5_T3(t *testing.T) {
+	gpu := devicetest.NewFake(devicetest.FakeConfig{Forms: []device.Form{}})
+	t.Cleanup(func() { gpu.Close() })
+	job := "../../../examples/jobs/jacobi.yaml"
+	params := map[string]string{"n": "64", "iters": "4"}
+	cpuOut, gpuOut := t.TempDir(), t.TempDir()
+	if _, err := Run(context.Background(), Config{JobFile: job, Params: params, OutDir: cpuOut, Devices: []string{"cpu"}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(context.Background(), Config{JobFile: job, Params: params, OutDir: gpuOut, Record: true, queueOptions: []acpp.Option{acpp.WithDevices(gpu)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Devices[0] != "fake:0" {
+		t.Errorf("devices %v: the accelerator should be the default", res.Devices)
+	}
+	for _, g := range res.Groups {
+		if want := map[bool]string{true: "cpu:0", false: "fake:0"}[g.Kind == "kernel"]; g.Device != want {
+			t.Errorf("%s group %q ran on %s, want %s", g.Kind, g.Label, g.Device, want)
+		}
+	}
+	if a, b := readNPY(t, filepath.Join(cpuOut, "jacobi.npy")), readNPY(t, filepath.Join(gpuOut, "jacobi.npy")); !bytes.Equal(a.Data, b.Data) {
+		t.Fatal("jacobi.npy with a default accelerator differs from the CPU run")
 	}
 }
 

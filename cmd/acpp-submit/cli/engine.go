@@ -133,6 +133,16 @@ func (e *embeddedEngine) copy(_ context.Context, g *Group, src buf, off, rng []i
 }
 
 func (e *embeddedEngine) kernel(_ context.Context, g *Group, s *jobfile.Step, name string, k *device.Kernel, bufs map[string]buf, dev string) (ticket, error) {
+	if dev == "" && !runsOn(k, e.q.Device()) {
+		// A kernel the default device (a GPU) cannot run, such as a Go-only
+		// one, goes to the first device that can.
+		for _, d := range e.q.Devices() {
+			if runsOn(k, d) {
+				dev = d.ID.String()
+				break
+			}
+		}
+	}
 	if sp := e.split(s, k, dev); sp != nil {
 		e.splits++
 		return e.submit(g, "", true, func(h *acpp.Handler) { launch(h, s, name, k, bufs, true) }, acpp.SplitWith(*sp))
@@ -154,8 +164,7 @@ func (e *embeddedEngine) split(s *jobfile.Step, k *device.Kernel, dev string) *a
 	kind := e.q.Device().ID.Kind
 	var ids []acpp.DeviceID
 	for _, d := range e.q.Devices() {
-		runs := (k.Has(device.FormGo) && d.Caps.Runs(device.FormGo)) || (k.Has(device.FormPTX) && d.Caps.Runs(device.FormPTX))
-		if d.ID.Kind == kind && runs {
+		if d.ID.Kind == kind && runsOn(k, d) {
 			ids = append(ids, d.ID)
 		}
 	}
@@ -168,6 +177,11 @@ func (e *embeddedEngine) split(s *jobfile.Step, k *device.Kernel, dev string) *a
 		return nil
 	}
 	return &acpp.SplitOpts{Devices: ids, Chunks: max(sp.ChunksPerDevice, 1) * len(ids), Along: acpp.SplitDim(sp.Dim + 1), Borders: sp.Borders}
+}
+
+// runsOn reports whether device d runs kernel k.
+func runsOn(k *device.Kernel, d device.Info) bool {
+	return (k.Has(device.FormGo) && d.Caps.Runs(device.FormGo)) || (k.Has(device.FormPTX) && d.Caps.Runs(device.FormPTX))
 }
 
 // launch declares a kernel step's arguments in the kernel's parameter

@@ -250,7 +250,8 @@ func openEmbedded(ctx context.Context, cfg Config, log *slog.Logger) (engine, er
 	if cfg.Workers > 0 {
 		qopts = append(qopts, acpp.WithWorkers(cfg.Workers))
 	}
-	qopts = append(qopts, acpp.WithLogger(log))
+	// Every local device, GPUs first (Config.Devices); a selection decides.
+	qopts = append(qopts, acpp.WithLogger(log), acpp.WithAcceleratorsFirst())
 	qopts = append(qopts, cfg.queueOptions...)
 	q, err := acpp.NewQueue(ctx, qopts...)
 	if err != nil {
