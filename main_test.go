@@ -12,6 +12,8 @@ func TestMain(m *testing.M) {
 		// The cluster tests' nodes (connect_test.go): memberlist's TCP
 		// handlers end within its TCP timeout after Close.
 		goleak.IgnoreTopFunction("github.com/hashicorp/memberlist.(*Memberlist).streamListen"),
+		// A probe started just before Close waits out the probe interval.
+		goleak.IgnoreTopFunction("github.com/hashicorp/memberlist.(*Memberlist).probeNode"),
 	)
 }
 

@@ -34,6 +34,8 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(cleanupAfter{m},
 		// memberlist's TCP handlers end within its TCP timeout after Close.
 		goleak.IgnoreTopFunction("github.com/hashicorp/memberlist.(*Memberlist).streamListen"),
+		// A probe started just before Close waits out the probe interval.
+		goleak.IgnoreTopFunction("github.com/hashicorp/memberlist.(*Memberlist).probeNode"),
 	)
 }
 
