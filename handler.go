@@ -539,7 +539,7 @@ func (h *Handler) launch(name string, nd device.NDRange, args []KernelArg) {
 		return
 	}
 	caps := h.dev.Info().Caps
-	if !(k.Has(device.FormGo) && caps.Runs(device.FormGo)) && !(k.Has(device.FormPTX) && caps.Runs(device.FormPTX)) {
+	if !caps.RunsKernel(k) {
 		h.fail(fmt.Errorf("%w: kernel %q has no implementation that %s runs; register one or submit with acpp.On(another device)", ErrNoImplementation, name, h.dev.Info().ID))
 		return
 	}

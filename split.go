@@ -474,7 +474,7 @@ func (a splitAction) runsOn(d device.Device) bool {
 	if a.kernel == nil {
 		return caps.Runs(device.FormGo)
 	}
-	return (a.kernel.Has(device.FormGo) && caps.Runs(device.FormGo)) || (a.kernel.Has(device.FormPTX) && caps.Runs(device.FormPTX))
+	return caps.RunsKernel(a.kernel)
 }
 
 // finalizeChunk gives h's mapped accessors their regions for chunk c and

@@ -95,6 +95,12 @@ func (c Capabilities) Runs(f Form) bool {
 	return false
 }
 
+// RunsKernel reports whether the device runs k: k has an implementation in
+// a form the device runs.
+func (c Capabilities) RunsKernel(k *Kernel) bool {
+	return (k.Has(FormGo) && c.Runs(FormGo)) || (k.Has(FormPTX) && c.Runs(FormPTX))
+}
+
 // Info is a device's identity and capabilities.
 type Info struct {
 	ID   ID

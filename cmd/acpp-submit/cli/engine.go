@@ -133,11 +133,11 @@ func (e *embeddedEngine) copy(_ context.Context, g *Group, src buf, off, rng []i
 }
 
 func (e *embeddedEngine) kernel(_ context.Context, g *Group, s *jobfile.Step, name string, k *device.Kernel, bufs map[string]buf, dev string) (ticket, error) {
-	if dev == "" && !runsOn(k, e.q.Device()) {
+	if dev == "" && !e.q.Device().Caps.RunsKernel(k) {
 		// A kernel the default device (a GPU) cannot run, such as a Go-only
 		// one, goes to the first device that can.
 		for _, d := range e.q.Devices() {
-			if runsOn(k, d) {
+			if d.Caps.RunsKernel(k) {
 				dev = d.ID.String()
 				break
 			}
@@ -164,7 +164,7 @@ func (e *embeddedEngine) split(s *jobfile.Step, k *device.Kernel, dev string) *a
 	kind := e.q.Device().ID.Kind
 	var ids []acpp.DeviceID
 	for _, d := range e.q.Devices() {
-		if d.ID.Kind == kind && runsOn(k, d) {
+		if d.ID.Kind == kind && d.Caps.RunsKernel(k) {
 			ids = append(ids, d.ID)
 		}
 	}
@@ -177,11 +177,6 @@ func (e *embeddedEngine) split(s *jobfile.Step, k *device.Kernel, dev string) *a
 		return nil
 	}
 	return &acpp.SplitOpts{Devices: ids, Chunks: max(sp.ChunksPerDevice, 1) * len(ids), Along: acpp.SplitDim(sp.Dim + 1), Borders: sp.Borders}
-}
-
-// runsOn reports whether device d runs kernel k.
-func runsOn(k *device.Kernel, d device.Info) bool {
-	return (k.Has(device.FormGo) && d.Caps.Runs(device.FormGo)) || (k.Has(device.FormPTX) && d.Caps.Runs(device.FormPTX))
 }
 
 // launch declares a kernel step's arguments in the kernel's parameter
