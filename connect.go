@@ -353,31 +353,14 @@ func (q *Queue) ClusterDevices() []string {
 
 func (q *Queue) clusterWait(ctx context.Context) error {
 	err := q.cl.job.Wait(ctx)
-	errs := append(q.cl.takeErrs(), err)
-	if q.onError != nil {
-		for _, e := range errs {
-			if e != nil {
-				q.onError(e)
-			}
-		}
-		return nil
-	}
-	return errors.Join(errs...)
+	return q.report(append(q.cl.takeErrs(), err))
 }
 
 func (q *Queue) clusterClose() error {
-	q.mu.Lock()
-	if q.closed {
-		q.mu.Unlock()
+	open, ok := q.markClosed()
+	if !ok {
 		return nil
 	}
-	q.closed = true
-	open := make([]*bufState, 0, len(q.buffers))
-	for b := range q.buffers {
-		open = append(open, b)
-	}
-	q.mu.Unlock()
-	slices.SortFunc(open, func(a, b *bufState) int { return int(a.id) - int(b.id) })
 	var errs []error
 	ctx := context.Background()
 	for _, b := range open {
@@ -390,15 +373,7 @@ func (q *Queue) clusterClose() error {
 	errs = append(errs, q.cl.job.Close(ctx))
 	q.cancel(ErrClosed)
 	<-q.cl.watched
-	if q.onError != nil {
-		for _, e := range errs {
-			if e != nil {
-				q.onError(e)
-			}
-		}
-		return nil
-	}
-	return errors.Join(errs...)
+	return q.report(errs)
 }
 
 // pinned returns the job device a submit names ("" for placement).
@@ -518,18 +493,9 @@ type requester interface{ request() *req }
 
 // launchCluster turns a named kernel launch into a coordinator group.
 func (h *Handler) launchCluster(name string, nd device.NDRange, args []KernelArg) {
-	dargs := make([]device.Arg, len(args))
-	for i, a := range args {
-		if a == nil {
-			h.fail(fmt.Errorf("%w: kernel %q argument %d is nil", device.ErrBadArg, name, i))
-			return
-		}
-		da, err := a.kernelArg(h)
-		if err != nil {
-			h.fail(fmt.Errorf("kernel %q argument %d: %w", name, i, err))
-			return
-		}
-		dargs[i] = da
+	dargs, ok := h.kernelArgs(name, args)
+	if !ok {
+		return
 	}
 	conv := dargs
 	var params []device.Param

@@ -543,18 +543,9 @@ func (h *Handler) launch(name string, nd device.NDRange, args []KernelArg) {
 		h.fail(fmt.Errorf("%w: kernel %q has no implementation that %s runs; register one or submit with acpp.On(another device)", ErrNoImplementation, name, h.dev.Info().ID))
 		return
 	}
-	dargs := make([]device.Arg, len(args))
-	for i, a := range args {
-		if a == nil {
-			h.fail(fmt.Errorf("%w: kernel %q argument %d is nil", device.ErrBadArg, name, i))
-			return
-		}
-		da, err := a.kernelArg(h)
-		if err != nil {
-			h.fail(fmt.Errorf("kernel %q argument %d: %w", name, i, err))
-			return
-		}
-		dargs[i] = da
+	dargs, ok := h.kernelArgs(name, args)
+	if !ok {
+		return
 	}
 	conv, err := device.ValidateArgs(k, dargs, caps.LocalMemBytes)
 	if err != nil {
@@ -763,4 +754,23 @@ func fillOps(r *req, pat []byte) []device.Op {
 		}
 	}
 	return ops
+}
+
+// kernelArgs declares kernel name's arguments; on a nil or bad argument it
+// fails h and reports false.
+func (h *Handler) kernelArgs(name string, args []KernelArg) ([]device.Arg, bool) {
+	dargs := make([]device.Arg, len(args))
+	for i, a := range args {
+		if a == nil {
+			h.fail(fmt.Errorf("%w: kernel %q argument %d is nil", device.ErrBadArg, name, i))
+			return nil, false
+		}
+		da, err := a.kernelArg(h)
+		if err != nil {
+			h.fail(fmt.Errorf("kernel %q argument %d: %w", name, i, err))
+			return nil, false
+		}
+		dargs[i] = da
+	}
+	return dargs, true
 }

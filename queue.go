@@ -257,15 +257,38 @@ func (q *Queue) Wait(ctx context.Context) error {
 	return q.takeErrors()
 }
 
-func (q *Queue) takeErrors() error {
-	errs := q.rt.TakeErrors()
+func (q *Queue) takeErrors() error { return q.report(q.rt.TakeErrors()) }
+
+// report hands errs to the async handler if there is one (and returns
+// nil), or joins them.
+func (q *Queue) report(errs []error) error {
 	if q.onError != nil {
 		for _, e := range errs {
-			q.onError(e)
+			if e != nil {
+				q.onError(e)
+			}
 		}
 		return nil
 	}
 	return errors.Join(errs...)
+}
+
+// markClosed marks q closed and returns its open buffers in creation
+// order; ok is false when q was closed already.
+func (q *Queue) markClosed() (open []*bufState, ok bool) {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return nil, false
+	}
+	q.closed = true
+	open = make([]*bufState, 0, len(q.buffers))
+	for b := range q.buffers {
+		open = append(open, b)
+	}
+	q.mu.Unlock()
+	slices.SortFunc(open, func(a, b *bufState) int { return int(a.id) - int(b.id) })
+	return open, true
 }
 
 // Close writes back and closes the buffers still open, waits for all work,
@@ -276,18 +299,10 @@ func (q *Queue) Close() error {
 	if q.cl != nil {
 		return q.clusterClose()
 	}
-	q.mu.Lock()
-	if q.closed {
-		q.mu.Unlock()
+	open, ok := q.markClosed()
+	if !ok {
 		return nil
 	}
-	q.closed = true
-	open := make([]*bufState, 0, len(q.buffers))
-	for b := range q.buffers {
-		open = append(open, b)
-	}
-	q.mu.Unlock()
-	slices.SortFunc(open, func(a, b *bufState) int { return int(a.id) - int(b.id) })
 	var errs []error
 	for _, b := range open {
 		errs = append(errs, b.close(context.Background()))
