@@ -94,6 +94,21 @@ func (res *Result) Summary() string {
 	return b.String()
 }
 
+// outputTrack is the trace track named name (thread tid) with a slice per
+// output written, its bytes read back under movedKey.
+func (res *Result) outputTrack(pid, tid int, name, movedKey string, us func(time.Time) float64) []traceEvent {
+	if len(res.Outputs) == 0 {
+		return nil
+	}
+	evs := []traceEvent{{Name: "thread_name", Ph: "M", Pid: pid, Tid: tid, Args: map[string]any{"name": name}}}
+	for _, o := range res.Outputs {
+		dur := float64(o.End.Sub(o.Start).Nanoseconds()) / 1e3
+		evs = append(evs, traceEvent{Name: "output " + o.Buffer, Cat: "output", Ph: "X", Ts: us(o.Start), Dur: &dur, Pid: pid, Tid: tid,
+			Args: map[string]any{"file": o.Path, "bytes": o.Bytes, movedKey: o.Moved, "format": string(o.Format)}})
+	}
+	return evs
+}
+
 // splitSteps counts the steps of the job file (not their repetitions) that
 // ask for a split.
 func splitSteps(res *Result) int {
@@ -236,15 +251,7 @@ func (res *Result) WriteTrace(w io.Writer) error {
 	if res.Cluster != nil {
 		evs = append(evs, res.clusterLinkTracks(pid, us)...)
 		evs = append(evs, res.transferTracks(pid, len(tids)+2, us)...) // the outputs track below is len(tids)+1
-		if len(res.Outputs) > 0 {
-			tid := len(tids) + 1
-			evs = append(evs, traceEvent{Name: "thread_name", Ph: "M", Pid: pid, Tid: tid, Args: map[string]any{"name": "client: outputs"}})
-			for _, o := range res.Outputs {
-				dur := float64(o.End.Sub(o.Start).Nanoseconds()) / 1e3
-				evs = append(evs, traceEvent{Name: "output " + o.Buffer, Cat: "output", Ph: "X", Ts: us(o.Start), Dur: &dur, Pid: pid, Tid: tid,
-					Args: map[string]any{"file": o.Path, "bytes": o.Bytes, "read_back": o.Moved, "format": string(o.Format)}})
-			}
-		}
+		evs = append(evs, res.outputTrack(pid, len(tids)+1, "client: outputs", "read_back", us)...)
 	} else {
 		// Link tracks: cumulative bytes per direction.
 		var h2d, d2h int64 = -1, -1
@@ -266,17 +273,11 @@ func (res *Result) WriteTrace(w io.Writer) error {
 		}
 		// Outputs: a host track with the read-backs, and the links' final
 		// totals (they include the read-backs and buffer closes).
-		if len(res.Outputs) > 0 {
-			tid := len(tids) + 1
-			evs = append(evs, traceEvent{Name: "thread_name", Ph: "M", Pid: pid, Tid: tid, Args: map[string]any{"name": "host: outputs"}})
-			for _, o := range res.Outputs {
-				dur := float64(o.End.Sub(o.Start).Nanoseconds()) / 1e3
-				evs = append(evs, traceEvent{Name: "output " + o.Buffer, Cat: "output", Ph: "X", Ts: us(o.Start), Dur: &dur, Pid: pid, Tid: tid,
-					Args: map[string]any{"file": o.Path, "bytes": o.Bytes, "copied_to_host": o.Moved, "format": string(o.Format)}})
-				if o.Moved > 0 {
-					d2h = max(d2h, 0) + o.Moved
-					evs = append(evs, traceEvent{Name: "link device→host (bytes)", Ph: "C", Ts: us(o.End), Pid: pid, Args: map[string]any{"bytes": d2h}})
-				}
+		evs = append(evs, res.outputTrack(pid, len(tids)+1, "host: outputs", "copied_to_host", us)...)
+		for _, o := range res.Outputs {
+			if o.Moved > 0 {
+				d2h = max(d2h, 0) + o.Moved
+				evs = append(evs, traceEvent{Name: "link device→host (bytes)", Ph: "C", Ts: us(o.End), Pid: pid, Args: map[string]any{"bytes": d2h}})
 			}
 		}
 		end := us(res.Start.Add(res.Wall))
