@@ -11,7 +11,6 @@ import (
 	"github.com/acpp/acpp/coherence"
 	"github.com/acpp/acpp/coordinator"
 	"github.com/acpp/acpp/device"
-	"github.com/acpp/acpp/internal/exec"
 )
 
 // Splitting a kernel across devices (issue 6), as Celerity does with range
@@ -269,7 +268,7 @@ type splitChunk struct {
 	launch    *deferredLaunch
 	launching bool // finalize is making the deferred launch
 
-	onFinish func(error) error // the chunk's completion (exec.Group.OnFinish)
+	onFinish func(error) // the chunk's completion (exec.Group.OnFinish)
 }
 
 type deferredLaunch struct {
@@ -279,7 +278,7 @@ type deferredLaunch struct {
 }
 
 // finisher is the OnFinish of a group: nil unless it is a chunk.
-func (s *splitChunk) finisher() func(error) error {
+func (s *splitChunk) finisher() func(error) {
 	if s == nil {
 		return nil
 	}
@@ -586,10 +585,9 @@ func (q *Queue) submitChunks(cgs []*cgroup) (*Event, error) {
 	for i, cg := range cgs {
 		j.ev.ids = append(j.ev.ids, 0)
 		node := &cg.node
-		cg.h.split.onFinish = func(err error) error {
+		cg.h.split.onFinish = func(err error) {
 			_, started, _ := node.Times()
-			j.chunkDone(i, node, started, err)
-			return nil
+			j.chunkDone(i, started, err)
 		}
 	}
 	for i, cg := range cgs {
@@ -598,7 +596,7 @@ func (q *Queue) submitChunks(cgs []*cgroup) (*Event, error) {
 				return nil, err
 			}
 			for k := i; k < len(cgs); k++ {
-				j.chunkDone(k, nil, time.Time{}, fmt.Errorf("acpp: chunk %d of %q not submitted: %w", k, cg.h.name, err))
+				j.chunkDone(k, time.Time{}, fmt.Errorf("acpp: chunk %d of %q not submitted: %w", k, cg.h.name, err))
 			}
 			break
 		}
@@ -610,24 +608,20 @@ func (q *Queue) submitChunks(cgs []*cgroup) (*Event, error) {
 
 // chunkJoin completes a split group's event when its last chunk finishes.
 type chunkJoin struct {
-	mu    sync.Mutex
-	ev    *clusterEvent // its fields are written under mu until done is closed
-	errs  []error       // per chunk; guarded by mu
-	left  int           // guarded by mu
-	nodes []*exec.Node  // the submitted chunks whose function ended; guarded by mu
+	mu   sync.Mutex
+	ev   *clusterEvent // its fields are written under mu until done is closed
+	errs []error       // per chunk; guarded by mu
+	left int           // guarded by mu
 }
 
-// chunkDone counts chunk i finished with err; n is its group, nil when it
-// was never submitted. It runs in the chunk's OnFinish, before its group
-// records its end: the event completes once every chunk's group has
-// finished, so that the chunks' events (Event.Chunks) are final by then.
-func (j *chunkJoin) chunkDone(i int, n *exec.Node, started time.Time, err error) {
+// chunkDone counts chunk i finished with err. It runs in the chunk's
+// OnFinish, when its group's end is final (so are the chunks' events,
+// Event.Chunks, once the group's event is done), or at Submit for a chunk
+// never submitted.
+func (j *chunkJoin) chunkDone(i int, started time.Time, err error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.errs[i] = err
-	if n != nil {
-		j.nodes = append(j.nodes, n)
-	}
 	if !started.IsZero() && (j.ev.issued.IsZero() || started.Before(j.ev.issued)) {
 		j.ev.issued = started
 	}
@@ -641,15 +635,7 @@ func (j *chunkJoin) chunkDone(i int, n *exec.Node, started time.Time, err error)
 		}
 	}
 	j.ev.ended, j.ev.finished = time.Now(), true
-	nodes := j.nodes
-	// Each group ends right after its OnFinish, so this goroutine ends
-	// within moments.
-	go func() {
-		for _, n := range nodes {
-			<-n.Done()
-		}
-		close(j.ev.done)
-	}()
+	close(j.ev.done)
 }
 
 // ---- a split group on a cluster queue ----

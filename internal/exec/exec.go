@@ -386,9 +386,10 @@ type Group struct {
 	Device device.Device
 	Ops    []device.Op
 	Host   func(done func(error))
-	// OnFinish, when set, runs after the node finished and before Done is
-	// closed (used to free released allocations).
-	OnFinish func(err error) error
+	// OnFinish, when set, runs once the node has finished: its error,
+	// state and times are final and Done is closed; the queue does not
+	// count it done before OnFinish returns (a split group's chunks).
+	OnFinish func(err error)
 	// Release, when set, makes the node the explicit release of this
 	// allocation (B1) instead of a planned command group.
 	Release *ReleaseReq
@@ -963,11 +964,6 @@ func (rt *Runtime) run(n *Node) {
 // finish records n's result, lets coherence forget it and dispatches the
 // nodes that were waiting only for it.
 func (rt *Runtime) finish(n *Node, err error) {
-	if n.g.OnFinish != nil {
-		if ferr := n.g.OnFinish(err); ferr != nil && err == nil {
-			err = ferr
-		}
-	}
 	n.err = err
 	end := time.Since(rt.epoch)
 	n.ended = end
@@ -993,6 +989,9 @@ func (rt *Runtime) finish(n *Node, err error) {
 	n.linkMu.Unlock()
 	if done != nil {
 		close(done) // before the queue counts it done: Wait implies Done
+	}
+	if n.g.OnFinish != nil {
+		n.g.OnFinish(err)
 	}
 	rt.leave()
 	for _, s := range succ {
