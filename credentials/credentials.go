@@ -57,9 +57,16 @@ type Identity struct {
 	Cluster string
 	Name    string
 	Role    proto.Role
+	// Instance tells apart processes that hold the same certificate (one
+	// client identity may run any number of programs at once): a random
+	// number each process's transport announces in its handshake, set on
+	// the identities the transport reports for its peers. A node announces
+	// its boot ID. It is not part of the certificate. 0: none announced, or
+	// an identity for addressing that names no particular process.
+	Instance uint64
 }
 
-// String is "<role>/<name>", the key the transport caches connections under.
+// String is "<role>/<name>"; it leaves out Instance.
 func (id Identity) String() string { return string(id.Role) + "/" + id.Name }
 
 // Node returns the identity of node name in no particular cluster, for
@@ -68,6 +75,13 @@ func Node(name string) Identity { return Identity{Name: name, Role: proto.RoleNo
 
 // Client returns the identity of client name, for addressing calls.
 func Client(name string) Identity { return Identity{Name: name, Role: proto.RoleClient} }
+
+// IsClient reports whether id holds a client certificate: a client or an
+// operator (a client that also sees every client's jobs in a node's
+// status). Both dial nodes and run jobs; neither listens.
+func (id Identity) IsClient() bool {
+	return id.Role == proto.RoleClient || id.Role == proto.RoleOperator
+}
 
 // uri is the SAN that carries id.
 func (id Identity) uri() *url.URL {
@@ -123,8 +137,8 @@ func parseIdentityURI(u *url.URL) (Identity, error) {
 	role, name, ok := strings.Cut(strings.TrimPrefix(u.Path, "/"), "/")
 	id := Identity{Cluster: u.Host, Name: name, Role: proto.Role(role)}
 	if u.Scheme != "acpp" || !ok || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" ||
-		(id.Role != proto.RoleNode && id.Role != proto.RoleClient) || CheckName("peer", name) != nil || checkCluster(id.Cluster) != nil {
-		return Identity{}, fmt.Errorf("malformed acpp identity %q, want acpp://<cluster>/node|client/<name>", u)
+		(id.Role != proto.RoleNode && !id.IsClient()) || CheckName("peer", name) != nil || checkCluster(id.Cluster) != nil {
+		return Identity{}, fmt.Errorf("malformed acpp identity %q, want acpp://<cluster>/node|client|operator/<name>", u)
 	}
 	return id, nil
 }
@@ -224,7 +238,8 @@ type Issued struct {
 }
 
 // Issue creates a certificate for name in role: a node certificate serves
-// and dials (server and client auth), a client certificate only dials.
+// and dials (server and client auth), a client or operator certificate only
+// dials.
 func (ca *CA) Issue(role proto.Role, name string, cfg IssueConfig) (*Issued, error) {
 	if err := CheckName(string(role), name); err != nil {
 		return nil, err
@@ -233,9 +248,9 @@ func (ca *CA) Issue(role proto.Role, name string, cfg IssueConfig) (*Issued, err
 	switch role {
 	case proto.RoleNode:
 		usage = append(usage, x509.ExtKeyUsageServerAuth)
-	case proto.RoleClient:
+	case proto.RoleClient, proto.RoleOperator:
 	default:
-		return nil, fmt.Errorf("%w: role %q: want %q or %q", ErrInvalid, role, proto.RoleNode, proto.RoleClient)
+		return nil, fmt.Errorf("%w: role %q: want %q, %q or %q", ErrInvalid, role, proto.RoleNode, proto.RoleClient, proto.RoleOperator)
 	}
 	now := cfg.Now
 	if now.IsZero() {
@@ -488,6 +503,14 @@ func CreateClient(dir, name string, cfg IssueConfig) (*Issued, error) {
 	return create(dir, proto.RoleClient, name, cfg)
 }
 
+// CreateOperator issues an operator certificate for name with the CA in dir:
+// a client that also sees every client's jobs in a node's status. It
+// writes dir/clients/<name>.crt and .key, beside the clients (client and
+// operator names share one namespace), and LoadClient loads it.
+func CreateOperator(dir, name string, cfg IssueConfig) (*Issued, error) {
+	return create(dir, proto.RoleOperator, name, cfg)
+}
+
 func roleDir(role proto.Role) string {
 	if role == proto.RoleNode {
 		return NodesDir
@@ -529,7 +552,8 @@ func create(dir string, role proto.Role, name string, cfg IssueConfig) (*Issued,
 // LoadNode loads node name's credentials from the layout under dir.
 func LoadNode(dir, name string) (*Credentials, error) { return load(dir, proto.RoleNode, name) }
 
-// LoadClient loads client name's credentials from the layout under dir.
+// LoadClient loads client name's credentials from the layout under dir;
+// name may hold a client or an operator certificate (see CreateOperator).
 func LoadClient(dir, name string) (*Credentials, error) { return load(dir, proto.RoleClient, name) }
 
 func load(dir string, role proto.Role, name string) (*Credentials, error) {
@@ -541,7 +565,8 @@ func load(dir string, role proto.Role, name string) (*Credentials, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.Identity.Role != role || c.Identity.Name != name {
+	roleOK := c.Identity.Role == role || role == proto.RoleClient && c.Identity.IsClient()
+	if !roleOK || c.Identity.Name != name {
 		return nil, fmt.Errorf("%w: %s holds the certificate of %s, not %s/%s", ErrInvalid, certFile, c.Identity, role, name)
 	}
 	return c, nil

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -174,6 +175,74 @@ func TestLayoutAndPermissions(t *testing.T) {
 	}
 	if _, err := LoadClient(dir, "bob"); !errors.Is(err, ErrInvalid) {
 		t.Errorf("LoadClient of a node certificate: error %v, want ErrInvalid", err)
+	}
+}
+
+// TestOperatorCertificate_C6: an operator certificate is issued beside the
+// clients', loads as a client's (LoadClient), names the operator role in
+// its identity, authenticates to a node as operator/<name>, and cannot
+// serve; client and operator names share one namespace.
+func TestOperatorCertificate_C6(t *testing.T) {
+	dir := setup(t, "lab")
+	iss, err := CreateOperator(dir, "ops", IssueConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Identity{"lab", "ops", proto.RoleOperator}
+	if iss.Identity != want {
+		t.Errorf("CreateOperator identity = %+v, want %+v", iss.Identity, want)
+	}
+	if crt, _ := Paths(dir, proto.RoleOperator, "ops"); crt != filepath.Join(dir, "clients", "ops.crt") {
+		t.Errorf("Paths(operator, ops) = %s, want clients/ops.crt", crt)
+	}
+	ops := mustLoad(t, LoadClient, dir, "ops")
+	if ops.Identity != want || !ops.Identity.IsClient() || ops.Identity.String() != "operator/ops" {
+		t.Errorf("LoadClient(ops) = %+v (%s, IsClient %v), want %+v, operator/ops, true", ops.Identity, ops.Identity, ops.Identity.IsClient(), want)
+	}
+	if alice := mustLoad(t, LoadClient, dir, "alice"); alice.Identity.Role != proto.RoleClient || !alice.Identity.IsClient() {
+		t.Errorf("LoadClient(alice) = %+v, want a client", alice.Identity)
+	}
+	if n := mustLoad(t, LoadNode, dir, "n1"); n.Identity.IsClient() {
+		t.Error("a node identity says IsClient")
+	}
+	n1 := mustLoad(t, LoadNode, dir, "n1")
+	srvErr, cliErr, seen := handshake(t, n1.ServerTLS(), ops.ClientTLS(nil))
+	if srvErr != nil || cliErr != nil || seen != want {
+		t.Errorf("operator to node: server error %v, client error %v, seen %+v; want success as %+v", srvErr, cliErr, seen, want)
+	}
+	if srvErr, cliErr, _ := handshake(t, ops.ServerTLS(), n1.ClientTLS(nil)); srvErr == nil && cliErr == nil {
+		t.Error("a node accepted a server presenting an operator certificate")
+	}
+	if _, err := CreateClient(dir, "ops", IssueConfig{}); !errors.Is(err, ErrExists) {
+		t.Errorf("CreateClient over operator ops: error %v, want ErrExists", err)
+	}
+	if _, err := CreateOperator(dir, "alice", IssueConfig{}); !errors.Is(err, ErrExists) {
+		t.Errorf("CreateOperator over client alice: error %v, want ErrExists", err)
+	}
+	if _, err := LoadNode(dir, "ops"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("LoadNode(ops): error %v, want ErrNotFound", err)
+	}
+	ca, err := LoadCA(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ca.Issue(proto.Role("admin"), "root", IssueConfig{}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `"operator"`) {
+		t.Errorf("Issue with role admin: error %v, want ErrInvalid naming the roles", err)
+	}
+	for _, tt := range []struct {
+		uri string
+		ok  bool
+	}{
+		{"acpp://lab/operator/ops", true}, {"acpp://lab/client/alice", true}, {"acpp://lab/node/n1", true},
+		{"acpp://lab/admin/ops", false}, {"acpp://lab/operator/", false}, {"acpp://lab/Operator/ops", false},
+	} {
+		u, err := url.Parse(tt.uri)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := parseIdentityURI(u); (err == nil) != tt.ok {
+			t.Errorf("parseIdentityURI(%s) = %v, want ok %v", tt.uri, err, tt.ok)
+		}
 	}
 }
 

@@ -4,7 +4,9 @@
 //
 // Every QUIC connection uses mutual TLS 1.3 with the cluster CA as the only
 // root. A certificate names its holder in a URI SAN,
-// acpp://<cluster>/<role>/<name>, with role "node" or "client";
+// acpp://<cluster>/<role>/<name>, with role "node", "client" or
+// "operator" (a client that also sees every client's jobs in a node's
+// status; [Identity.IsClient] is true for both);
 // [Credentials.PeerIdentity] verifies a peer's chain and returns that
 // [Identity], which the transport then checks against cluster membership.
 //
@@ -17,6 +19,7 @@
 //	_, err = credentials.CreateGossipKey(dir)
 //	_, err = credentials.CreateNode(dir, "n1", credentials.IssueConfig{})
 //	_, err = credentials.CreateClient(dir, "alice", credentials.IssueConfig{})
+//	_, err = credentials.CreateOperator(dir, "ops", credentials.IssueConfig{})
 //
 // On each node, from the files copied there:
 //
@@ -31,7 +34,7 @@
 //	<dir>/gossip.key          memberlist key, base64 of 32 random bytes (0600): every node
 //	<dir>/nodes/<name>.crt    a node's certificate
 //	<dir>/nodes/<name>.key    its private key (0600)
-//	<dir>/clients/<name>.crt  a client's certificate (a user or a job submitter)
+//	<dir>/clients/<name>.crt  a client's or an operator's certificate (a user or a job submitter)
 //	<dir>/clients/<name>.key  its private key (0600)
 //
 // Private keys are written with mode 0600 and refused when readable by group

@@ -10,6 +10,7 @@ import (
 // without crashing; what it accepts prints back to the same identity.
 func FuzzIdentityURI(f *testing.F) {
 	f.Add("acpp://lab/node/n1")
+	f.Add("acpp://lab/operator/ops")
 	f.Fuzz(func(t *testing.T, s string) {
 		u, err := url.Parse(s)
 		if err != nil {

@@ -92,6 +92,9 @@ type Envelope struct {
 
 // Role says what a process is in the cluster; it is carried in certificates
 // and in [Hello].
+//
+// WARNING: ONLY APPEND TO THIS LIST! The values are part of the protocol
+// and of issued certificates.
 type Role string
 
 const (
@@ -100,6 +103,11 @@ const (
 	// RoleClient is a job's client (a program using the library, or
 	// acpp-submit): it connects to nodes and listens on no address.
 	RoleClient Role = "client"
+	// RoleOperator is a client with the operator's view: it runs jobs as
+	// a client does, and a node's status (MsgInventory) lists every
+	// client's jobs to it, where a client sees only its own. The value is
+	// part of the wire format and of certificates: never change it.
+	RoleOperator Role = "operator"
 )
 
 // Hello is the handshake, sent by both sides at the start of a connection.
@@ -115,6 +123,11 @@ type Hello struct {
 	// MaxFrame is the largest frame the sender accepts, in bytes; the peer
 	// refuses to send larger ones with a clear error (0: unknown).
 	MaxFrame uint32 `msgpack:"mf,omitempty"`
+	// Instance is random per process (a node's boot ID): it tells apart
+	// processes that hold the same certificate, so that what a node sends
+	// a client (read-backs) reaches the process that asked for it, and a
+	// restarted node's new connections replace its old run's (0: unknown).
+	Instance uint64 `msgpack:"i,omitempty"`
 }
 
 // ErrorCode classifies an [ErrorReply].

@@ -117,13 +117,16 @@ func newCredentials(stdout io.Writer) *cobra.Command {
 	var dir string
 	cmd := &cobra.Command{
 		Use:   "credentials",
-		Short: "create the cluster CA, node and client certificates and the gossip key",
+		Short: "create the cluster CA, node, client and operator certificates and the gossip key",
 		Long: `Create the cluster's secrets in a directory (default ./acpp-credentials):
   acpp-node credentials init --cluster lab     CA (ca.crt, ca.key) and gossip.key
   acpp-node credentials node n1 n2 n3          nodes/<name>.crt and .key
   acpp-node credentials client alice           clients/<name>.crt and .key
-Copy ca.crt, gossip.key and a node's pair to each node; keep ca.key off the
-nodes. Existing files are never overwritten.`,
+  acpp-node credentials operator ops           clients/<name>.crt and .key, operator role
+A client sees only its own jobs in acpp-submit status; an operator is a client
+that sees every client's jobs (and runs jobs as a client does). Both are used
+with acpp-submit --client NAME. Copy ca.crt, gossip.key and a node's pair to
+each node; keep ca.key off the nodes. Existing files are never overwritten.`,
 	}
 	cmd.PersistentFlags().StringVar(&dir, "dir", "acpp-credentials", "credentials directory")
 	var cluster string
@@ -147,10 +150,10 @@ nodes. Existing files are never overwritten.`,
 		},
 	}
 	initCmd.Flags().StringVar(&cluster, "cluster", "acpp", "cluster name: lower-case letters, digits, '-' and '.'")
-	issue := func(kind string, create func(dir, name string, cfg credentials.IssueConfig) (*credentials.Issued, error)) *cobra.Command {
+	issue := func(kind, short string, create func(dir, name string, cfg credentials.IssueConfig) (*credentials.Issued, error)) *cobra.Command {
 		return &cobra.Command{
 			Use:   kind + " NAME...",
-			Short: "issue " + kind + " certificates signed by the cluster CA",
+			Short: short,
 			Args:  cobra.MinimumNArgs(1),
 			RunE: func(_ *cobra.Command, names []string) error {
 				var errs []error
@@ -166,13 +169,19 @@ nodes. Existing files are never overwritten.`,
 			},
 		}
 	}
-	cmd.AddCommand(initCmd, issue("node", credentials.CreateNode), issue("client", credentials.CreateClient))
+	cmd.AddCommand(initCmd,
+		issue("node", "issue node certificates signed by the cluster CA", credentials.CreateNode),
+		issue("client", "issue client certificates signed by the cluster CA: each sees only its own jobs", credentials.CreateClient),
+		issue("operator", "issue operator certificates signed by the cluster CA: clients that see every client's jobs", credentials.CreateOperator))
 	return cmd
 }
 
 func roleOf(kind string) proto.Role {
-	if kind == "node" {
+	switch kind {
+	case "node":
 		return proto.RoleNode
+	case "operator":
+		return proto.RoleOperator
 	}
 	return proto.RoleClient
 }
