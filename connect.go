@@ -169,6 +169,7 @@ type clusterQueue struct {
 	early   map[coordinator.GroupID]coordinator.GroupTrace // finished before registered; guarded by mu
 	failed  error                                          // the job's failure, once seen; guarded by mu
 	errs    []error                                        // errors for the next Wait; guarded by mu
+	links   []Transfer                                     // page transfers of finished groups; guarded by mu
 	nextBuf coherence.BufferID                             // guarded by Queue.mu
 }
 
@@ -186,14 +187,16 @@ type clusterEvent struct {
 	err                      error
 	submitted, issued, ended time.Time
 	finished                 bool
+	transfers                []Transfer // of its finished groups
 }
 
 func (cq *clusterQueue) groupDone(tr coordinator.GroupTrace) {
-	if tr.Device == "" { // host reads and writes, releases: not ours to track
-		return
-	}
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
+	cq.links = traceTransfers(cq.links, tr)
+	if tr.Device == "" { // host reads and writes, releases: no event to complete
+		return
+	}
 	ev := cq.pending[tr.ID]
 	if ev == nil {
 		cq.early[tr.ID] = tr
@@ -209,6 +212,9 @@ func (cq *clusterQueue) countLocked(ev *clusterEvent, tr coordinator.GroupTrace)
 	}
 	if tr.Done.After(ev.ended) {
 		ev.ended = tr.Done
+	}
+	if !ev.finished { // read without the lock once done is closed
+		ev.transfers = traceTransfers(ev.transfers, tr)
 	}
 	ev.left--
 	if ev.left == 0 {
@@ -658,29 +664,6 @@ func elemsOf[T any](b []byte) []T {
 	out := make([]T, len(b)/int(unsafe.Sizeof(z)))
 	copy(bytesOf(out), b)
 	return out
-}
-
-func hostAccessCluster[T any](ctx context.Context, b *Buffer[T], mode Mode, cfg accessConfig) (*HostAccessor[T], error) {
-	st := b.st
-	var data []T
-	if mode == ModeWrite && cfg.noInit {
-		data = make([]T, b.Len())
-	} else {
-		raw, err := st.q.cl.job.Read(ctx, st.cb, coordinator.Dims{}, coordinator.Dims{})
-		if err != nil {
-			return nil, err
-		}
-		data = elemsOf[T](raw)
-	}
-	done := func(error) {}
-	if mode != ModeRead {
-		done = func(error) {
-			if err := st.q.cl.job.Write(context.Background(), st.cb, coordinator.Dims{}, coordinator.Dims{}, bytesOf(data)); err != nil {
-				st.q.cl.addErr(fmt.Errorf("acpp: host access of a cluster buffer: write back at Close: %w", err))
-			}
-		}
-	}
-	return &HostAccessor[T]{p: data, rng: b.rng, r: b.rng.dims3(), mode: mode.coherence(), done: done}, nil
 }
 
 // ---- events on a cluster ----

@@ -23,10 +23,6 @@ const (
 // DeviceID names a device: kind and index (cpu:0, cuda:1).
 type DeviceID = device.ID
 
-// Stats counts what a queue did: command groups, copies planned by coherence
-// and run by the executor, bytes moved by direction, allocations.
-type Stats = exec.Stats
-
 type queueConfig struct {
 	selected []DeviceID
 	kinds    []device.Kind
@@ -234,14 +230,13 @@ func (q *Queue) deviceByID(id DeviceID) (device.Device, error) {
 	return nil, fmt.Errorf("%w: %s is not one of the queue's devices %v", ErrNoDevice, id, ids(q.devs))
 }
 
-// Stats returns the queue's counters.
-// On a cluster queue only Groups is counted; the job's own counters are
-// in coordinator.Stats.
+// Stats returns the queue's counters (see Stats for what a cluster queue
+// counts).
 func (q *Queue) Stats() Stats {
 	if q.cl != nil {
-		return Stats{Groups: int64(q.cl.job.Stats().Groups)}
+		return q.cl.stats()
 	}
-	return q.rt.Stats()
+	return statsFromExec(q.rt.Stats())
 }
 
 // Wait blocks until every submitted command group has finished and returns

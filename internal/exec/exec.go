@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,7 +44,21 @@ type Stats struct {
 	BytesCopied, BytesHostToDevice, BytesDeviceToHost int64
 	// Allocations is the number of device allocations made.
 	Allocations int64
+	// Links are the copies run per direction between two memories (see
+	// MemName), in the order of their memories, source first; links
+	// without copies are left out.
+	Links []Transfer
 }
+
+// Transfer counts the copies from one memory to another: backend
+// transfers and their bytes.
+type Transfer struct {
+	From, To      string // memory names (MemName)
+	Copies, Bytes int64
+}
+
+// linkCount counts the copies run from one memory to another.
+type linkCount struct{ copies, bytes atomic.Int64 }
 
 type allocKey struct {
 	buf   coherence.BufferID
@@ -131,6 +146,9 @@ type Runtime struct {
 
 	_                                                 cacheLinePad
 	groups, planned, copies, bytes, h2d, d2h, nallocs atomic.Int64
+	// links counts copies by memory pair: [src*len(memNames)+dst].
+	links    []linkCount
+	memNames []string // MemName by MemID
 
 	bg sync.WaitGroup // goroutines that free released allocations
 }
@@ -230,7 +248,30 @@ func New(cfg Config) (*Runtime, error) {
 	if rt.host == nil {
 		return nil, errors.New("acpp: no host-unified CPU device to hold host memory; open the cpu backend")
 	}
+	rt.memNames = make([]string, mem)
+	rt.memNames[coherence.HostMem] = "host"
+	for m, d := range rt.devOf {
+		if m != coherence.HostMem {
+			rt.memNames[m] = d.Info().ID.String()
+		}
+	}
+	rt.links = make([]linkCount, int(mem)*int(mem))
 	return rt, nil
+}
+
+// MemName names a memory for counters and traces: "host" for the host
+// memory (which every host-unified device uses), else the device that
+// owns it ("cuda:0").
+func (rt *Runtime) MemName(m coherence.MemID) string {
+	if int(m) < len(rt.memNames) {
+		return rt.memNames[m]
+	}
+	return fmt.Sprintf("memory %d", m)
+}
+
+// link is the counter of copies from src to dst.
+func (rt *Runtime) link(src, dst coherence.MemID) *linkCount {
+	return &rt.links[int(src)*len(rt.memNames)+int(dst)]
 }
 
 // MemOf is the memory a device's kernels use: HostMem for host-unified
@@ -250,9 +291,17 @@ func (rt *Runtime) DeviceOf(a coherence.AllocID) device.Device { return rt.devOf
 
 // Stats returns the counters.
 func (rt *Runtime) Stats() Stats {
-	return Stats{Groups: rt.groups.Load(), CopiesPlanned: rt.planned.Load(), Copies: rt.copies.Load(),
+	s := Stats{Groups: rt.groups.Load(), CopiesPlanned: rt.planned.Load(), Copies: rt.copies.Load(),
 		BytesCopied: rt.bytes.Load(), BytesHostToDevice: rt.h2d.Load(), BytesDeviceToHost: rt.d2h.Load(),
 		Allocations: rt.nallocs.Load()}
+	nm := len(rt.memNames)
+	for i := range rt.links {
+		l := &rt.links[i]
+		if c := l.copies.Load(); c > 0 {
+			s.Links = append(s.Links, Transfer{From: rt.memNames[i/nm], To: rt.memNames[i%nm], Copies: c, Bytes: l.bytes.Load()})
+		}
+	}
+	return s
 }
 
 // AddBuffer registers a buffer. When user is non-nil it is existing memory
@@ -534,6 +583,30 @@ func (n *Node) Step() coherence.Step {
 	return coherence.Step{ID: n.ID, Deps: n.deps}
 }
 
+// Transfers are the copies of the node's prologue per pair of memories,
+// in plan order: backend transfers (one per page box) and their bytes.
+// They are planned when the node is submitted and have all run once it is
+// Complete; a node that failed may have run only some of them.
+func (n *Node) Transfers() []Transfer {
+	var out []Transfer
+	for _, c := range n.Step().Copies {
+		geo, _ := n.rt.Geometry(c.Buffer)
+		var bytes int64
+		for _, b := range c.Boxes {
+			bytes += int64(geo.ElementBox(b).Volume()) * int64(geo.ElemSize)
+		}
+		from, to := n.rt.MemName(c.Src.Mem), n.rt.MemName(c.Dst.Mem)
+		i := slices.IndexFunc(out, func(t Transfer) bool { return t.From == from && t.To == to })
+		if i < 0 {
+			out = append(out, Transfer{From: from, To: to})
+			i = len(out) - 1
+		}
+		out[i].Copies += int64(len(c.Boxes))
+		out[i].Bytes += bytes
+	}
+	return out
+}
+
 // steps is the node's plan beyond its dependencies (an empty Step for most
 // groups); valid once planned.
 func (n *Node) steps() *coherence.Step {
@@ -779,9 +852,10 @@ func (rt *Runtime) dispatchAt(n *Node, now time.Duration) {
 		}
 	}
 	type planned struct {
-		dev device.Device
-		op  device.CopyOp
-		dir int // 1 host→device, 2 device→host
+		dev  device.Device
+		op   device.CopyOp
+		dir  int // 1 host→device, 2 device→host
+		link *linkCount
 	}
 	var ops []planned
 	for _, c := range st.Copies {
@@ -809,7 +883,7 @@ func (rt *Runtime) dispatchAt(n *Node, now time.Duration) {
 						Src:  device.Region{Mem: src, Extent: geo.Range, Origin: eb.Lo},
 						Dst:  device.Region{Mem: dst, Extent: geo.Range, Origin: eb.Lo},
 						Size: size, ElemSize: geo.ElemSize,
-					}, dir})
+					}, dir, rt.link(c.Src.Mem, c.Dst.Mem)})
 				}
 			}
 		}
@@ -825,11 +899,13 @@ func (rt *Runtime) dispatchAt(n *Node, now time.Duration) {
 	n.left.Store(int32(len(ops)))
 	for i, p := range ops {
 		bytes := int64(p.op.Bytes())
-		dir := p.dir
+		dir, link := p.dir, p.link
 		cb := func(err error) {
 			if err == nil {
 				rt.copies.Add(1)
 				rt.bytes.Add(bytes)
+				link.copies.Add(1)
+				link.bytes.Add(bytes)
 				switch dir {
 				case 1:
 					rt.h2d.Add(bytes)

@@ -78,6 +78,13 @@ func (res *Result) Summary() string {
 		s := res.Stats
 		fmt.Fprintf(&b, "  data moved: host→device %s, device→host %s, %s in all; %d transfers of %d planned page boxes; %d device allocations\n",
 			bytesStr(s.BytesHostToDevice), bytesStr(s.BytesDeviceToHost), bytesStr(s.BytesCopied), s.Copies, s.CopiesPlanned, s.Allocations)
+		if len(s.Links) > 1 {
+			parts := make([]string, 0, len(s.Links))
+			for _, l := range s.Links {
+				parts = append(parts, fmt.Sprintf("%s→%s %s (%d)", l.From, l.To, bytesStr(l.Bytes), l.Copies))
+			}
+			fmt.Fprintf(&b, "  per link: %s\n", strings.Join(parts, ", "))
+		}
 		if s.BytesCopied == 0 && allCPU(res.Devices) {
 			b.WriteString("  (CPU devices use the host allocation itself: linked, no copies — L2)\n")
 		}
