@@ -102,8 +102,8 @@ func TestMutualTLS_C6(t *testing.T) {
 		ok       bool
 		want     Identity
 	}{
-		{"node to node", n1.ServerTLS(), n2.ClientTLS(nil), true, Identity{"lab", "n2", proto.RoleNode}},
-		{"client to node", n1.ServerTLS(), alice.ClientTLS(nil), true, Identity{"lab", "alice", proto.RoleClient}},
+		{"node to node", n1.ServerTLS(), n2.ClientTLS(nil), true, Identity{Cluster: "lab", Name: "n2", Role: proto.RoleNode}},
+		{"client to node", n1.ServerTLS(), alice.ClientTLS(nil), true, Identity{Cluster: "lab", Name: "alice", Role: proto.RoleClient}},
 		{"no client certificate", n1.ServerTLS(), noCert, false, Identity{}},
 		{"client from another CA", n1.ServerTLS(), stranger.ClientTLS(nil), false, Identity{}},
 		{"server from another CA", stranger.ServerTLS(), n2.ClientTLS(nil), false, Identity{}},
@@ -188,7 +188,7 @@ func TestOperatorCertificate_C6(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Identity{"lab", "ops", proto.RoleOperator}
+	want := Identity{Cluster: "lab", Name: "ops", Role: proto.RoleOperator}
 	if iss.Identity != want {
 		t.Errorf("CreateOperator identity = %+v, want %+v", iss.Identity, want)
 	}
