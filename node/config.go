@@ -63,11 +63,30 @@ type Config struct {
 	HTTPAddr string
 
 	// MaxBytes bounds the bytes all jobs together may allocate on this
-	// node (host and device memory alike, staging included); 0 means no
-	// limit besides the devices'.
+	// node (host and device memory alike, staging included), and is the
+	// budget of each of its memories (capped by the memory's size). 0 means
+	// each memory's default budget (see MemoryShare) and no bound on the
+	// total besides their sum.
+	//
+	// Allocations are admitted against the budget of their memory before
+	// they are made: one that does not fit fails its instruction with
+	// ErrMemoryLimit (proto.CodeMemoryLimit) and the node carries on. Go
+	// cannot recover from a failed allocation, so without a budget a
+	// buffer larger than the machine's memory would crash the node.
 	MaxBytes uint64
+	// MemoryShare is each memory's budget as a fraction of its size (0 <
+	// MemoryShare <= 1) when MaxBytes is 0. 0 means
+	// device.DefaultHostShare (75%) of host memory (cpu.HostMemory: MemTotal,
+	// or the process's cgroup limit where lower) and
+	// device.DefaultDeviceShare (90%) of each GPU's memory.
+	MemoryShare float64
+	// NoMemoryBudget turns the memory budgets off (MaxBytes and MemoryShare
+	// must then be 0): allocations are bounded by MaxJobBytes only, and one
+	// larger than the machine's memory crashes the node. Only for nodes
+	// whose memory is overcommitted on purpose.
+	NoMemoryBudget bool
 	// MaxJobBytes bounds the bytes one job may allocate; 0 means no limit
-	// besides MaxBytes.
+	// besides the budgets.
 	MaxJobBytes uint64
 	// JobLease is the default lease of a job: how long the node keeps a
 	// job whose client it has not heard from. 0 means 30 seconds.
@@ -173,8 +192,16 @@ func (c Config) Validate() error {
 	if c.MaxBytes != 0 && c.MaxJobBytes > c.MaxBytes {
 		errs = append(errs, fmt.Errorf("MaxJobBytes (%d) must be <= MaxBytes (%d)", c.MaxJobBytes, c.MaxBytes))
 	}
+	if err := c.memoryLimit().Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("MaxBytes (%d), MemoryShare (%v), NoMemoryBudget (%v): %w", c.MaxBytes, c.MemoryShare, c.NoMemoryBudget, err))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return nil
+}
+
+// memoryLimit is how the budget of each memory is chosen.
+func (c Config) memoryLimit() device.MemoryLimit {
+	return device.MemoryLimit{Bytes: c.MaxBytes, Share: c.MemoryShare, Off: c.NoMemoryBudget}
 }

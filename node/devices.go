@@ -59,11 +59,23 @@ type memory struct {
 	id    uint32
 	dev   device.Device // allocates it
 	host  bool
-	bytes uint64
+	bytes uint64 // its size (host: cpu.HostMemory); 0 when unknown
+
+	// budget admits the allocations and page staging of every job in this
+	// memory (staging is host memory, so it counts against memory 0).
+	budget *device.Budget
 
 	// pool keeps pinned staging buffers of this (device) memory for reuse:
 	// allocating pinned memory costs far more than moving the pages.
 	pool stagingPool
+}
+
+// name names the memory in errors and logs.
+func (m *memory) name() string {
+	if m.host {
+		return "host memory"
+	}
+	return "memory of " + m.dev.Info().ID.String()
 }
 
 // stagingPool caches pinned host buffers of one device.
@@ -128,6 +140,9 @@ type devices struct {
 	byID  map[string]device.Device
 	memOf map[string]uint32 // device ID → its memory
 	mems  []*memory
+	// hostSize says where host memory's size came from, or why it is
+	// unknown (for the start-up log).
+	hostSize string
 }
 
 func openDevices(ctx context.Context, cfg Config) (*devices, error) {
@@ -183,8 +198,20 @@ func openDevices(ctx context.Context, cfg Config) (*devices, error) {
 		d.mems = append(d.mems, m)
 		d.memOf[id] = m.id
 	}
+	size, src, err := cpu.HostMemory()
+	d.mems[0].bytes, d.hostSize = size, src
+	if err != nil {
+		d.hostSize = err.Error()
+	}
+	limit := cfg.memoryLimit()
+	for _, m := range d.mems {
+		m.budget = device.NewBudget(limit.Budget(m.bytes, m.host))
+	}
 	return d, nil
 }
+
+// host is host memory (memory 0), where page staging lives.
+func (d *devices) host() *memory { return d.mems[0] }
 
 func filterHasKind(f *deviceFilter, k device.Kind) bool {
 	for id := range f.ids {
@@ -266,7 +293,8 @@ func (d *devices) inventory() ([]proto.DeviceInv, []proto.MemoryInv) {
 	}
 	var mems []proto.MemoryInv
 	for _, m := range d.mems {
-		mems = append(mems, proto.MemoryInv{ID: m.id, Device: m.dev.Info().ID.String(), Host: m.host, Bytes: m.bytes})
+		mems = append(mems, proto.MemoryInv{ID: m.id, Device: m.dev.Info().ID.String(), Host: m.host, Bytes: m.bytes,
+			Budget: m.budget.Limit(), Used: m.budget.Used()})
 	}
 	return devs, mems
 }

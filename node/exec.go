@@ -58,7 +58,8 @@ func (j *job) doAlloc(in *instr) error {
 		j.mu.Unlock()
 		return fmt.Errorf("buffer %d already has an allocation in memory %d; allocations have the full buffer size and are made once (B1)", key.buf, key.mem)
 	}
-	if err := j.reserveLocked(bytes, fmt.Sprintf("allocation of buffer %d in memory %d", key.buf, key.mem)); err != nil {
+	// Admit before allocating: Go cannot recover from a failed allocation.
+	if err := j.reserveInLocked(m, bytes, fmt.Sprintf("allocation of buffer %d in memory %d", key.buf, key.mem)); err != nil {
 		j.mu.Unlock()
 		return err
 	}
@@ -69,7 +70,7 @@ func (j *job) doAlloc(in *instr) error {
 	defer j.mu.Unlock()
 	if err != nil {
 		delete(j.allocs, key)
-		j.releaseLocked(bytes)
+		j.releaseInLocked(m, bytes)
 		return fmt.Errorf("allocate %d bytes for buffer %d on %s: %w", bytes, key.buf, m.dev.Info().ID, err)
 	}
 	a.mem = mem
@@ -86,7 +87,7 @@ func (j *job) doFree(in *instr) error {
 		return fmt.Errorf("job %d has no allocation of buffer %d in memory %d to free", j.id, key.buf, key.mem)
 	}
 	delete(j.allocs, key)
-	j.releaseLocked(a.bytes)
+	j.releaseInLocked(a.m, a.bytes)
 	lent := len(a.lentTo) > 0
 	j.mu.Unlock()
 	j.n.met.allocs.Dec()

@@ -149,21 +149,32 @@ func (j *job) busy() int {
 	return j.pending
 }
 
-// reserveLocked accounts bytes against the job's and the node's limits.
+// reserveLocked admits page staging (host memory) against the job's
+// limit, the host memory's budget and the node's total.
 func (j *job) reserveLocked(bytes uint64, what string) error {
+	return j.reserveInLocked(j.n.devs.host(), bytes, what)
+}
+
+// reserveInLocked admits bytes in memory m against the job's limit, m's
+// budget and the node's total, before anything is allocated.
+func (j *job) reserveInLocked(m *memory, bytes uint64, what string) error {
 	if j.maxBytes != 0 && j.bytes+bytes > j.maxBytes {
 		return fmt.Errorf("%w: %s of %d bytes would make job %d hold %d bytes, its limit is %d", ErrMemoryLimit, what, bytes, j.id, j.bytes+bytes, j.maxBytes)
 	}
-	if err := j.n.reserve(bytes); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+	if err := j.n.reserve(m, bytes, what); err != nil {
+		return err
 	}
 	j.bytes += bytes
 	return nil
 }
 
-func (j *job) releaseLocked(bytes uint64) {
+// releaseLocked returns staging that reserveLocked admitted.
+func (j *job) releaseLocked(bytes uint64) { j.releaseInLocked(j.n.devs.host(), bytes) }
+
+// releaseInLocked returns bytes of memory m that reserveInLocked admitted.
+func (j *job) releaseInLocked(m *memory, bytes uint64) {
 	j.bytes -= bytes
-	j.n.release(bytes)
+	j.n.release(m, bytes)
 }
 
 // submit checks a batch as a whole and adds it; nothing is added when any
@@ -479,7 +490,7 @@ func (j *job) freeIfIdleLocked() func() {
 	var allocs []*alloc
 	for _, a := range j.allocs {
 		allocs = append(allocs, a)
-		j.releaseLocked(a.bytes)
+		j.releaseInLocked(a.m, a.bytes)
 	}
 	j.allocs = map[allocKey]*alloc{}
 	j.n.met.allocs.Sub(float64(len(allocs)))

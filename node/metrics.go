@@ -1,8 +1,13 @@
 package node
 
 import (
+	"math"
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/acpp/acpp/device"
 )
 
 // metrics are the node's Prometheus metrics, in a registry of its own
@@ -62,3 +67,33 @@ func newMetrics() *metrics {
 
 // Metrics is the node's metrics registry (what /metrics serves).
 func (n *Node) Metrics() prometheus.Gatherer { return n.met.reg }
+
+// addMemory exports a memory's budget and use as gauges labelled with the
+// memory's ID and its device, read when /metrics is scraped. A memory
+// without a budget reports +Inf.
+func (m *metrics) addMemory(mem *memory) {
+	labels := prometheus.Labels{"memory": strconv.FormatUint(uint64(mem.id), 10), "device": mem.dev.Info().ID.String()}
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "acpp_node_memory_budget_bytes", ConstLabels: labels,
+			Help: "Bytes jobs may allocate together in a memory (host memory or a GPU's), staging included; +Inf without a budget (acpp-node --max-bytes).",
+		}, func() float64 {
+			if b := mem.budget.Limit(); b > 0 {
+				return float64(b)
+			}
+			return math.Inf(1)
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "acpp_node_memory_used_bytes", ConstLabels: labels,
+			Help: "Bytes jobs hold in a memory (allocations and page staging), counted against its budget.",
+		}, func() float64 { return float64(mem.budget.Used()) }),
+	)
+}
+
+// budgetStr is a budget for logs: its size, or "none".
+func budgetStr(b *device.Budget) string {
+	if b.Limit() == 0 {
+		return "none"
+	}
+	return device.FormatBytes(b.Limit())
+}

@@ -112,6 +112,17 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.met = newMetrics()
+	for _, m := range n.devs.mems {
+		n.met.addMemory(m)
+		if m.host {
+			n.log.Info("memory budget", "memory", m.id, "device", m.dev.Info().ID, "host", true, "size", device.FormatBytes(m.bytes), "size_from", n.devs.hostSize, "budget", budgetStr(m.budget), "how", m.budget.How(), "max_bytes", cfg.memoryLimit())
+			continue
+		}
+		n.log.Info("memory budget", "memory", m.id, "device", m.dev.Info().ID, "size", device.FormatBytes(m.bytes), "budget", budgetStr(m.budget), "how", m.budget.How(), "max_bytes", cfg.memoryLimit())
+	}
+	if cfg.NoMemoryBudget {
+		n.log.Warn("memory budgets are off (--max-bytes 0): a buffer larger than this machine's memory crashes the node")
+	}
 	n.tr, err = transport.Start(transport.Config{
 		Credentials: creds,
 		ListenAddr:  cfg.QUICAddr,
@@ -416,12 +427,21 @@ func (n *Node) goFunc(f func()) {
 	}()
 }
 
-// reserve accounts bytes against the node's limit.
-func (n *Node) reserve(bytes uint64) error {
+// reserve admits bytes in memory m against m's budget and the node's
+// total (MaxBytes); what names the allocation in the error.
+func (n *Node) reserve(m *memory, bytes uint64, what string) error {
+	if err := m.budget.Reserve(bytes, what, m.name()); err != nil {
+		var be *device.BudgetError
+		if errors.As(err, &be) {
+			be.Hint = fmt.Sprintf("the node refused it and serves other jobs; use smaller buffers or more nodes, free buffers, or raise acpp-node --max-bytes (now %s)", n.cfg.memoryLimit())
+		}
+		return fmt.Errorf("%w: node %s: %w", ErrMemoryLimit, n.cfg.Name, err)
+	}
 	for {
 		cur := n.allocated.Load()
 		if n.cfg.MaxBytes != 0 && cur+bytes > n.cfg.MaxBytes {
-			return fmt.Errorf("%w: %d more bytes would make %d of the node's %d (--max-bytes)", ErrMemoryLimit, bytes, cur+bytes, n.cfg.MaxBytes)
+			m.budget.Release(bytes)
+			return fmt.Errorf("%w: %s: %d more bytes would make %d of the node's %d (--max-bytes)", ErrMemoryLimit, what, bytes, cur+bytes, n.cfg.MaxBytes)
 		}
 		if n.allocated.CompareAndSwap(cur, cur+bytes) {
 			n.met.allocBytes.Set(float64(cur + bytes))
@@ -430,7 +450,8 @@ func (n *Node) reserve(bytes uint64) error {
 	}
 }
 
-func (n *Node) release(bytes uint64) {
+func (n *Node) release(m *memory, bytes uint64) {
+	m.budget.Release(bytes)
 	v := n.allocated.Add(-bytes)
 	n.met.allocBytes.Set(float64(v))
 }

@@ -428,7 +428,12 @@ type MemoryInv struct {
 	// Device is the device that allocates it ("cpu:0" for host memory).
 	Device string `msgpack:"d"`
 	Host   bool   `msgpack:"h,omitempty"`
-	Bytes  uint64 `msgpack:"b,omitempty"`
+	// Bytes is its size (0: unknown).
+	Bytes uint64 `msgpack:"b,omitempty"`
+	// Budget is what jobs may allocate in it together (0: no budget; see
+	// acpp-node --max-bytes); Used what they hold now, staging included.
+	Budget uint64 `msgpack:"bg,omitempty"`
+	Used   uint64 `msgpack:"u,omitempty"`
 }
 
 // Validate checks the fields an instruction of its kind needs, and the

@@ -60,7 +60,7 @@ func (s *settings) table() []setting {
 		{"devices", "ACPP_DEVICES", "devices to expose: all, or a list of kinds and kind:index (cpu,cuda:0)", &s.Devices, nil, nil},
 		{"cpu-workers", "ACPP_CPU_WORKERS", "worker goroutines of the CPU device (0: GOMAXPROCS)", nil, nil, &s.CPUWorkers},
 		{"http-addr", "ACPP_HTTP_ADDR", "host:port serving /metrics and /healthz (empty: none)", &s.HTTPAddr, nil, nil},
-		{"max-bytes", "ACPP_MAX_BYTES", "memory all jobs together may allocate on this node, e.g. 64GiB (0: no limit)", &s.MaxBytes, nil, nil},
+		{"max-bytes", "ACPP_MAX_BYTES", "memory budget: what all jobs together may allocate in each memory of this node (host memory, each GPU's), staging included; an allocation beyond it fails its job, not the node. auto: 75% of host memory (MemTotal or the cgroup limit) and 90% of each GPU's; a share like 50%; a size like 64GiB (each memory's budget, at most its size, and the node's total); 0: no budget (a buffer larger than memory crashes the node)", &s.MaxBytes, nil, nil},
 		{"max-job-bytes", "ACPP_MAX_JOB_BYTES", "memory one job may allocate on this node (0: no limit but --max-bytes)", &s.MaxJobBytes, nil, nil},
 		{"job-lease", "ACPP_JOB_LEASE", "how long a job survives without word from its client", &s.JobLease, nil, nil},
 		{"drain-timeout", "ACPP_DRAIN_TIMEOUT", "on SIGTERM, how long running instructions may finish before they are failed", &s.DrainTimeout, nil, nil},
@@ -73,7 +73,7 @@ func (s *settings) table() []setting {
 func defaultSettings() settings {
 	return settings{
 		Credentials: "/etc/acpp", GossipAddr: "0.0.0.0:7946", QUICAddr: "0.0.0.0:7947", Devices: "all",
-		HTTPAddr: "127.0.0.1:9464", MaxBytes: "0", MaxJobBytes: "0", JobLease: "30s", DrainTimeout: "10s", JoinRetry: "60s",
+		HTTPAddr: "127.0.0.1:9464", MaxBytes: "auto", MaxJobBytes: "0", JobLease: "30s", DrainTimeout: "10s", JoinRetry: "60s",
 		Timing: "lan", LogLevel: "info", LogFormat: "text",
 	}
 }
@@ -180,6 +180,29 @@ func parseBytes(s string) (uint64, error) {
 	return n * mult, nil
 }
 
+// parseMaxBytes sets the memory budget fields of cfg from --max-bytes:
+// "auto" (the default budgets), a share ("50%"), a size, or 0 (none).
+func parseMaxBytes(s string, cfg *node.Config) error {
+	s = strings.TrimSpace(s)
+	switch {
+	case s == "auto" || s == "":
+		return nil
+	case strings.HasSuffix(s, "%"):
+		p, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(s, "%")), 64)
+		if err != nil || !(p > 0 && p <= 100) {
+			return fmt.Errorf("share %q: want a percentage in (0, 100], like 50%%", s)
+		}
+		cfg.MemoryShare = p / 100
+		return nil
+	}
+	n, err := parseBytes(s)
+	if err != nil {
+		return fmt.Errorf("%w, a share like 50%%, auto, or 0 for no budget", err)
+	}
+	cfg.MaxBytes, cfg.NoMemoryBudget = n, n == 0
+	return nil
+}
+
 // nodeConfig turns settings into the node's Config; it reports every bad
 // setting at once.
 func (s settings) nodeConfig(log *slog.Logger) (node.Config, error) {
@@ -212,7 +235,7 @@ func (s settings) nodeConfig(log *slog.Logger) (node.Config, error) {
 	}
 	cfg.Devices, cfg.CPUWorkers, cfg.HTTPAddr = s.Devices, s.CPUWorkers, s.HTTPAddr
 	var err error
-	if cfg.MaxBytes, err = parseBytes(s.MaxBytes); err != nil {
+	if err := parseMaxBytes(s.MaxBytes, &cfg); err != nil {
 		errs = append(errs, fmt.Errorf("max-bytes: %w", err))
 	}
 	if cfg.MaxJobBytes, err = parseBytes(s.MaxJobBytes); err != nil {

@@ -86,6 +86,39 @@ func TestSettingsErrorsNameEveryBadField(t *testing.T) {
 	}
 }
 
+// TestMaxBytesSetting_B5: --max-bytes defaults to auto (the default
+// budgets, not "unlimited"); a size, a share and 0 (no budget) map to the
+// node's config; anything else is an error that names the forms.
+func TestMaxBytesSetting_B5(t *testing.T) {
+	if d := defaultSettings().MaxBytes; d != "auto" {
+		t.Errorf("default --max-bytes = %q, want auto", d)
+	}
+	for _, tt := range []struct {
+		in    string
+		bytes uint64
+		share float64
+		off   bool
+		err   string
+	}{
+		{in: "auto"}, {in: "64GiB", bytes: 64 << 30}, {in: "50%", share: 0.5}, {in: "100%", share: 1}, {in: "0", off: true},
+		{in: "150%", err: "percentage"}, {in: "0%", err: "percentage"}, {in: "lots", err: "a share like 50%"},
+	} {
+		s := defaultSettings()
+		s.Name, s.MaxBytes = "n1", tt.in
+		cfg, err := s.nodeConfig(nil)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) || !strings.Contains(err.Error(), "max-bytes") {
+				t.Errorf("--max-bytes %s: error %v, want one naming max-bytes and %q", tt.in, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || cfg.MaxBytes != tt.bytes || cfg.MemoryShare != tt.share || cfg.NoMemoryBudget != tt.off {
+			t.Errorf("--max-bytes %s: MaxBytes %d, MemoryShare %v, NoMemoryBudget %v, %v; want %d, %v, %v",
+				tt.in, cfg.MaxBytes, cfg.MemoryShare, cfg.NoMemoryBudget, err, tt.bytes, tt.share, tt.off)
+		}
+	}
+}
+
 func TestParseBytes(t *testing.T) {
 	tests := []struct {
 		in      string
