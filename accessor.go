@@ -2,6 +2,7 @@ package acpp
 
 import (
 	"fmt"
+	"iter"
 	"unsafe"
 
 	"github.com/acpp/acpp/coherence"
@@ -24,9 +25,11 @@ type accessConfig struct {
 // read-write accessors take it.
 func NoInit(c *accessConfig) { c.noInit = true }
 
-// Within limits a raw accessor's access region (the pages coherence makes
-// up to date and orders on) to rng at offset off; indexing still ignores the
-// offset (V3).
+// Within limits an access region (the pages coherence makes up to date
+// and orders on) to rng at offset off. A raw accessor's indexing still
+// ignores the offset (V3); a host accessor (HostAccess, HostRead) and
+// Buffer.Read and Buffer.Write index relative to it and hold only the
+// region (T3). The region must lie inside the buffer.
 func Within(off ID, rng Range) AccessOption {
 	return func(c *accessConfig) { c.within, c.off, c.rng = true, off, rng }
 }
@@ -96,24 +99,12 @@ func access[T any](h *Handler, b *Buffer[T], mode coherence.Mode, ranged bool, o
 	if !ranged && !cfg.within {
 		off, rng = ID{}, b.rng
 	}
-	if err := rng.valid(); err != nil {
+	ioff, irng, err := b.region(off, rng)
+	if err != nil {
 		h.fail(err)
 		return nil
 	}
-	if rng.dims != b.rng.dims {
-		h.fail(fmt.Errorf("%w: access range %v has %d dimensions, the buffer %v has %d", ErrBadRange, rng, rng.dims, b.rng, b.rng.dims))
-		return nil
-	}
-	ioff := toInternal(b.rng.dims, off, 0)
-	irng := rng.dims3()
 	bre := b.rng.dims3()
-	for d := 0; d < 3; d++ {
-		if ioff[d] < 0 || ioff[d]+irng[d] > bre[d] {
-			o := off // a copy: slicing off itself would move it to the heap on every call
-			h.fail(fmt.Errorf("%w: access offset %v + range %v leaves the buffer %v", ErrBadRange, o[:rng.dims], rng, b.rng))
-			return nil
-		}
-	}
 	pages, err := b.pageRange(ioff, irng)
 	if err != nil {
 		h.fail(fmt.Errorf("%w: %v", ErrBadRange, err))
@@ -136,6 +127,26 @@ func access[T any](h *Handler, b *Buffer[T], mode coherence.Mode, ranged bool, o
 		return nil
 	}
 	return r
+}
+
+// region checks an access region of b (offset off, range rng, in b's
+// dimension order) and returns it in internal order.
+func (b *Buffer[T]) region(off ID, rng Range) (ioff, irng coherence.Dims, err error) {
+	if err := rng.valid(); err != nil {
+		return ioff, irng, err
+	}
+	if rng.dims != b.rng.dims {
+		return ioff, irng, fmt.Errorf("%w: access range %v has %d dimensions, the buffer %v has %d", ErrBadRange, rng, rng.dims, b.rng, b.rng.dims)
+	}
+	ioff, irng = toInternal(b.rng.dims, off, 0), rng.dims3()
+	bre := b.rng.dims3()
+	for d := 0; d < 3; d++ {
+		if ioff[d] < 0 || ioff[d]+irng[d] > bre[d] {
+			o := off // a copy: slicing off itself would move it to the heap on every call
+			return ioff, irng, fmt.Errorf("%w: access offset %v + range %v leaves the buffer %v", ErrBadRange, o[:rng.dims], rng, b.rng)
+		}
+	}
+	return ioff, irng, nil
 }
 
 func (r *req) arg(h *Handler, kind device.ArgKind) (device.Arg, error) {
@@ -162,11 +173,18 @@ type Raw[T any] struct {
 	rq *req
 }
 
-// RawRO is a read-only raw accessor (ReadRaw).
+// RawRO is a read-only raw accessor (ReadRaw). It has no way to write:
+// no Set, no Ptr, no slice (V2).
 type RawRO[T any] struct {
-	p  []T
+	p  roView[T]
 	rq *req
 }
+
+// roView is the data pointer of a read-only accessor. Its own type keeps
+// the read-only variants' fields different from the writable ones': Go
+// converts between struct types with identical fields, which would turn
+// a read accessor into a writable one (TestReadAccessorsCannotWrite_V2).
+type roView[T any] []T
 
 // At reads element i of the buffer (0D/1D indexing, no offset).
 func (a Raw[T]) At(i int) T { return a.p[i] }
@@ -178,7 +196,7 @@ func (a Raw[T]) Set(i int, v T) { a.p[i] = v }
 func (a Raw[T]) Ptr(i int) *T { return &a.p[i] }
 
 // ReadOnly converts to a read-only raw accessor.
-func (a Raw[T]) ReadOnly() RawRO[T] { return RawRO[T](a) }
+func (a Raw[T]) ReadOnly() RawRO[T] { return RawRO[T]{roView[T](a.p), a.rq} }
 
 // At reads element i of the buffer.
 func (a RawRO[T]) At(i int) T { return a.p[i] }
@@ -202,9 +220,11 @@ type Unranged[T any] struct {
 	rq *req
 }
 
-// UnrangedRO is a read-only unranged accessor.
+// UnrangedRO is a read-only unranged accessor. It has no way to write
+// (V2): it reads with At, All and Values, and copies out with CopyTo and
+// Copy.
 type UnrangedRO[T any] struct {
-	p  []T
+	p  roView[T]
 	rq *req
 }
 
@@ -245,7 +265,7 @@ func (a Unranged[T]) Raw() Raw[T] { return Raw[T]{a.p, a.rq} }
 func (a Unranged[T]) Ranged() Ranged[T] { return Ranged[T](a) }
 
 // ReadOnly converts to a read-only accessor.
-func (a Unranged[T]) ReadOnly() UnrangedRO[T] { return UnrangedRO[T](a) }
+func (a Unranged[T]) ReadOnly() UnrangedRO[T] { return UnrangedRO[T]{roView[T](a.p), a.rq} }
 
 // At reads element i of a 1D accessor.
 func (a UnrangedRO[T]) At(i int) T { return a.p[i] }
@@ -256,8 +276,38 @@ func (a UnrangedRO[T]) At2(i, j int) T { return a.p[i*a.rq.s2+j] }
 // At3 reads element (i, j, k).
 func (a UnrangedRO[T]) At3(i, j, k int) T { return a.p[(i*a.rq.s1+j)*a.rq.s2+k] }
 
-// Slice is the whole buffer as a slice; do not write through it.
-func (a UnrangedRO[T]) Slice() []T { return a.p[:min(len(a.p), a.rq.count())] }
+// elems is the whole buffer, row-major (empty when the memory is not
+// host-visible).
+func (a UnrangedRO[T]) elems() roView[T] { return a.p[:min(len(a.p), a.rq.count())] }
+
+// All yields the buffer's elements with their linear (row-major) index.
+func (a UnrangedRO[T]) All() iter.Seq2[int, T] {
+	return func(yield func(int, T) bool) {
+		for i, v := range a.elems() {
+			if !yield(i, v) {
+				return
+			}
+		}
+	}
+}
+
+// Values yields the buffer's elements in row-major order.
+func (a UnrangedRO[T]) Values() iter.Seq[T] {
+	return func(yield func(T) bool) {
+		for _, v := range a.elems() {
+			if !yield(v) {
+				return
+			}
+		}
+	}
+}
+
+// CopyTo copies the buffer's elements, row-major, into dst and returns how
+// many it copied (as the built-in copy: the smaller of the two lengths).
+func (a UnrangedRO[T]) CopyTo(dst []T) int { return copy(dst, a.elems()) }
+
+// Copy returns a copy of the buffer's elements, row-major.
+func (a UnrangedRO[T]) Copy() []T { return append([]T(nil), a.elems()...) }
 
 // Range is the buffer's range.
 func (a UnrangedRO[T]) Range() Range { return rangeOf(a.rq, a.rq.bufRange()) }
@@ -281,9 +331,11 @@ type Ranged[T any] struct {
 	rq *req
 }
 
-// RangedRO is a read-only ranged accessor.
+// RangedRO is a read-only ranged accessor. It has no way to write (V2):
+// it reads with At, All and Values, and copies its range out with CopyTo
+// and Copy.
 type RangedRO[T any] struct {
-	p  []T
+	p  roView[T]
 	rq *req
 }
 
@@ -315,7 +367,7 @@ func (a Ranged[T]) Offset() ID { return offsetOf(a.rq, a.rq.accOffset()) }
 func (a Ranged[T]) Raw() Raw[T] { return Raw[T]{rqSlice[T](a.rq), a.rq} }
 
 // ReadOnly converts to a read-only ranged accessor.
-func (a Ranged[T]) ReadOnly() RangedRO[T] { return RangedRO[T](a) }
+func (a Ranged[T]) ReadOnly() RangedRO[T] { return RangedRO[T]{roView[T](a.p), a.rq} }
 
 // At reads element i relative to the offset.
 func (a RangedRO[T]) At(i int) T { return a.p[i] }
@@ -334,6 +386,75 @@ func (a RangedRO[T]) Offset() ID { return offsetOf(a.rq, a.rq.accOffset()) }
 
 // Raw converts to a read-only raw accessor (dropping the offset).
 func (a RangedRO[T]) Raw() RawRO[T] { return RawRO[T]{rqSlice[T](a.rq), a.rq} }
+
+// rows calls f with each row (the innermost dimension) of the access
+// range, in row-major order; it stops when f returns false. Nothing is
+// yielded when the memory is not host-visible.
+func (a RangedRO[T]) rows(f func(row roView[T]) bool) {
+	r := a.rq.accRange()
+	if len(a.p) == 0 || r[0]*r[1]*r[2] == 0 {
+		return
+	}
+	s1, s2 := a.rq.s1, a.rq.s2
+	for i := 0; i < r[0]; i++ {
+		for j := 0; j < r[1]; j++ {
+			lo := (i*s1 + j) * s2
+			if !f(a.p[lo : lo+r[2]]) {
+				return
+			}
+		}
+	}
+}
+
+// All yields the access range's elements in row-major order with their
+// linear index within the range (0 to Range().Count()-1).
+func (a RangedRO[T]) All() iter.Seq2[int, T] {
+	return func(yield func(int, T) bool) {
+		k := 0
+		a.rows(func(row roView[T]) bool {
+			for _, v := range row {
+				if !yield(k, v) {
+					return false
+				}
+				k++
+			}
+			return true
+		})
+	}
+}
+
+// Values yields the access range's elements in row-major order.
+func (a RangedRO[T]) Values() iter.Seq[T] {
+	return func(yield func(T) bool) {
+		a.rows(func(row roView[T]) bool {
+			for _, v := range row {
+				if !yield(v) {
+					return false
+				}
+			}
+			return true
+		})
+	}
+}
+
+// CopyTo copies the access range's elements, row-major, into dst and
+// returns how many it copied (the smaller of len(dst) and the range's
+// count).
+func (a RangedRO[T]) CopyTo(dst []T) int {
+	n := 0
+	a.rows(func(row roView[T]) bool {
+		n += copy(dst[n:], row)
+		return n < len(dst)
+	})
+	return n
+}
+
+// Copy returns a copy of the access range's elements, row-major.
+func (a RangedRO[T]) Copy() []T {
+	r := a.rq.accRange()
+	out := make([]T, r[0]*r[1]*r[2])
+	return out[:a.CopyTo(out)]
+}
 
 func (r *req) count() int {
 	if r == nil {

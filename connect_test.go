@@ -121,11 +121,11 @@ func jacobiProgram(t *testing.T, q *Queue, rows, cols, iters int, pins []SubmitO
 		}
 		a, b = b, a
 	}
-	ha, err := HostAccess(testCtx(t), a, ModeRead)
+	ha, err := HostRead(testCtx(t), a)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := slices.Clone(ha.Slice())
+	out := ha.Copy()
 	ha.Close()
 	if err := q.Wait(testCtx(t)); err != nil {
 		t.Fatal(err)

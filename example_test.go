@@ -98,11 +98,11 @@ func ExampleHostAccess() {
 		acpp.Fill(h, acpp.Write(h, b, acpp.NoInit), 0.5)
 		return nil
 	})
-	ha, err := acpp.HostAccess(ctx, b, acpp.ModeRead)
+	ha, err := acpp.HostRead(ctx, b) // read-only: HostAccess(ctx, b, acpp.ModeReadWrite) writes
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(ha.At2(1, 2), len(ha.Slice()))
+	fmt.Println(ha.At2(1, 2), len(ha.Copy()))
 	ha.Close()
 	// Output: 0.5 6
 }

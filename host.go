@@ -3,65 +3,147 @@ package acpp
 import (
 	"context"
 	"fmt"
+	"iter"
 
 	"github.com/acpp/acpp/coherence"
-	"github.com/acpp/acpp/coordinator"
 	"github.com/acpp/acpp/internal/exec"
 )
 
-// HostAccessor gives the host access to a buffer's data. HostAccess blocks
-// until the data is up to date on the host; until Close, command groups
-// that conflict with the access wait.
-type HostAccessor[T any] struct {
+// hostView is what a host accessor holds: the accessed region of a buffer
+// in host memory and how to end the access. Element (i, j, k) of the
+// region (internal order, relative to its offset) is p[base+(i*s1+j)*s2+k]:
+// on an embedded queue p is the buffer's whole host allocation, on a
+// cluster queue a copy of just the region (or of the whole buffer for a
+// view of another shape). It has no method that writes; HostAccessor adds
+// those.
+type hostView[T any] struct {
 	p      []T
-	rng    Range
-	r      [3]int
-	mode   coherence.Mode
+	base   int
+	s1, s2 int
+	off    [3]int // access offset, internal order
+	rng    [3]int // access range, internal order
+	dims   int
 	done   func(error)
 	closed bool
 }
 
-// HostAccess waits for the groups that write b, makes the data up to date
-// in host memory (for ModeWrite/ModeReadWrite without NoInit; nothing moves
-// with NoInit, T1) and returns an accessor of the whole buffer. Close it
-// when done. If ctx ends first the access is abandoned and ctx's error
-// returned.
+// HostAccessorRO gives the host read access to a buffer's data (HostRead).
+// It has no way to write that compiles (V2): it reads with At, At2, At3,
+// All and Values and copies out with CopyTo and Copy. Until Close, command
+// groups that write the accessed region wait.
+type HostAccessorRO[T any] struct {
+	hostView[T]
+}
+
+// HostAccessor gives the host write or read-write access to a buffer's
+// data (HostAccess). Until Close, command groups that use the accessed
+// region wait.
+type HostAccessor[T any] struct {
+	hostView[T]
+	// mode is ModeWrite or ModeReadWrite. It also keeps HostAccessor's
+	// fields different from HostAccessorRO's: Go converts between pointers
+	// to struct types with identical fields, which would make a read
+	// accessor writable (TestReadAccessorsCannotWrite_V2).
+	mode Mode
+}
+
+// HostRead waits for the groups that write b, makes the data up to date in
+// host memory and returns a read-only accessor of it. With Within(off,
+// rng) only that region is accessed: only its pages move (T3), indices are
+// relative to off, and the accessor holds just the region. NoInit cannot
+// apply to a read and is an error, as is a region outside the buffer.
+// Close the accessor when done. If ctx ends first the access is abandoned
+// and ctx's error returned.
+func HostRead[T any](ctx context.Context, b *Buffer[T], opts ...AccessOption) (*HostAccessorRO[T], error) {
+	v, err := hostAccess(ctx, b, ModeRead, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &HostAccessorRO[T]{v}, nil
+}
+
+// HostAccess waits for the groups that use b, makes the data up to date in
+// host memory (for ModeReadWrite, and for ModeWrite without NoInit; nothing
+// moves with NoInit, T1) and returns a writable accessor of it. mode is
+// ModeWrite or ModeReadWrite; a read is HostRead, whose accessor cannot
+// write. With Within(off, rng) only that region is accessed: only its pages
+// move (T3), indices are relative to off, and the accessor holds just the
+// region. Close it when done. If ctx ends first the access is abandoned
+// and ctx's error returned.
 func HostAccess[T any](ctx context.Context, b *Buffer[T], mode Mode, opts ...AccessOption) (*HostAccessor[T], error) {
+	switch mode {
+	case ModeWrite, ModeReadWrite:
+	case ModeRead:
+		return nil, fmt.Errorf("%w: HostAccess gives a writable accessor; read with HostRead(ctx, b, …), whose accessor cannot write (V2), or with b.Read(ctx)", ErrMode)
+	default:
+		return nil, fmt.Errorf("%w: unknown host access mode %d; use ModeWrite or ModeReadWrite (HostRead reads)", ErrMode, mode)
+	}
+	v, err := hostAccess(ctx, b, mode, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &HostAccessor[T]{v, mode}, nil
+}
+
+// hostRegion applies a host access's options: the region (internal order)
+// and NoInit. An option that cannot apply is an error.
+func hostRegion[T any](b *Buffer[T], mode Mode, opts []AccessOption) (off, rng coherence.Dims, noInit bool, err error) {
 	var cfg accessConfig
 	for _, o := range opts {
 		o(&cfg)
 	}
+	if cfg.noInit && mode == ModeRead {
+		return off, rng, false, fmt.Errorf("%w: a host read cannot be NoInit (NoInit means the contents are not needed); drop NoInit", ErrMode)
+	}
+	if cfg.mapper != nil {
+		return off, rng, false, fmt.Errorf("%w: Map applies to the accessors of a group submitted with Split, not to a host access; use Within for a region", ErrSplit)
+	}
+	if !cfg.within {
+		return coherence.Dims{}, b.rng.dims3(), cfg.noInit, nil
+	}
+	off, rng, err = b.region(cfg.off, cfg.rng)
+	if err != nil {
+		return off, rng, false, fmt.Errorf("host access Within: %w", err)
+	}
+	return off, rng, cfg.noInit, nil
+}
+
+func hostAccess[T any](ctx context.Context, b *Buffer[T], mode Mode, opts []AccessOption) (hostView[T], error) {
+	if b == nil || b.st == nil {
+		return hostView[T]{}, fmt.Errorf("%w: nil buffer", ErrBadRange)
+	}
 	st := b.st
 	if st.isClosed() {
-		return nil, ErrBufferClosed
+		return hostView[T]{}, ErrBufferClosed
 	}
-	if cfg.noInit && mode == ModeRead {
-		return nil, fmt.Errorf("%w: a read host accessor cannot be NoInit", ErrMode)
+	off, rng, noInit, err := hostRegion(b, mode, opts)
+	if err != nil {
+		return hostView[T]{}, err
 	}
 	if st.cb != nil {
-		return hostAccessCluster(ctx, b, mode, cfg)
+		return hostAccessCluster(ctx, b, mode, noInit, off, rng)
 	}
 	host := st.q.rt.HostAlloc()
 	m, err := st.q.rt.Alloc(st.id, host)
 	if err != nil {
-		return nil, err
+		return hostView[T]{}, err
 	}
-	pages, err := b.pageRange(coherence.Dims{}, b.rng.dims3())
+	pages, err := b.pageRange(off, rng)
 	if err != nil {
-		return nil, err
+		return hostView[T]{}, fmt.Errorf("%w: %v", ErrBadRange, err)
 	}
 	ready := make(chan func(error), 1)
-	g := exec.Group{Name: "host access", Accesses: []coherence.Access{{Buffer: st.id, Pages: pages, Mode: mode.coherence(), Discard: cfg.noInit, Target: host}},
+	g := exec.Group{Name: "host access", Accesses: []coherence.Access{{Buffer: st.id, Pages: pages, Mode: mode.coherence(), Discard: noInit, Target: host}},
 		Host: func(done func(error)) { ready <- done }}
 	n, err := st.q.rt.Submit(g)
 	if err != nil {
-		return nil, err
+		return hostView[T]{}, err
 	}
 	select {
 	case done := <-ready:
-		return &HostAccessor[T]{p: sliceOf[T](m), rng: b.rng, r: b.rng.dims3(), mode: mode.coherence(), done: done}, nil
+		return bufferView(sliceOf[T](m), b, off, rng, done), nil
 	case <-n.Done():
-		return nil, n.Err()
+		return hostView[T]{}, n.Err()
 	case <-ctx.Done():
 		// Release the access as soon as it is granted.
 		go func() {
@@ -71,71 +153,305 @@ func HostAccess[T any](ctx context.Context, b *Buffer[T], mode Mode, opts ...Acc
 			case <-n.Done():
 			}
 		}()
-		return nil, ctx.Err()
+		return hostView[T]{}, ctx.Err()
 	}
 }
 
-// Slice is the whole buffer, row-major. Writing through it is allowed only
-// for write and read-write accessors.
-func (a *HostAccessor[T]) Slice() []T { return a.p[:a.rng.Count()] }
+// bufferView is a host view of the region off+rng of b in p, which holds
+// all of b's elements.
+func bufferView[T any](p []T, b *Buffer[T], off, rng coherence.Dims, done func(error)) hostView[T] {
+	br := b.rng.dims3()
+	return hostView[T]{p: p, base: (off[0]*br[1]+off[1])*br[2] + off[2], s1: br[1], s2: br[2],
+		off: off, rng: rng, dims: b.rng.dims, done: done}
+}
 
-// Range is the buffer's range.
-func (a *HostAccessor[T]) Range() Range { return a.rng }
-
-// At reads element i (1D or linear index).
-func (a *HostAccessor[T]) At(i int) T { return a.p[i] }
-
-// At2 reads element (i, j) of a 2D buffer.
-func (a *HostAccessor[T]) At2(i, j int) T { return a.p[i*a.r[2]+j] }
-
-// Set writes element i; it panics on a read accessor.
-func (a *HostAccessor[T]) Set(i int, v T) {
-	if a.mode == coherence.Read {
-		panic(ErrMode)
+// hostAccessCluster reads the region back from the nodes (only its pages
+// travel, T3) into a copy; a writable access writes the region back at
+// Close. A view of another shape than its buffer's reads the element box
+// of its pages (the coordinator tracks the buffer's own shape) into a copy
+// of the whole buffer.
+func hostAccessCluster[T any](ctx context.Context, b *Buffer[T], mode Mode, noInit bool, off, rng coherence.Dims) (hostView[T], error) {
+	st := b.st
+	job := st.q.cl.job
+	br := b.rng.dims3()
+	whole := off == (coherence.Dims{}) && rng == br
+	if rng.Volume() == 0 {
+		return hostView[T]{s1: rng[1], s2: rng[2], off: off, rng: rng, dims: b.rng.dims, done: func(error) {}}, nil
 	}
-	a.p[i] = v
+	if whole || (br == st.geo.Range && b.elem() == st.geo.ElemSize) {
+		// The region in the buffer's own coordinates.
+		var data []T
+		if mode == ModeWrite && noInit {
+			data = make([]T, rng.Volume())
+		} else {
+			raw, err := job.Read(ctx, st.cb, off, rng)
+			if err != nil {
+				return hostView[T]{}, err
+			}
+			data = elemsOf[T](raw)
+		}
+		v := hostView[T]{p: data, s1: rng[1], s2: rng[2], off: off, rng: rng, dims: b.rng.dims, done: func(error) {}}
+		if whole {
+			// The whole buffer, whatever the view's shape: the zero region.
+			off, rng = coherence.Dims{}, coherence.Dims{}
+		}
+		if mode != ModeRead {
+			v.done = func(error) {
+				if err := job.Write(context.Background(), st.cb, off, rng, bytesOf(data)); err != nil {
+					st.q.cl.addErr(fmt.Errorf("acpp: host access of a cluster buffer: write back at Close: %w", err))
+				}
+			}
+		}
+		return v, nil
+	}
+	// A region of a view of another shape: its pages' element box in the
+	// buffer's coordinates, placed into a copy of the whole buffer.
+	pages, err := b.pageRange(off, rng)
+	if err != nil {
+		return hostView[T]{}, fmt.Errorf("%w: %v", ErrBadRange, err)
+	}
+	eb := st.geo.ElementBox(pages)
+	eo, er := eb.Lo, coherence.Dims{eb.Hi[0] - eb.Lo[0], eb.Hi[1] - eb.Lo[1], eb.Hi[2] - eb.Lo[2]}
+	raw, err := job.Read(ctx, st.cb, eo, er)
+	if err != nil {
+		return hostView[T]{}, err
+	}
+	data := make([]T, b.Len()) // b.Len()*elem is the buffer's size (Reshape, Reinterpret)
+	all := bytesOf(data)
+	boxBytes(all, st.geo, eo, er, raw, true)
+	v := bufferView(data, b, off, rng, func(error) {})
+	if mode != ModeRead {
+		v.done = func(error) {
+			box := make([]byte, len(raw))
+			boxBytes(all, st.geo, eo, er, box, false)
+			if err := job.Write(context.Background(), st.cb, eo, er, box); err != nil {
+				st.q.cl.addErr(fmt.Errorf("acpp: host access of a cluster buffer: write back at Close: %w", err))
+			}
+		}
+	}
+	return v, nil
+}
+
+// boxBytes copies the element box off+rng of a buffer with geometry geo
+// between all (the whole buffer's bytes) and box (the box's bytes,
+// row-major): into all when in, out of it otherwise.
+func boxBytes(all []byte, geo coherence.Geometry, off, rng coherence.Dims, box []byte, in bool) {
+	es, br := geo.ElemSize, geo.Range
+	k := 0
+	for z := off[0]; z < off[0]+rng[0]; z++ {
+		for y := off[1]; y < off[1]+rng[1]; y++ {
+			s := ((z*br[1]+y)*br[2] + off[2]) * es
+			n := rng[2] * es
+			if in {
+				copy(all[s:s+n], box[k:k+n])
+			} else {
+				copy(box[k:k+n], all[s:s+n])
+			}
+			k += n
+		}
+	}
+}
+
+// ---- reading ----
+
+// count is the number of elements in the region.
+func (v *hostView[T]) count() int { return v.rng[0] * v.rng[1] * v.rng[2] }
+
+// Range is the accessed range: the buffer's, or Within's.
+func (v *hostView[T]) Range() Range { return Range{v.dims, fromInternal(v.dims, v.rng, 1)} }
+
+// Offset is the accessed region's offset: zero, or Within's.
+func (v *hostView[T]) Offset() ID { return ID(fromInternal(v.dims, v.off, 0)) }
+
+// index maps element (i, j, k) of the region (internal order) to p, and
+// panics outside the region: the data there is not up to date.
+func (v *hostView[T]) index(i, j, k int) int {
+	if uint(i) >= uint(v.rng[0]) || uint(j) >= uint(v.rng[1]) || uint(k) >= uint(v.rng[2]) {
+		panic(fmt.Sprintf("acpp: host accessor index %v outside its range %v", fromInternal(v.dims, [3]int{i, j, k}, 0), v.Range()))
+	}
+	return v.base + (i*v.s1+j)*v.s2 + k
+}
+
+// linear maps a row-major index within the region to p.
+func (v *hostView[T]) linear(i int) int {
+	if uint(i) >= uint(v.count()) {
+		panic(fmt.Sprintf("acpp: host accessor index %d outside its %d elements", i, v.count()))
+	}
+	k := i % v.rng[2]
+	i /= v.rng[2]
+	return v.base + ((i/v.rng[1])*v.s1+i%v.rng[1])*v.s2 + k
+}
+
+// At reads element i of the region in row-major order (the element itself
+// for a 1D buffer), relative to the offset.
+func (v *hostView[T]) At(i int) T { return v.p[v.linear(i)] }
+
+// At2 reads element (i, j) of a 2D region, relative to the offset.
+func (v *hostView[T]) At2(i, j int) T { return v.p[v.index(0, i, j)] }
+
+// At3 reads element (i, j, k) of a 3D region, relative to the offset.
+func (v *hostView[T]) At3(i, j, k int) T { return v.p[v.index(i, j, k)] }
+
+// rows calls f with each row (innermost dimension) of the region in
+// row-major order, as a slice of p; it stops when f returns false.
+func (v *hostView[T]) rows(f func(row []T) bool) {
+	if v.count() == 0 {
+		return
+	}
+	for i := 0; i < v.rng[0]; i++ {
+		for j := 0; j < v.rng[1]; j++ {
+			lo := v.base + (i*v.s1+j)*v.s2
+			if !f(v.p[lo : lo+v.rng[2] : lo+v.rng[2]]) {
+				return
+			}
+		}
+	}
+}
+
+// All yields the region's elements in row-major order with their index
+// (as At takes it).
+func (v *hostView[T]) All() iter.Seq2[int, T] {
+	return func(yield func(int, T) bool) {
+		k := 0
+		v.rows(func(row []T) bool {
+			for _, x := range row {
+				if !yield(k, x) {
+					return false
+				}
+				k++
+			}
+			return true
+		})
+	}
+}
+
+// Values yields the region's elements in row-major order.
+func (v *hostView[T]) Values() iter.Seq[T] {
+	return func(yield func(T) bool) {
+		v.rows(func(row []T) bool {
+			for _, x := range row {
+				if !yield(x) {
+					return false
+				}
+			}
+			return true
+		})
+	}
+}
+
+// CopyTo copies the region's elements, row-major, into dst and returns how
+// many it copied (the smaller of len(dst) and the region's count).
+func (v *hostView[T]) CopyTo(dst []T) int {
+	n := 0
+	v.rows(func(row []T) bool {
+		n += copy(dst[n:], row)
+		return n < len(dst)
+	})
+	return n
+}
+
+// Copy returns a copy of the region's elements, row-major.
+func (v *hostView[T]) Copy() []T {
+	out := make([]T, v.count())
+	return out[:v.CopyTo(out)]
 }
 
 // Close ends the access; groups waiting for it go on. Calling it twice is
 // safe.
-func (a *HostAccessor[T]) Close() {
-	if a.closed {
+func (v *hostView[T]) Close() {
+	if v.closed {
 		return
 	}
-	a.closed = true
-	a.done(nil)
+	v.closed = true
+	v.done(nil)
 }
 
-// Read copies the buffer's contents into a new slice (waiting for writers).
-func (b *Buffer[T]) Read(ctx context.Context) ([]T, error) {
-	if b.st.cb != nil && !b.st.isClosed() {
-		raw, err := b.st.q.cl.job.Read(ctx, b.st.cb, coordinator.Dims{}, coordinator.Dims{})
+// ---- writing (HostAccessor only) ----
+
+// Set writes element i of the region in row-major order, relative to the
+// offset.
+func (a *HostAccessor[T]) Set(i int, x T) { a.p[a.linear(i)] = x }
+
+// Set2 writes element (i, j) of a 2D region, relative to the offset.
+func (a *HostAccessor[T]) Set2(i, j int, x T) { a.p[a.index(0, i, j)] = x }
+
+// Set3 writes element (i, j, k) of a 3D region, relative to the offset.
+func (a *HostAccessor[T]) Set3(i, j, k int, x T) { a.p[a.index(i, j, k)] = x }
+
+// Slice is the region as one writable slice, row-major. The region must be
+// contiguous in the buffer (the whole buffer, any 1D region, or whole rows
+// of a 2D or 3D one); otherwise Slice panics: use Set2/Set3, or CopyFrom.
+func (a *HostAccessor[T]) Slice() []T {
+	r := a.rng
+	if !(r[2] == a.s2 && (r[1] == a.s1 || r[0] <= 1)) && !(r[0] <= 1 && r[1] <= 1) {
+		panic(fmt.Sprintf("acpp: HostAccessor.Slice of region %v at %v, which is not contiguous in the buffer; use Set2/Set3 or CopyFrom", a.Range(), a.Offset()))
+	}
+	n := a.count()
+	return a.p[a.base : a.base+n : a.base+n]
+}
+
+// CopyFrom copies src, row-major, into the region and returns how many
+// elements it copied (the smaller of len(src) and the region's count).
+func (a *HostAccessor[T]) CopyFrom(src []T) int {
+	n := 0
+	a.rows(func(row []T) bool {
+		n += copy(row, src[n:])
+		return n < len(src)
+	})
+	return n
+}
+
+// ---- whole-buffer shortcuts ----
+
+// Read copies the buffer's contents into a new slice (waiting for
+// writers). With Within(off, rng) it reads just that region (row-major),
+// and only the region's pages move (T3); NoInit is an error.
+func (b *Buffer[T]) Read(ctx context.Context, opts ...AccessOption) ([]T, error) {
+	if b != nil && b.st != nil && b.st.cb != nil && !b.st.isClosed() && b.rng.dims3() == b.st.geo.Range && b.elem() == b.st.geo.ElemSize {
+		// A copy of the region straight from the coordinator.
+		off, rng, _, err := hostRegion(b, ModeRead, opts)
+		if err != nil {
+			return nil, err
+		}
+		if rng.Volume() == 0 {
+			return []T{}, nil
+		}
+		raw, err := b.st.q.cl.job.Read(ctx, b.st.cb, off, rng)
 		if err != nil {
 			return nil, err
 		}
 		return elemsOf[T](raw), nil
 	}
-	ha, err := HostAccess(ctx, b, ModeRead)
+	ha, err := HostRead(ctx, b, opts...)
 	if err != nil {
 		return nil, err
 	}
 	defer ha.Close()
-	return append([]T(nil), ha.Slice()...), nil
+	return ha.Copy(), nil
 }
 
-// Write replaces the buffer's contents with data (len must be Len()).
-func (b *Buffer[T]) Write(ctx context.Context, data []T) error {
-	if len(data) != b.Len() {
-		return fmt.Errorf("%w: %d elements for a buffer of %d", ErrBadRange, len(data), b.Len())
+// Write replaces the buffer's contents with data (len must be Len()). With
+// Within(off, rng) it replaces just that region, and data holds the
+// region's rng.Count() elements, row-major.
+func (b *Buffer[T]) Write(ctx context.Context, data []T, opts ...AccessOption) error {
+	if b == nil || b.st == nil {
+		return fmt.Errorf("%w: nil buffer", ErrBadRange)
 	}
-	if b.st.cb != nil && !b.st.isClosed() {
-		return b.st.q.cl.job.Write(ctx, b.st.cb, coordinator.Dims{}, coordinator.Dims{}, bytesOf(data))
+	off, rng, _, err := hostRegion(b, ModeWrite, opts)
+	if err != nil {
+		return err
 	}
-	ha, err := HostAccess(ctx, b, ModeWrite, NoInit)
+	if len(data) != rng.Volume() {
+		return fmt.Errorf("%w: %d elements for a region of %d (range %v)", ErrBadRange, len(data), rng.Volume(), Range{b.rng.dims, fromInternal(b.rng.dims, rng, 1)})
+	}
+	if b.st.cb != nil && !b.st.isClosed() && b.rng.dims3() == b.st.geo.Range && b.elem() == b.st.geo.ElemSize {
+		return b.st.q.cl.job.Write(ctx, b.st.cb, off, rng, bytesOf(data))
+	}
+	ha, err := HostAccess(ctx, b, ModeWrite, append([]AccessOption{NoInit}, opts...)...)
 	if err != nil {
 		return err
 	}
 	defer ha.Close()
-	copy(ha.Slice(), data)
+	ha.CopyFrom(data)
 	return nil
 }

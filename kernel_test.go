@@ -2,6 +2,8 @@ package acpp
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -136,14 +138,16 @@ func TestHostAccessorWaitsAndBlocks(t *testing.T) {
 	if v[0] != 101 || v[1] != 5 {
 		t.Fatalf("v = %v, want host write then device add", v[:2])
 	}
-	ro := must(HostAccess(ctx, b, ModeRead))
-	defer ro.Close()
-	defer func() {
-		if recover() == nil {
-			t.Error("Set through a read host accessor did not panic")
-		}
-	}()
-	ro.Set(0, 1)
+	// A read host accessor has no way to write (TestReadAccessorsCannotWrite_V2);
+	// HostAccess, whose accessor can, refuses ModeRead.
+	ro := must(HostRead(ctx, b))
+	if ro.At(0) != 101 {
+		t.Errorf("read host accessor sees %v, want 101", ro.At(0))
+	}
+	ro.Close()
+	if _, err := HostAccess(ctx, b, ModeRead); !errors.Is(err, ErrMode) || !strings.Contains(err.Error(), "HostRead") {
+		t.Errorf("HostAccess(ModeRead) = %v, want ErrMode naming HostRead", err)
+	}
 }
 
 func TestHostAccessContextEnds(t *testing.T) {
@@ -157,8 +161,8 @@ func TestHostAccessContextEnds(t *testing.T) {
 	}))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
-	if _, err := HostAccess(ctx, b, ModeRead); err != context.DeadlineExceeded {
-		t.Fatalf("HostAccess = %v, want the context's deadline error", err)
+	if _, err := HostRead(ctx, b); err != context.DeadlineExceeded {
+		t.Fatalf("HostRead = %v, want the context's deadline error", err)
 	}
 	close(gate)
 	waitAll(t, q) // the abandoned access is released by itself

@@ -49,8 +49,8 @@ func (n *Node) registerHandlers() {
 	})
 	transport.HandleFunc(n.tr, proto.MsgWait, n.handleWait)
 	transport.HandleFunc(n.tr, proto.MsgEvents, n.handleEvents)
-	transport.HandleFunc(n.tr, proto.MsgInventory, func(context.Context, credentials.Identity, *struct{}) (*proto.Inventory, error) {
-		return n.Inventory(), nil
+	transport.HandleFunc(n.tr, proto.MsgInventory, func(_ context.Context, from credentials.Identity, _ *struct{}) (*proto.Inventory, error) {
+		return n.inventoryFor(from), nil
 	})
 	transport.HandleFunc(n.tr, proto.MsgMembers, func(context.Context, credentials.Identity, *struct{}) (*proto.Members, error) {
 		return n.Members(), nil
@@ -75,9 +75,44 @@ func (n *Node) Members() *proto.Members {
 	return out
 }
 
+// inventoryFor is the node's inventory (MsgInventory) as from may see it
+// (C6): an operator or a node sees every job; a client sees its own jobs
+// only (OwnJobsOnly), and of the others no more than the node's totals
+// (Jobs, Allocated).
+func (n *Node) inventoryFor(from credentials.Identity) *proto.Inventory {
+	inv := n.Inventory()
+	if from.Role == proto.RoleOperator || from.Role == proto.RoleNode {
+		return inv
+	}
+	// Ownership is the whole identity (role and name); JobInv carries the
+	// name only, so take the IDs of from's jobs from the job table.
+	n.mu.Lock()
+	mine := make(map[uint64]bool)
+	for id, j := range n.jobs {
+		if ownedBy(j, from) {
+			mine[id] = true
+		}
+	}
+	n.mu.Unlock()
+	own := make([]proto.JobInv, 0, len(mine))
+	for _, ji := range inv.JobList {
+		if mine[ji.ID] && ji.Client == from.Name {
+			own = append(own, ji)
+		}
+	}
+	inv.JobList, inv.OwnJobsOnly = own, true
+	return inv
+}
+
+// ownedBy reports whether from may use j: it is the client or operator
+// that opened it.
+func ownedBy(j *job, from credentials.Identity) bool {
+	return from.IsClient() && from.Role == j.owner.Role && from.Name == j.owner.Name
+}
+
 func (n *Node) handleOpen(_ context.Context, from credentials.Identity, req *proto.JobOpen) (*proto.JobOpened, error) {
-	if from.Role != proto.RoleClient {
-		return nil, reply(proto.CodeNotOwner, "%s is not a client; only clients open jobs", from)
+	if !from.IsClient() {
+		return nil, reply(proto.CodeNotOwner, "%s is not a client; only clients and operators open jobs", from)
 	}
 	if n.draining.Load() {
 		return nil, reply(proto.CodeDraining, "node %s is shutting down and takes no new jobs; use another node", n.cfg.Name)
@@ -100,7 +135,7 @@ func (n *Node) handleOpen(_ context.Context, from credentials.Identity, req *pro
 		return nil, reply(proto.CodeDraining, "node %s is closed", n.cfg.Name)
 	}
 	if j, ok := n.jobs[req.Job]; ok {
-		if j.owner.Name != from.Name {
+		if !ownedBy(j, from) {
 			return nil, reply(proto.CodeNotOwner, "job %d is in use by another client; pick another job ID", req.Job)
 		}
 		j.touch()
@@ -121,7 +156,7 @@ func (n *Node) jobFor(from credentials.Identity, id uint64) (*job, error) {
 	if j == nil {
 		return nil, reply(proto.CodeNoJob, "job %d is not open on node %s (never opened, closed, or its lease expired)", id, n.cfg.Name)
 	}
-	if from.Role != proto.RoleClient || from.Name != j.owner.Name {
+	if !ownedBy(j, from) {
 		return nil, reply(proto.CodeNotOwner, "job %d belongs to another client; %s may not use it", id, from)
 	}
 	return j, nil

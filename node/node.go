@@ -266,11 +266,11 @@ func (n *Node) resolve(_ context.Context, name string) (string, error) {
 	return m.Meta.QUICAddr, nil
 }
 
-// authorize admits clients holding a certificate of the cluster CA and
-// nodes that are live members (C6). A node that has just joined may not
-// have reached this member's view yet: wait for it a little.
+// authorize admits clients and operators holding a certificate of the
+// cluster CA and nodes that are live members (C6). A node that has just
+// joined may not have reached this member's view yet: wait for it a little.
 func (n *Node) authorize(ctx context.Context, peer credentials.Identity) error {
-	if peer.Role == proto.RoleClient {
+	if peer.IsClient() {
 		return nil
 	}
 	if peer.Role != proto.RoleNode {

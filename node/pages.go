@@ -24,8 +24,8 @@ func (n *Node) onPages(ctx context.Context, from credentials.Identity, h *proto.
 	}
 	peer, label := "", "client"
 	switch from.Role {
-	case proto.RoleClient:
-		if from.Name != j.owner.Name {
+	case proto.RoleClient, proto.RoleOperator:
+		if !ownedBy(j, from) {
 			return transport.PageSink{}, reply(proto.CodeNotOwner, "job %d belongs to another client; %s may not write its buffers", h.Job, from)
 		}
 	case proto.RoleNode:

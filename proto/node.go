@@ -354,8 +354,12 @@ type Inventory struct {
 	MaxJobBytes uint64   `msgpack:"mj,omitempty"`
 	Kernels     []string `msgpack:"k,omitempty"`
 	Draining    bool     `msgpack:"dr,omitempty"`
-	// JobList describes each open job (sorted by ID).
-	JobList []JobInv `msgpack:"jl,omitempty"`
+	// JobList describes each open job (sorted by ID) that the asker may
+	// see: an operator (and a node) sees every job, a client only its
+	// own, and then OwnJobsOnly is set. Jobs and Allocated count every
+	// job either way (the node's load, without whose jobs they are).
+	JobList     []JobInv `msgpack:"jl,omitempty"`
+	OwnJobsOnly bool     `msgpack:"oj,omitempty"`
 }
 
 // JobInv is one open job of a node, for status tables.

@@ -85,7 +85,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		t := acpp.Write(h, total, acpp.NoInit)
 		h.SingleTask(func() {
 			var s int64
-			for _, v := range p.Slice() {
+			for v := range p.Values() {
 				s += v
 			}
 			t.Set(0, s)
