@@ -1,10 +1,12 @@
 package jobfile
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,8 +32,28 @@ type decoder struct {
 	file      string
 	errs      Errors
 	nodes     int
-	params    map[string]int64
+	params    map[string]int64 // resolved params
 	overrides map[string]string
+	// badParams are declared params that could not be resolved (their
+	// error is reported once, where they are declared); declared lists
+	// every declared param, sorted.
+	badParams map[string]bool
+	declared  []string
+}
+
+// errBadParam: an expression uses a param whose own definition failed
+// (already reported there), so the use is not reported again.
+var errBadParam = errors.New("param failed to resolve")
+
+// param is the lookup of names in expressions outside params.
+func (d *decoder) param(name string) (int64, error) {
+	if v, ok := d.params[name]; ok {
+		return v, nil
+	}
+	if d.badParams[name] {
+		return 0, errBadParam
+	}
+	return 0, unknownParam(name, d.declared)
 }
 
 func (d *decoder) errf(n *yaml.Node, path, format string, args ...any) {
@@ -164,9 +186,11 @@ func (d *decoder) boolean(n *yaml.Node, path string) (bool, bool) {
 func (d *decoder) integer(n *yaml.Node, path string, lo, hi int) (int, bool) {
 	n = d.resolve(n)
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" {
-		v, err := evalInt(n.Value, d.params)
+		v, err := evalExpr(n.Value, d.param)
 		if err != nil {
-			d.errf(n, path, "%v", err)
+			if !errors.Is(err, errBadParam) {
+				d.errf(n, path, "%v", err)
+			}
 			return 0, false
 		}
 		if v < int64(lo) || v > int64(hi) {
@@ -192,9 +216,11 @@ func (d *decoder) integer(n *yaml.Node, path string, lo, hi int) (int, bool) {
 func (d *decoder) number(n *yaml.Node, path string) (Number, bool) {
 	n = d.resolve(n)
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" {
-		v, err := evalInt(n.Value, d.params)
+		v, err := evalExpr(n.Value, d.param)
 		if err != nil {
-			d.errf(n, path, "%v", err)
+			if !errors.Is(err, errBadParam) {
+				d.errf(n, path, "%v", err)
+			}
 			return Number{}, false
 		}
 		return Number{Text: strconv.FormatInt(v, 10)}, true
@@ -253,50 +279,156 @@ func (d *decoder) list(n *yaml.Node, path string) ([]*yaml.Node, bool) {
 
 // ---- the document ----
 
-// paramsField reads params: name → integer (or an expression over the
-// params declared before it).
-func (d *decoder) paramsField(n *yaml.Node) {
-	fs, ok := d.fields(n, "params")
-	if !ok {
-		return
-	}
-	for _, f := range fs {
-		p := "params." + f.key
-		if !paramRE.MatchString(f.key) {
-			d.errf(f.kn, p, "param name %q: use letters, digits and _ (not starting with a digit)", f.key)
-			continue
-		}
-		if v, ok := d.integer(f.node, p, math.MinInt64, math.MaxInt64); ok {
-			d.params[f.key] = int64(v)
-		}
-	}
+// paramDef is one declared param: its definition in the job file, or the
+// expression --set gave it.
+type paramDef struct {
+	name     string
+	node     *yaml.Node // the value in the job file
+	override string     // --set's expression; used when set is true
+	set      bool
+	state    uint8 // unresolved, resolving, resolved or failed
 }
 
-// applyOverrides replaces declared params with the values given on the
-// command line (acpp-submit run --set name=value).
-func (d *decoder) applyOverrides(root *yaml.Node) {
+const (
+	paramUnresolved = iota
+	paramResolving
+	paramResolved
+	paramFailed
+)
+
+// maxParamChain bounds how many params one param may depend on in a chain
+// (a → b → c …), which bounds the resolver's recursion.
+const maxParamChain = 1000
+
+// resolveParams reads params: name → integer, or an expression over any
+// other params (in any order), applies --set overrides (which replace a
+// param's definition, so params computed from it follow), and resolves
+// them in dependency order into d.params. A cycle is reported once, naming
+// it; a param whose definition fails is left out of d.params, and uses of
+// it elsewhere are not reported again.
+func (d *decoder) resolveParams(n *yaml.Node) {
+	d.params = map[string]int64{}
+	d.badParams = map[string]bool{}
+	defs := map[string]*paramDef{}
+	var order []*paramDef // declaration order
+	if n != nil {
+		fs, ok := d.fields(n, "params")
+		if ok {
+			for _, f := range fs {
+				if !paramRE.MatchString(f.key) {
+					d.errf(f.kn, "params."+f.key, "param name %q: use letters, digits and _ (not starting with a digit)", f.key)
+					continue
+				}
+				pd := &paramDef{name: f.key, node: f.node}
+				defs[f.key] = pd
+				order = append(order, pd)
+				d.declared = append(d.declared, f.key)
+			}
+		}
+	}
+	sortStrings(d.declared)
 	names := make([]string, 0, len(d.overrides))
 	for k := range d.overrides {
 		names = append(names, k)
 	}
 	sortStrings(names)
 	for _, k := range names {
-		if _, ok := d.params[k]; !ok {
-			declared := make([]string, 0, len(d.params))
-			for p := range d.params {
-				declared = append(declared, p)
-			}
-			sortStrings(declared)
-			d.errs = append(d.errs, &Error{File: d.file, Path: "--set " + k, Msg: fmt.Sprintf("the job declares no param %q%s (params: %s)", k, suggest(k, declared), listOrNone(declared))})
+		pd := defs[k]
+		if pd == nil {
+			d.errs = append(d.errs, &Error{File: d.file, Path: "--set " + k, Msg: fmt.Sprintf("the job declares no param %q%s (params: %s)", k, suggest(k, d.declared), listOrNone(d.declared))})
 			continue
 		}
-		v, err := evalInt(d.overrides[k], d.params)
-		if err != nil {
-			d.errs = append(d.errs, &Error{File: d.file, Path: "--set " + k, Msg: err.Error()})
-			continue
-		}
-		d.params[k] = v
+		pd.override, pd.set = d.overrides[k], true
 	}
+	var stack []*paramDef // params being resolved, outermost first
+	var resolve func(pd *paramDef) error
+	resolve = func(pd *paramDef) error {
+		switch pd.state {
+		case paramResolved:
+			return nil
+		case paramFailed:
+			return errBadParam
+		case paramResolving:
+			// A cycle: pd is on the stack. Report it once, at pd.
+			i := slices.Index(stack, pd)
+			cyc := make([]string, 0, len(stack)-i+1)
+			for _, q := range stack[i:] {
+				cyc = append(cyc, q.name)
+				q.state = paramFailed
+				d.badParams[q.name] = true
+			}
+			cyc = append(cyc, pd.name)
+			d.paramErr(pd, "cycle %s: a param cannot depend on itself, directly or through others; give one of them a value that does not use the others", strings.Join(cyc, " → "))
+			return errBadParam
+		}
+		if len(stack) >= maxParamChain {
+			pd.state = paramFailed
+			d.badParams[pd.name] = true
+			d.paramErr(pd, "depends on a chain of more than %d params (%s → … → %s); compute it from fewer steps", maxParamChain, stack[0].name, pd.name)
+			return errBadParam
+		}
+		pd.state = paramResolving
+		stack = append(stack, pd)
+		lookup := func(name string) (int64, error) {
+			dep := defs[name]
+			if dep == nil {
+				return 0, unknownParam(name, d.declared)
+			}
+			if err := resolve(dep); err != nil {
+				return 0, err
+			}
+			return d.params[name], nil
+		}
+		v, err := d.paramValue(pd, lookup)
+		stack = stack[:len(stack)-1]
+		if pd.state == paramFailed { // in a cycle, reported
+			return errBadParam
+		}
+		if err != nil {
+			pd.state = paramFailed
+			d.badParams[pd.name] = true
+			if !errors.Is(err, errBadParam) {
+				d.paramErr(pd, "%v", err)
+			}
+			return errBadParam
+		}
+		pd.state = paramResolved
+		d.params[pd.name] = v
+		return nil
+	}
+	for _, pd := range order {
+		_ = resolve(pd) // errors are reported where they arise
+	}
+}
+
+// paramValue evaluates a param's definition (its --set expression, or its
+// value in the job file) with lookup for the names it uses.
+func (d *decoder) paramValue(pd *paramDef, lookup func(string) (int64, error)) (int64, error) {
+	if pd.set {
+		return evalExpr(pd.override, lookup)
+	}
+	n := d.resolve(pd.node)
+	switch {
+	case n.Kind == yaml.ScalarNode && n.Tag == "!!str":
+		return evalExpr(n.Value, lookup)
+	case n.Kind == yaml.ScalarNode && n.Tag == "!!int":
+		v, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s is out of range: want %d to %d", n.Value, int64(math.MinInt64), int64(math.MaxInt64))
+		}
+		return v, nil
+	}
+	return 0, fmt.Errorf("want an integer (%d to %d), got %s", int64(math.MinInt64), int64(math.MaxInt64), kindName(n))
+}
+
+// paramErr reports a problem with a param's definition: at its line in
+// the job file, or at --set when the command line gave it.
+func (d *decoder) paramErr(pd *paramDef, format string, args ...any) {
+	if pd.set {
+		d.errs = append(d.errs, &Error{File: d.file, Path: "--set " + pd.name, Msg: fmt.Sprintf(format, args...)})
+		return
+	}
+	d.errf(pd.node, "params."+pd.name, format, args...)
 }
 
 func (d *decoder) job(root *yaml.Node) *Job {
@@ -308,13 +440,13 @@ func (d *decoder) job(root *yaml.Node) *Job {
 		return j
 	}
 	// params first: every other field may use them.
-	d.params = map[string]int64{}
+	var params *yaml.Node
 	for _, f := range fs {
 		if f.key == "params" {
-			d.paramsField(f.node)
+			params = f.node
 		}
 	}
-	d.applyOverrides(root)
+	d.resolveParams(params)
 	j.Params = d.params
 	have := map[string]bool{}
 	for _, f := range fs {

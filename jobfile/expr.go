@@ -11,7 +11,33 @@ import (
 // names, + - * / % and parentheses, with the usual precedence. Division
 // truncates; overflow and division by zero are errors.
 func evalInt(src string, params map[string]int64) (int64, error) {
-	p := &exprParser{s: src, params: params}
+	return evalExpr(src, func(name string) (int64, error) {
+		if v, ok := params[name]; ok {
+			return v, nil
+		}
+		names := make([]string, 0, len(params))
+		for n := range params {
+			names = append(names, n)
+		}
+		sortStrings(names)
+		return 0, unknownParam(name, names)
+	})
+}
+
+// unknownParam is the error for a name that is not a declared param;
+// declared lists the job's params, sorted.
+func unknownParam(name string, declared []string) error {
+	known := "none declared; add params: {" + name + ": N}"
+	if len(declared) > 0 {
+		known = strings.Join(declared, ", ")
+	}
+	return fmt.Errorf("unknown param %q%s (params: %s)", name, suggest(name, declared), known)
+}
+
+// evalExpr is evalInt with the value of each name from lookup, whose error
+// is the expression's.
+func evalExpr(src string, lookup func(name string) (int64, error)) (int64, error) {
+	p := &exprParser{s: src, lookup: lookup}
 	v, err := p.expr()
 	if err != nil {
 		return 0, err
@@ -26,7 +52,7 @@ func evalInt(src string, params map[string]int64) (int64, error) {
 type exprParser struct {
 	s      string
 	i      int
-	params map[string]int64
+	lookup func(name string) (int64, error)
 	depth  int
 }
 
@@ -137,20 +163,7 @@ func (p *exprParser) factor() (int64, error) {
 		}
 		name := p.s[p.i:j]
 		p.i = j
-		v, ok := p.params[name]
-		if !ok {
-			names := make([]string, 0, len(p.params))
-			for n := range p.params {
-				names = append(names, n)
-			}
-			sortStrings(names)
-			known := "none declared; add params: {" + name + ": N}"
-			if len(names) > 0 {
-				known = strings.Join(names, ", ")
-			}
-			return 0, fmt.Errorf("unknown param %q%s (params: %s)", name, suggest(name, names), known)
-		}
-		return v, nil
+		return p.lookup(name)
 	}
 	return 0, fmt.Errorf("expression %q: unexpected %q at position %d", p.s, string(c), p.i+1)
 }

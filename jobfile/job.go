@@ -15,8 +15,9 @@ type Job struct {
 	Name    string // defaults to the file name without extension
 	// Description is free text.
 	Description string
-	// Params are the job's integer params after --set overrides; integer
-	// fields and numbers may be expressions over them ("n / 8").
+	// Params are the job's integer params after --set overrides, resolved
+	// in dependency order; integer fields and numbers may be expressions
+	// over them ("n / 8").
 	Params  map[string]int64
 	Buffers []*Buffer // in file order
 	Kernels []*KernelDecl

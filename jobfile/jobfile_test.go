@@ -257,6 +257,8 @@ func FuzzParse(f *testing.F) {
 	data, _ := os.ReadFile("testdata/bad.yaml")
 	f.Add(data)
 	f.Add([]byte(jacobiMin))
+	f.Add([]byte("params: {a: b + 1, b: a + 1, c: a}\n" + jacobiMin))                             // a cycle, and a user of it
+	f.Add([]byte("params: {n: m * 2, m: 4}\nbuffers: {x: {type: int32, range: n}}\nsteps: []\n")) // a later param
 	o := opts(f)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		j, err := Parse("f.yaml", in, o)
@@ -316,20 +318,23 @@ func TestEvalInt(t *testing.T) {
 	}
 }
 
-// TestParams: params make sizes expressions; --set overrides them; an
-// override of an undeclared param or a bad expression is reported with the
-// field.
+// TestParams: params make sizes expressions; --set overrides them (params
+// computed from an overridden one follow it); an override of an undeclared
+// param or a bad expression is reported with the field.
 func TestParams(t *testing.T) {
 	in := "params: {n: 64, half: n / 2}\nbuffers:\n  a: {type: float32, range: [n, half], page_size: [half / 4, half]}\nsteps:\n  - repeat: {count: half, steps: [{fill: {buffer: a, value: n * 2}}]}\n"
 	j, err := Parse("p.yaml", []byte(in), Options{Params: map[string]string{"n": "128"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b := j.Buffers[0]; !reflect.DeepEqual(b.Range, []int{128, 32}) || !reflect.DeepEqual(b.PageSize, []int{8, 32}) {
-		t.Errorf("range %v page %v, want [128 32] [8 32] (half is computed before the override)", b.Range, b.PageSize)
+	if b := j.Buffers[0]; !reflect.DeepEqual(b.Range, []int{128, 64}) || !reflect.DeepEqual(b.PageSize, []int{16, 64}) {
+		t.Errorf("range %v page %v, want [128 64] [16 64] (half follows the override of n)", b.Range, b.PageSize)
 	}
-	if j.Steps[0].Count != 32 || j.Steps[0].Steps[0].Fill.Value.Text != "256" {
-		t.Errorf("count %d value %q, want 32 and 256", j.Steps[0].Count, j.Steps[0].Steps[0].Fill.Value.Text)
+	if j.Steps[0].Count != 64 || j.Steps[0].Steps[0].Fill.Value.Text != "256" {
+		t.Errorf("count %d value %q, want 64 and 256", j.Steps[0].Count, j.Steps[0].Steps[0].Fill.Value.Text)
+	}
+	if want := map[string]int64{"n": 128, "half": 64}; !reflect.DeepEqual(j.Params, want) {
+		t.Errorf("Params = %v, want %v", j.Params, want)
 	}
 	_, err = Parse("p.yaml", []byte(in), Options{Params: map[string]string{"m": "1"}})
 	if err == nil || !strings.Contains(err.Error(), `p.yaml: --set m: the job declares no param "m" (did you mean "n"?)`) {
@@ -359,5 +364,99 @@ func BenchmarkParse(b *testing.B) {
 		if _, err := Parse("jacobi.yaml", data, o); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestParamsDependencyOrder: a param may use any other param, declared
+// before or after it; they resolve in dependency order.
+func TestParamsDependencyOrder(t *testing.T) {
+	in := "params:\n  a: b + 1\n  b: c * 2\n  c: 3\n  d: a + c\nbuffers:\n  x: {type: float32, range: [d]}\nsteps: []\n"
+	j, err := Parse("p.yaml", []byte(in), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]int64{"a": 7, "b": 6, "c": 3, "d": 10}; !reflect.DeepEqual(j.Params, want) {
+		t.Errorf("Params = %v, want %v", j.Params, want)
+	}
+	if r := j.Buffers[0].Range; !reflect.DeepEqual(r, []int{10}) {
+		t.Errorf("range %v, want [10]", r)
+	}
+	// An override of c reaches a, b and d.
+	j, err = Parse("p.yaml", []byte(in), Options{Params: map[string]string{"c": "c_default", "c_default": "1"}})
+	if err == nil || !strings.Contains(err.Error(), `--set c_default: the job declares no param "c_default"`) {
+		t.Fatalf("override of an undeclared param: %v", err)
+	}
+	j, err = Parse("p.yaml", []byte(in), Options{Params: map[string]string{"c": "1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]int64{"a": 3, "b": 2, "c": 1, "d": 4}; !reflect.DeepEqual(j.Params, want) {
+		t.Errorf("Params with --set c=1 = %v, want %v", j.Params, want)
+	}
+}
+
+// TestParamErrors: a cycle is named once, at the param where it closes,
+// and nothing that uses its params is reported again; an undeclared name
+// keeps the unknown-param text with suggestions, listing every declared
+// param.
+func TestParamErrors(t *testing.T) {
+	chain := func(n int) string {
+		var b strings.Builder
+		b.WriteString("params:\n")
+		for i := range n {
+			fmt.Fprintf(&b, "  p%d: p%d + 1\n", i, i+1)
+		}
+		fmt.Fprintf(&b, "  p%d: 0\n", n)
+		b.WriteString("buffers: {}\nsteps: []\n")
+		return b.String()
+	}
+	for _, tc := range []struct {
+		name string
+		in   string
+		set  map[string]string
+		want []string // the errors, in order
+	}{
+		{"two-param cycle", "params: {a: b + 1, b: a + 1}\nbuffers: {}\nsteps: []\n", nil, []string{
+			"t.yaml:1: params.a: cycle a → b → a: a param cannot depend on itself, directly or through others; give one of them a value that does not use the others"}},
+		{"self", "params:\n  n: 4\n  a: a * 2\nbuffers: {}\nsteps: []\n", nil, []string{
+			"t.yaml:3: params.a: cycle a → a: a param cannot depend on itself"}},
+		{"cycle with users", "params:\n  x: a * 2\n  a: b\n  b: c\n  c: (a)\nbuffers:\n  buf: {type: float32, range: [x, b]}\nsteps: []\n", nil, []string{
+			"t.yaml:3: params.a: cycle a → b → c → a:"}},
+		{"undeclared", "params:\n  a: c + 1\n  b: 2\nbuffers: {}\nsteps: []\n", nil, []string{
+			`t.yaml:2: params.a: unknown param "c" (did you mean "a"?) (params: a, b)`}},
+		{"undeclared near a later param", "params:\n  m: nn + 1\n  n: 4\nbuffers: {}\nsteps: []\n", nil, []string{
+			`t.yaml:2: params.m: unknown param "nn" (did you mean "n"?) (params: m, n)`}},
+		{"failed param used elsewhere", "params:\n  a: 1 / 0\n  b: a + 1\nbuffers:\n  buf: {type: float32, range: [b]}\nsteps: []\n", nil, []string{
+			`t.yaml:2: params.a: expression "1 / 0" divides by zero`}},
+		{"use of an undeclared name", "params: {n: 4}\nbuffers:\n  buf: {type: float32, range: [m]}\nsteps: []\n", nil, []string{
+			`t.yaml:3: buffers.buf.range[0]: unknown param "m" (did you mean "n"?) (params: n)`}},
+		{"cycle through --set", "params: {n: 64, half: n / 2}\nbuffers: {}\nsteps: []\n", map[string]string{"n": "half * 2"}, []string{
+			"t.yaml: --set n: cycle n → half → n:"}},
+		{"chain too long", chain(maxParamChain + 1), nil, []string{
+			"params.p1000: depends on a chain of more than 1000 params (p0 → … → p1000)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("t.yaml", []byte(tc.in), Options{Params: tc.set})
+			var es Errors
+			if !errors.As(err, &es) {
+				t.Fatalf("Parse = %v, want Errors", err)
+			}
+			if len(es) != len(tc.want) {
+				t.Fatalf("Parse gave %d errors, want %d:\n%v", len(es), len(tc.want), err)
+			}
+			for i, e := range es {
+				if !strings.Contains(e.Error(), tc.want[i]) {
+					t.Errorf("error %d = %q\nwant it to contain %q", i, e.Error(), tc.want[i])
+				}
+			}
+		})
+	}
+	// A long chain within the bound resolves.
+	j, err := Parse("t.yaml", []byte(chain(maxParamChain-1)), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Params["p0"] != maxParamChain-1 {
+		t.Errorf("p0 = %d, want %d", j.Params["p0"], maxParamChain-1)
 	}
 }

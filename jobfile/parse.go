@@ -31,8 +31,9 @@ type Options struct {
 	// checking element sizes only.
 	ParamType func(kernel, param string) (string, bool)
 	// Params override the job's params (acpp-submit run --set n=4096): an
-	// integer or an expression over the job's params. Naming a param the
-	// job does not declare is an error.
+	// integer or an expression over the job's params, which replaces the
+	// param's definition before params are resolved, so params computed
+	// from it follow. Naming a param the job does not declare is an error.
 	Params map[string]string
 }
 
