@@ -13,6 +13,7 @@ import (
 
 	"github.com/acpp/acpp/coordinator"
 	"github.com/acpp/acpp/coordinator/coordtest"
+	"github.com/acpp/acpp/credentials"
 )
 
 // TestClusterJacobiMatchesEmbedded_C3: the Jacobi example on three
@@ -176,4 +177,68 @@ func TestClusterCommands_C1(t *testing.T) {
 		t.Errorf("run on a stopped node: exit %d, stderr %q; want 1 and a message naming the address", code, errb.String())
 	}
 	t.Logf("unreachable reported in %v: %s", time.Since(start), errb.String())
+}
+
+// TestStatusShowsOwnJobs_C6: acpp-submit status shows a client its own
+// jobs only and says so in its first line; an operator sees every
+// client's jobs, and runs a job with acpp-submit as a client does.
+func TestStatusShowsOwnJobs_C6(t *testing.T) {
+	c := coordtest.Start(t, 2, coordtest.Options{})
+	if _, err := credentials.CreateOperator(c.Dir, "ops", credentials.IssueConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ja, err := coordinator.Open(ctx, c.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ja.Close(context.Background())
+	bobCreds, err := credentials.LoadClient(c.Dir, "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bcfg := c.Config()
+	bcfg.Client, bcfg.Credentials = nil, bobCreds
+	jb, err := coordinator.Open(ctx, bcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer jb.Close(context.Background())
+	a, b := strconv.FormatUint(ja.ID(), 10), strconv.FormatUint(jb.ID(), 10)
+
+	status := func(client string) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if code := Main(ctx, []string{"status", "--cluster", c.Addrs()[0], "--credentials", c.Dir, "--client", client}, Env{Stdout: &out, Stderr: &errb}); code != 0 {
+			t.Fatalf("status as %s: exit %d: %s", client, code, errb.String())
+		}
+		t.Logf("status as %s:\n%s", client, out.String())
+		return out.String()
+	}
+	// Each job is open on both nodes: 4 openings, 2 of them each client's.
+	for _, tt := range []struct {
+		client, mine, other string
+	}{{"alice", a, b}, {"bob", b, a}} {
+		out := status(tt.client)
+		first, _, _ := strings.Cut(out, "\n")
+		if !strings.Contains(first, "Jobs of client/"+tt.client+" only") || !strings.Contains(first, "an operator") {
+			t.Errorf("status as %s: first line %q does not say the view is limited to its own jobs", tt.client, first)
+		}
+		if strings.Count(out, tt.mine) != 2 || strings.Contains(out, tt.other) || !strings.Contains(out, "4 job openings (a job counts once per node it runs on), 2 of them yours") {
+			t.Errorf("status as %s: want its job %s on both nodes, not job %s, 2 of 4 openings its own:\n%s", tt.client, tt.mine, tt.other, out)
+		}
+	}
+	out := status("ops")
+	if first, _, _ := strings.Cut(out, "\n"); first != "Jobs of every client (as operator/ops)." {
+		t.Errorf("status as operator: first line %q, want it to say every client's jobs", first)
+	}
+	if strings.Count(out, a) != 2 || strings.Count(out, b) != 2 || !strings.Contains(out, "alice") || !strings.Contains(out, "bob") || strings.Contains(out, "of them yours") {
+		t.Errorf("status as operator: want jobs %s (alice) and %s (bob) on both nodes:\n%s", a, b, out)
+	}
+
+	var runOut, errb bytes.Buffer
+	if code := Main(ctx, []string{"run", "--cluster", c.Addrs()[0], "--credentials", c.Dir, "--client", "ops", "--out-dir", t.TempDir(), "../../../examples/jobs/saxpy.yaml"}, Env{Stdout: &runOut, Stderr: &errb}); code != 0 {
+		t.Errorf("run as operator: exit %d: %s", code, errb.String())
+	}
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -67,7 +68,9 @@ func deviceSummary(ds []proto.DeviceSummary) string {
 // Status prints one row per member with what its inventory says: open
 // jobs, memory they hold, the node's limits, whether it drains; then one
 // row per (job, node) with the job's client, the bytes and allocations it
-// holds there and its instructions pending, running and remembered.
+// holds there and its instructions pending, running and remembered. A
+// node lists a client's own jobs only, an operator's every client's (C6);
+// the first line says which view this is.
 func Status(ctx context.Context, cfg *ClusterConfig, w io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
@@ -78,9 +81,13 @@ func Status(ctx context.Context, cfg *ClusterConfig, w io.Writer) error {
 	if cfg.client == nil {
 		defer cl.Close()
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	// The table goes to a buffer: the view line above it is known once
+	// every node has answered.
+	var table bytes.Buffer
+	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tSTATE\tJOBS\tALLOCATED\tLIMIT\tDEVICES")
 	var jobs, unreachable int
+	ownOnly := false
 	type jobRow struct {
 		node string
 		j    proto.JobInv
@@ -113,6 +120,7 @@ func Status(ctx context.Context, cfg *ClusterConfig, w io.Writer) error {
 			devs[i] = d.ID
 		}
 		jobs += inv.Jobs
+		ownOnly = ownOnly || inv.OwnJobsOnly
 		for _, j := range inv.JobList {
 			rows = append(rows, jobRow{m.Name, j})
 		}
@@ -129,7 +137,18 @@ func Status(ctx context.Context, cfg *ClusterConfig, w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if ownOnly {
+		fmt.Fprintf(w, "Jobs of %s only: a client sees its own jobs (JOBS and ALLOCATED count every client's); an operator (acpp-node credentials operator NAME) sees all.\n", cl.Identity())
+	} else {
+		fmt.Fprintf(w, "Jobs of every client (as %s).\n", cl.Identity())
+	}
+	if _, err := w.Write(table.Bytes()); err != nil {
+		return err
+	}
 	fmt.Fprintf(w, "%d members; %d job openings (a job counts once per node it runs on)", len(ms.Members), jobs)
+	if ownOnly {
+		fmt.Fprintf(w, ", %d of them yours", len(rows))
+	}
 	if unreachable > 0 {
 		fmt.Fprintf(w, "; %d unreachable", unreachable)
 	}
