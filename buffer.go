@@ -186,9 +186,9 @@ func NewBufferFrom[T any](q *Queue, data []T, r Range, opts ...BufferOption) (*B
 	host := q.rt.Host().Info().ID
 	var mem *device.Mem
 	if cfg.copyIn {
-		m, err := q.rt.Host().Alloc(device.MemDevice, len(raw))
+		m, err := q.rt.AllocOwned(q.rt.Host(), device.MemDevice, len(raw), "copy of the data (CopyData)")
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("acpp: NewBufferFrom: %w", err)
 		}
 		copy(m.Host, raw)
 		mem = m
@@ -307,7 +307,11 @@ func (b *Buffer[T]) WriteBack(ctx context.Context) error {
 func (st *bufState) hostTask(ctx context.Context, mode coherence.Mode, discard bool, name string) (*Event, error) {
 	g := execGroup(name, []coherence.Access{{Buffer: st.id, Pages: st.geo.All(), Mode: mode, Discard: discard, Target: st.q.rt.HostAlloc()}})
 	g.Host = func(done func(error)) { done(nil) }
-	n, err := st.q.rt.Submit(g)
+	submit := st.q.rt.Submit
+	if discard { // it reads and writes nothing: it only orders
+		submit = st.q.rt.SubmitBarrier
+	}
+	n, err := submit(g)
 	if err != nil {
 		return nil, err
 	}

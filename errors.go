@@ -44,4 +44,9 @@ var (
 	// ErrNotHostVisible: the memory cannot be touched from the host; copy it
 	// with Memcpy or use a host accessor.
 	ErrNotHostVisible = errors.New("acpp: memory is not host-visible")
+	// ErrMemoryLimit: an allocation does not fit its memory's budget
+	// (WithMemoryLimit) and was refused before it was made; the message
+	// names the size, the budget and what to do. The error is a
+	// *device.BudgetError.
+	ErrMemoryLimit = device.ErrOverBudget
 )

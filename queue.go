@@ -33,6 +33,7 @@ type queueConfig struct {
 	devices  []device.Device // caller-owned devices (tests, node agents)
 	cluster  *clusterConfig  // options only Connect takes
 	accFirst bool            // WithAcceleratorsFirst
+	mem      MemoryLimit     // WithMemoryLimit
 }
 
 // Option configures NewQueue.
@@ -73,6 +74,28 @@ func WithAsyncHandler(f func(error)) Option { return func(c *queueConfig) { c.on
 // the option. acpp-submit runs jobs this way: their kernels have GPU forms,
 // while Go closures need the CPU default.
 func WithAcceleratorsFirst() Option { return func(c *queueConfig) { c.accFirst = true } }
+
+// MemoryLimit chooses the budget of each memory a queue allocates in (see
+// WithMemoryLimit).
+type MemoryLimit = device.MemoryLimit
+
+// WithMemoryLimit sets the budget of each memory the queue allocates in
+// (host memory, each GPU's). Buffer allocations, a buffer's copy of its
+// data (CopyData) and USM allocations (Malloc) are admitted against it
+// before they are made; one that does not fit fails (the command group's
+// event and Wait, or NewBufferFrom and Malloc) with an error matching
+// ErrMemoryLimit that names the size, the budget and what to do, and
+// nothing is allocated: Go cannot recover from a failed allocation, so a
+// buffer larger than the machine would otherwise crash the program.
+//
+// Without it the budget is 75% of host memory (MemTotal, or the process's
+// cgroup limit where lower) and 90% of each GPU's. MemoryLimit{Bytes: n}
+// gives each memory n bytes (at most its size), MemoryLimit{Share: 0.5}
+// half of each, and MemoryLimit{Off: true} no budget. The budget covers
+// the runtime's allocations, not the program's own slices (such as what
+// Buffer.Read returns). A cluster queue (Connect) ignores it: the nodes
+// keep budgets of their own (acpp-node --max-bytes).
+func WithMemoryLimit(l MemoryLimit) Option { return func(c *queueConfig) { c.mem = l } }
 
 // WithDevices adds devices the caller opened and owns (fakes in tests, a
 // node agent's devices). The queue does not close them.
@@ -170,7 +193,8 @@ func NewQueue(ctx context.Context, opts ...Option) (*Queue, error) {
 		sel = all
 	}
 	qctx, cancel := context.WithCancelCause(ctx)
-	rt, err := exec.New(exec.Config{Devices: all, Logger: cfg.log, Context: qctx})
+	hostSize, _, _ := cpu.HostMemory() // 0 where unknown: no default host budget
+	rt, err := exec.New(exec.Config{Devices: all, Logger: cfg.log, Context: qctx, MemoryLimit: cfg.mem, HostMemory: hostSize})
 	if err != nil {
 		cancel(err)
 		closeAll(owned)
@@ -228,6 +252,32 @@ func (q *Queue) deviceByID(id DeviceID) (device.Device, error) {
 		}
 	}
 	return nil, fmt.Errorf("%w: %s is not one of the queue's devices %v", ErrNoDevice, id, ids(q.devs))
+}
+
+// MemoryBudget is the budget of one memory of a queue (WithMemoryLimit).
+type MemoryBudget struct {
+	// Device is the device that allocates the memory; Host is set for host
+	// memory (shared by every CPU device).
+	Device DeviceID
+	Host   bool
+	// Size is the memory's size (0: unknown); Budget what the queue's
+	// allocations may hold in it together (0: no budget); Used what they
+	// hold now. How says how the budget was chosen.
+	Size, Budget, Used uint64
+	How                string
+}
+
+// MemoryBudgets lists the budget of each memory of the queue, host memory
+// first. A cluster queue has none (the nodes keep them).
+func (q *Queue) MemoryBudgets() []MemoryBudget {
+	if q.cl != nil {
+		return nil
+	}
+	var out []MemoryBudget
+	for _, b := range q.rt.MemoryBudgets() {
+		out = append(out, MemoryBudget{Device: b.Device, Host: b.Mem == coherence.HostMem, Size: b.Size, Budget: b.Budget, Used: b.Used, How: b.How})
+	}
+	return out
 }
 
 // Stats returns the queue's counters (see Stats for what a cluster queue

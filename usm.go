@@ -38,7 +38,7 @@ func Malloc[T any](q *Queue, n int, kind device.MemKind, opts ...SubmitOption) (
 	if err != nil {
 		return USM[T]{}, err
 	}
-	m, err := d.Alloc(kind, n*es)
+	m, err := q.rt.AllocOwned(d, kind, n*es, "USM allocation")
 	if err != nil {
 		return USM[T]{}, fmt.Errorf("acpp: Malloc %d×%d bytes of %s memory on %s: %w", n, es, kind, d.Info().ID, err)
 	}
@@ -70,7 +70,7 @@ func Free[T any](q *Queue, p USM[T]) error {
 	}
 	for _, d := range q.rt.Devices() {
 		if d.Info().ID == p.mem.Device {
-			return d.Free(p.mem)
+			return q.rt.FreeOwned(d, p.mem)
 		}
 	}
 	return fmt.Errorf("%w: %s", ErrNoDevice, p.mem.Device)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"sync/atomic"
 )
 
@@ -70,6 +72,53 @@ func (l MemoryLimit) String() string {
 		return fmt.Sprintf("%g%%", l.Share*100)
 	}
 	return "auto"
+}
+
+// ParseMemoryLimit parses a limit as acpp-node --max-bytes and acpp-submit
+// --max-bytes take it: "auto" or "" (the defaults), a share of each
+// memory ("50%"), a size ("64GiB", see ParseBytes), or "0" (off).
+func ParseMemoryLimit(s string) (MemoryLimit, error) {
+	s = strings.TrimSpace(s)
+	switch {
+	case s == "auto" || s == "":
+		return MemoryLimit{}, nil
+	case strings.HasSuffix(s, "%"):
+		p, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(s, "%")), 64)
+		if err != nil || !(p > 0 && p <= 100) {
+			return MemoryLimit{}, fmt.Errorf("share %q: want a percentage in (0, 100], like 50%%", s)
+		}
+		return MemoryLimit{Share: p / 100}, nil
+	}
+	n, err := ParseBytes(s)
+	if err != nil {
+		return MemoryLimit{}, fmt.Errorf("%w, a share like 50%%, auto, or 0 for no budget", err)
+	}
+	return MemoryLimit{Bytes: n, Off: n == 0}, nil
+}
+
+// ParseBytes parses a size: a number of bytes with an optional unit (KiB,
+// MiB, GiB, TiB, or KB, MB, GB, TB).
+func ParseBytes(s string) (uint64, error) {
+	s = strings.TrimSpace(s)
+	units := []struct {
+		suffix string
+		mult   uint64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
+	mult := uint64(1)
+	for _, u := range units {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("size %q: want bytes with an optional unit, like 512MiB or 64GiB", s)
+	}
+	if n != 0 && n*mult/mult != n {
+		return 0, fmt.Errorf("size %q overflows", s)
+	}
+	return n * mult, nil
 }
 
 // Budget is the budget of one memory of size bytes (0: unknown) under l,

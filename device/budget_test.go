@@ -88,3 +88,26 @@ func TestBudgetReserve(t *testing.T) {
 		t.Errorf("budget 0 (none) refused: %v", err)
 	}
 }
+
+func TestParseMemoryLimit(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want MemoryLimit
+		err  string
+	}{
+		{"auto", MemoryLimit{}, ""}, {"", MemoryLimit{}, ""}, {"64GiB", MemoryLimit{Bytes: 64 << 30}, ""},
+		{"50%", MemoryLimit{Share: 0.5}, ""}, {" 100 % ", MemoryLimit{Share: 1}, ""}, {"0", MemoryLimit{Off: true}, ""},
+		{"150%", MemoryLimit{}, "percentage"}, {"lots", MemoryLimit{}, "a share like 50%"}, {"-1", MemoryLimit{}, "size"},
+	} {
+		got, err := ParseMemoryLimit(tt.in)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("ParseMemoryLimit(%q) = %+v, %v; want an error with %q", tt.in, got, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || got != tt.want || got.Validate() != nil {
+			t.Errorf("ParseMemoryLimit(%q) = %+v, %v; want %+v", tt.in, got, err, tt.want)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/acpp/acpp/cluster"
+	"github.com/acpp/acpp/device"
 	"github.com/acpp/acpp/node"
 )
 
@@ -157,50 +158,14 @@ func overlay(s, f *settings) {
 
 // parseBytes parses a size: a number of bytes with an optional unit (KiB,
 // MiB, GiB, TiB, or KB, MB, GB, TB).
-func parseBytes(s string) (uint64, error) {
-	s = strings.TrimSpace(s)
-	units := []struct {
-		suffix string
-		mult   uint64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
-	mult := uint64(1)
-	for _, u := range units {
-		if strings.HasSuffix(s, u.suffix) {
-			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("size %q: want bytes with an optional unit, like 512MiB or 64GiB", s)
-	}
-	if n != 0 && n*mult/mult != n {
-		return 0, fmt.Errorf("size %q overflows", s)
-	}
-	return n * mult, nil
-}
+func parseBytes(s string) (uint64, error) { return device.ParseBytes(s) }
 
 // parseMaxBytes sets the memory budget fields of cfg from --max-bytes:
 // "auto" (the default budgets), a share ("50%"), a size, or 0 (none).
 func parseMaxBytes(s string, cfg *node.Config) error {
-	s = strings.TrimSpace(s)
-	switch {
-	case s == "auto" || s == "":
-		return nil
-	case strings.HasSuffix(s, "%"):
-		p, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(s, "%")), 64)
-		if err != nil || !(p > 0 && p <= 100) {
-			return fmt.Errorf("share %q: want a percentage in (0, 100], like 50%%", s)
-		}
-		cfg.MemoryShare = p / 100
-		return nil
-	}
-	n, err := parseBytes(s)
-	if err != nil {
-		return fmt.Errorf("%w, a share like 50%%, auto, or 0 for no budget", err)
-	}
-	cfg.MaxBytes, cfg.NoMemoryBudget = n, n == 0
-	return nil
+	l, err := device.ParseMemoryLimit(s)
+	cfg.MaxBytes, cfg.MemoryShare, cfg.NoMemoryBudget = l.Bytes, l.Share, l.Off
+	return err
 }
 
 // nodeConfig turns settings into the node's Config; it reports every bad

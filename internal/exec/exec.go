@@ -29,6 +29,17 @@ type Config struct {
 	// Context cancels the runtime: nodes not yet started fail with its
 	// cause. nil means context.Background().
 	Context context.Context
+	// MemoryLimit chooses the budget of each memory: allocations are
+	// admitted against it before they are made, and one that does not fit
+	// fails with an error matching device.ErrOverBudget instead of
+	// crashing the process. The zero value is the default budgets
+	// (device.DefaultHostShare of HostMemory, device.DefaultDeviceShare of
+	// each device's memory).
+	MemoryLimit device.MemoryLimit
+	// HostMemory is the size of host memory in bytes (cpu.HostMemory); 0
+	// means unknown, and host memory then has a budget only with
+	// MemoryLimit.Bytes.
+	HostMemory uint64
 }
 
 // Stats counts what the runtime did.
@@ -72,6 +83,10 @@ type allocEntry struct {
 	mem  *device.Mem
 	err  error
 	user bool // the user's memory (L1, B3): never freed by the runtime
+	// reserved is what the allocation took of the budget of memory at (0
+	// for the user's memory); returned when it is freed.
+	reserved uint64
+	at       coherence.MemID
 }
 
 type bufInfo struct {
@@ -149,6 +164,8 @@ type Runtime struct {
 	// links counts copies by memory pair: [src*len(memNames)+dst].
 	links    []linkCount
 	memNames []string // MemName by MemID
+
+	budget budgets // admission of allocations (budget.go)
 
 	bg sync.WaitGroup // goroutines that free released allocations
 }
@@ -247,6 +264,9 @@ func New(cfg Config) (*Runtime, error) {
 	}
 	if rt.host == nil {
 		return nil, errors.New("acpp: no host-unified CPU device to hold host memory; open the cpu backend")
+	}
+	if err := rt.newBudgets(cfg.MemoryLimit, cfg.HostMemory); err != nil {
+		return nil, err
 	}
 	rt.memNames = make([]string, mem)
 	rt.memNames[coherence.HostMem] = "host"
@@ -384,6 +404,15 @@ func (rt *Runtime) Alloc(buf coherence.BufferID, a coherence.AllocID) (*device.M
 			}
 			rt.mu.Unlock()
 		}
+		if errors.Is(e.err, device.ErrOverBudget) {
+			// Nothing was allocated: a later use may fit once other
+			// allocations are gone.
+			rt.mu.Lock()
+			if rt.allocs[k] == e {
+				delete(rt.allocs, k)
+			}
+			rt.mu.Unlock()
+		}
 	}()
 	e.once.Do(func() {
 		d := rt.devOf[a.Mem]
@@ -391,8 +420,17 @@ func (rt *Runtime) Alloc(buf coherence.BufferID, a coherence.AllocID) (*device.M
 			e.err = fmt.Errorf("acpp: no device holds memory %d", a.Mem)
 			return
 		}
+		// Admit before allocating: Go cannot recover from a failed
+		// allocation.
+		bytes := uint64(bi.geo.Bytes())
+		if e.err = rt.reserve(a.Mem, bytes, "allocation"); e.err != nil {
+			return
+		}
 		e.mem, e.err = d.Alloc(device.MemDevice, bi.geo.Bytes())
-		if e.err == nil {
+		if e.err != nil {
+			rt.release(a.Mem, bytes)
+		} else {
+			e.reserved, e.at = bytes, a.Mem
 			rt.nallocs.Add(1)
 			rt.log.Debug("allocate", "buffer", buf, "device", d.Info().ID, "bytes", bi.geo.Bytes())
 		}
@@ -506,6 +544,7 @@ type Node struct {
 	// opFailed is set once firstErr holds an error (countDone).
 	opFailed atomic.Bool
 	inline   bool // planned by its submitter, which reports planErr
+	barrier  bool // SubmitBarrier: makes no allocations
 }
 
 // closedCh is the Done channel of nodes that finished before anyone asked.
@@ -622,6 +661,19 @@ var noSteps coherence.Step
 // Submit plans g and starts it as soon as its dependencies have finished.
 func (rt *Runtime) Submit(g Group) (*Node, error) {
 	n := new(Node)
+	if err := rt.SubmitNode(n, g); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// SubmitBarrier submits a group that only waits for the groups it depends
+// on (a buffer's close without write-back): its accesses discard and its
+// work touches no memory, so it makes none of the allocations coherence
+// plans for it, and closing a buffer that never fit its memory's budget
+// does not fail.
+func (rt *Runtime) SubmitBarrier(g Group) (*Node, error) {
+	n := &Node{barrier: true}
 	if err := rt.SubmitNode(n, g); err != nil {
 		return nil, err
 	}
@@ -846,6 +898,9 @@ func (rt *Runtime) dispatchAt(n *Node, now time.Duration) {
 	}
 	st := n.steps()
 	for _, a := range st.Allocate {
+		if n.barrier {
+			break
+		}
 		if _, err := rt.Alloc(a.Buffer, a.Alloc); err != nil {
 			rt.finish(n, fmt.Errorf("acpp: %s: allocate buffer %d on memory %d: %w", n.Name, a.Buffer, a.Alloc.Mem, err))
 			return
@@ -1177,6 +1232,7 @@ func (rt *Runtime) RemoveBuffer(buf coherence.BufferID) error {
 	}
 	var errs []error
 	for _, e := range entries {
+		rt.returnBudget(e)
 		if e.user || e.mem == nil {
 			continue
 		}
@@ -1195,6 +1251,9 @@ func (rt *Runtime) FreeReleased(r ReleaseReq) error {
 	delete(rt.allocs, k)
 	rt.dropReady(k)
 	rt.mu.Unlock()
+	if e != nil {
+		rt.returnBudget(e)
+	}
 	if e == nil || e.user || e.mem == nil {
 		return nil
 	}
