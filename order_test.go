@@ -70,9 +70,6 @@ func TestDifferentBuffersNeverConflict_D2(t *testing.T) {
 func TestIndependentGroupsRunConcurrentlyOnOneDevice_D4(t *testing.T) {
 	q := newQueue(t, WithWorkers(2))
 	b := must(NewBufferFrom(q, make([]int32, 2), R1(2)))
-	// Allocate first (first users of a new allocation are ordered after
-	// the group that makes it).
-	waitAll(t, q)
 	aStarted, bStarted := make(chan struct{}), make(chan struct{})
 	timeout := time.After(10 * time.Second)
 	var aSaw, bSaw bool
@@ -107,6 +104,68 @@ func TestIndependentGroupsRunConcurrentlyOnOneDevice_D4(t *testing.T) {
 		t.Fatalf("two readers: deps %v, ran concurrently %v/%v; want independent and concurrent", e2.Deps(), aSaw, bSaw)
 	}
 	_ = e1
+}
+
+// Two groups writing disjoint halves of a brand-new buffer run at the same
+// time (D1, D4): that the first one's step makes the allocation does not
+// order the second after it (both may allocate; the first to run does).
+// Each kernel waits for the other to start, so they pass only if they
+// overlap. A writer overlapping both halves, submitted while they run,
+// waits for both (D3).
+func TestFreshBufferDisjointWritersRunConcurrently_D1_D3_D4(t *testing.T) {
+	const n = 1 << 20 // 4 MiB of int32: 64 pages of the default 64 KiB
+	for _, tc := range []struct {
+		name string
+		opts []AccessOption
+	}{{"write", nil}, {"write no_init", []AccessOption{NoInit}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := newQueue(t, WithWorkers(2))
+			b := must(NewBuffer[int32](q, R1(n)))
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			started := [2]chan struct{}{make(chan struct{}), make(chan struct{})}
+			finish := make(chan struct{})
+			var saw [2]bool
+			var evs [2]*Event
+			for i := range 2 {
+				evs[i] = must(q.Submit(func(h *Handler) error {
+					x := WriteRange(h, b, R1(n/2), I1(i*n/2), tc.opts...)
+					h.SingleTask(func() {
+						x.Set(0, int32(i+1))
+						close(started[i])
+						select {
+						case <-started[1-i]:
+							saw[i] = true
+						case <-ctx.Done():
+						}
+						select {
+						case <-finish:
+						case <-ctx.Done():
+						}
+					})
+					return nil
+				}))
+			}
+			e3 := must(q.Submit(func(h *Handler) error {
+				x := WriteRange(h, b, R1(2), I1(n/2-1), tc.opts...)
+				h.SingleTask(func() { x.Set(1, 3) })
+				return nil
+			}))
+			close(finish)
+			waitAll(t, q)
+			if slices.Contains(evs[1].Deps(), evs[0].ID()) || !saw[0] || !saw[1] {
+				t.Fatalf("disjoint writers of a new buffer: deps %v, ran concurrently %v/%v; want independent and concurrent",
+					evs[1].Deps(), saw[0], saw[1])
+			}
+			if want := []uint64{evs[0].ID(), evs[1].ID()}; !slices.Equal(e3.Deps(), want) {
+				t.Fatalf("writer over both halves: deps %v, want %v (D3)", e3.Deps(), want)
+			}
+			v := must(b.Read(context.Background()))
+			if v[0] != 1 || v[n/2] != 3 {
+				t.Fatalf("b[0], b[n/2] = %d, %d; want 1, 3 (the later writer last)", v[0], v[n/2])
+			}
+		})
+	}
 }
 
 func TestEventStatusAndTiming(t *testing.T) {

@@ -94,12 +94,20 @@ type Step struct {
 	ID CGID
 	// Deps are earlier, incomplete command groups that must complete first:
 	// those this group conflicts with (D1, D3: a read waits for the last
-	// writer, a write for the readers since), those whose copies are still
-	// bringing in pages this group relies on (on its target, or on a copy
-	// source), and those whose Allocate creates an allocation it uses.
-	// Edges implied by others are dropped where cheap. Never a completed
-	// group.
-	Deps     []CGID
+	// writer, a write for the readers since), and those whose copies are
+	// still bringing in pages this group relies on (on its target, or on a
+	// copy source); for a Release also every incomplete group that uses
+	// the allocation it frees, and the one whose Allocate creates the host
+	// allocation it evacuates to. Edges implied by others are dropped where
+	// cheap. Never a completed group. An allocation still being made is no
+	// reason for an edge (D4): see Allocate.
+	Deps []CGID
+	// Allocate lists the allocations this group's accesses use that may not
+	// exist when it runs: those it uses first (B5), and those an incomplete
+	// group listed first that none of Deps has used. Several groups that do
+	// not depend on each other may list the same allocation; the caller
+	// makes each one once, by whichever of them runs first, and the others
+	// use it (allocating is idempotent, under the caller's own lock).
 	Allocate []Allocation
 	Copies   []Copy
 	Free     []Allocation

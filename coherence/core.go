@@ -387,19 +387,30 @@ func (c *Core) Submit(cg CommandGroup) (Step, error) {
 		op := stateOp{kind: opOrIfInit, m: 1 << t}
 		boxSpans(b.pages, a.Pages, func(lo, hi int) { b.states.update(lo, hi, op) })
 	}
-	// In-flight allocations: wait for the group that creates them, unless
-	// another dependency already used the allocation (and so waited for it).
+	// In-flight allocations. A target that an incomplete group's Allocate
+	// creates is listed in this group's Allocate too, instead of ordering
+	// it after that group: allocation is idempotent (whichever of them
+	// runs first makes it, B5), and memory being made is no reason to
+	// order groups that do not conflict (D1, D4). It is not listed when
+	// another dependency used the allocation (and so made sure it exists).
+	// Copy sources need neither: pages are valid on an allocation only
+	// once a group wrote or copied them there, and this group depends on
+	// that group (a conflict or an in-flight fill) unless it completed, so
+	// the source exists by the time the copy runs.
 	for i, a := range cg.Accesses {
 		b := bs[i]
 		t, _ := b.slotOf(a.Target)
 		info.use(b, t)
 	}
+	ntargets := len(info.uses)
 	for _, cp := range copies {
 		info.use(cp.key.buf, cp.key.src)
 	}
-	nconf := len(deps)
-	for _, u := range info.uses {
-		deps = c.allocDep(u, cg.ID, deps[:nconf], deps)
+	for _, u := range info.uses[:ntargets] {
+		if by, ok := c.allocPending(u, cg.ID, deps); ok && by != cg.ID {
+			b := c.bufs[u.buf]
+			step.Allocate = append(step.Allocate, b.allocation(b.slotOfGen(u.gen)))
+		}
 	}
 	for _, cp := range copies {
 		step.Copies = append(step.Copies, makeCopy(cp.key.buf, cp))
@@ -543,6 +554,17 @@ func (info *cgInfo) use(b *buffer, s int) {
 // allocDep adds the group that creates allocation u while it is incomplete,
 // unless one of others used u too.
 func (c *Core) allocDep(u allocRef, self CGID, others, deps []CGID) []CGID {
+	if by, ok := c.allocPending(u, self, others); ok {
+		return append(deps, by)
+	}
+	return deps
+}
+
+// allocPending reports whether allocation u may not exist yet for group
+// self, and the group whose Allocate creates it: that group is incomplete
+// and none of others (self's dependencies) is it, used u, or is a release
+// of u's buffer that came after it (each of those waited for u to exist).
+func (c *Core) allocPending(u allocRef, self CGID, others []CGID) (CGID, bool) {
 	b := c.bufs[u.buf]
 	var by CGID
 	found := false
@@ -552,20 +574,31 @@ func (c *Core) allocDep(u allocRef, self CGID, others, deps []CGID) []CGID {
 		}
 	}
 	if !found || !c.isLive(by) {
-		return deps
+		return 0, false
 	}
 	for _, d := range others {
 		if d == self {
 			continue
 		}
 		if d == by {
-			return deps
+			return 0, false
 		}
 		if info := c.live.get(d); info != nil && (slices.Contains(info.uses, u) || info.covers == b && d > by) {
-			return deps
+			return 0, false
 		}
 	}
-	return append(deps, by)
+	return by, true
+}
+
+// slotOfGen is the slot of the allocation with generation gen, which
+// must exist.
+func (b *buffer) slotOfGen(gen uint64) int {
+	for m := b.used; m != 0; m &= m - 1 {
+		if s := bits.TrailingZeros64(m); b.slots[s].gen == gen {
+			return s
+		}
+	}
+	panic(fmt.Sprintf("coherence: buffer %d has no allocation of generation %d", b.id, gen))
 }
 
 func findCopy(copies *[]*copyAcc, k copyKey) *copyAcc {
@@ -963,11 +996,18 @@ func (c *Core) Release(id CGID, buf BufferID, alloc AllocID) (Step, error) {
 	step := Step{ID: id}
 	x := accessCtx{self: id, mode: release, target: alloc, gen: b.slots[s].gen}
 	deps := c.conflictPass(b, b.geo.All(), &x, nil, c.depBuf[:0])
-	// The allocation to free (and the host one evacuated into) may still be
-	// in the making.
+	// Every incomplete user of the allocation to free runs first: the
+	// conflicts above cover those that access pages, this covers the rest
+	// (an empty access still lists the allocation in its Allocate, and
+	// several groups may list it: whichever runs first makes it).
+	u := allocRef{b.id, b.slots[s].gen}
+	c.live.each(func(d CGID, di *cgInfo) {
+		if slices.Contains(di.uses, u) {
+			deps = append(deps, d)
+		}
+	})
 	info.use(b, s)
 	nconf := len(deps)
-	deps = c.allocDep(allocRef{b.id, b.slots[s].gen}, id, deps[:nconf], deps)
 	if len(only) > 0 {
 		h, ok := b.slotOf(host)
 		if !ok {

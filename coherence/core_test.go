@@ -398,7 +398,7 @@ func TestReleaseEvacuatesAndFrees_B1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Step{ID: 3, Deps: []CGID{2}, // 2 waits for 1 (gpu1's allocation)
+	want := Step{ID: 3, Deps: []CGID{1, 2}, // the writer and the reader (which does not wait for 1: disjoint, D4)
 		Copies: []Copy{{Buffer: 1, Src: gpu1, Dst: host0, Boxes: []Box{span1(0, 8)}, Pages: 8}},
 		Free:   []Allocation{{Buffer: 1, Alloc: gpu1, Bytes: geo.Bytes()}}}
 	if !reflect.DeepEqual(st, want) {
@@ -588,10 +588,10 @@ func TestRemoveBufferFreesAllocations_B1(t *testing.T) {
 // TestGroupIDZero_D3: 0 is a valid first command group ID.
 func TestGroupIDZero_D3(t *testing.T) {
 	c, _ := newCore1D(t, 8, true)
-	mustSubmit(t, c, 0, acc(Read, gpu1, Box{}))
+	mustSubmit(t, c, 0, acc(Write, gpu1, span1(0, 8)))
 	st := mustSubmit(t, c, 1, acc(Read, gpu1, span1(0, 8)))
 	if !slices.Equal(st.Deps, []CGID{0}) {
-		t.Fatalf("deps = %v, want [0] (group 0 creates gpu1's allocation)", st.Deps)
+		t.Fatalf("deps = %v, want [0] (group 0 writes the pages group 1 reads)", st.Deps)
 	}
 	if _, err := c.Submit(CommandGroup{ID: 0}); !errors.Is(err, ErrOrder) {
 		t.Fatalf("ID 0 again: err = %v, want ErrOrder", err)
@@ -610,5 +610,67 @@ func TestBuffersDescribesStates_P2_C5(t *testing.T) {
 		Uninitialised: 6, Lost: 2}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Buffers() = %+v, want %+v", got, want)
+	}
+}
+
+// TestFreshBufferWriters_D1_D3_D4: two groups on one allocation that a
+// still-incomplete group creates are ordered by conflicts only (D1, D3):
+// allocation is not a reason for an edge (D4); the later group lists the
+// allocation in its own Allocate, whichever runs first makes it (B5).
+func TestFreshBufferWriters_D1_D3_D4(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		init         bool // the buffer has host data
+		first, later Access
+		deps         []CGID
+	}{
+		{"disjoint writers", false, acc(Write, gpu1, span1(0, 8)), acc(Write, gpu1, span1(8, 16)), nil},
+		{"disjoint discard writers", false,
+			Access{Buffer: 1, Pages: span1(0, 8), Mode: Write, Discard: true, Target: gpu1},
+			Access{Buffer: 1, Pages: span1(8, 16), Mode: Write, Discard: true, Target: gpu1}, nil},
+		{"disjoint read-writes of host data", true, acc(ReadWrite, gpu1, span1(0, 8)), acc(ReadWrite, gpu1, span1(8, 16)), nil},
+		{"disjoint writer and reader", true, acc(Write, gpu1, span1(0, 8)), acc(Read, gpu1, span1(8, 16)), nil},
+		{"readers", true, acc(Read, gpu1, span1(0, 16)), acc(Read, gpu1, span1(0, 16)), []CGID{1}}, // in-flight fill
+		{"overlapping writers", false, acc(Write, gpu1, span1(0, 9)), acc(Write, gpu1, span1(8, 16)), []CGID{1}},
+		{"writer then overlapping reader", true, acc(Write, gpu1, span1(0, 8)), acc(Read, gpu1, span1(4, 12)), []CGID{1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, geo := newCore1D(t, 16, tc.init)
+			st := mustSubmit(t, c, 1, tc.first)
+			if want := []Allocation{{Buffer: 1, Alloc: gpu1, Bytes: geo.Bytes()}}; !reflect.DeepEqual(st.Allocate, want) {
+				t.Fatalf("first group: Allocate = %v, want %v", st.Allocate, want)
+			}
+			st = mustSubmit(t, c, 2, tc.later)
+			if !slices.Equal(st.Deps, tc.deps) {
+				t.Fatalf("later group: Deps = %v, want %v", st.Deps, tc.deps)
+			}
+			// Without an edge to the creator, the later group makes the
+			// allocation itself if it runs first.
+			var wantAlloc []Allocation
+			if tc.deps == nil {
+				wantAlloc = []Allocation{{Buffer: 1, Alloc: gpu1, Bytes: geo.Bytes()}}
+			}
+			if !reflect.DeepEqual(st.Allocate, wantAlloc) {
+				t.Fatalf("later group: Allocate = %v, want %v", st.Allocate, wantAlloc)
+			}
+		})
+	}
+}
+
+// TestReleaseWaitsForEveryAllocator_B1: several incomplete groups may list
+// an allocation in Allocate; a release of it waits for all of them, also
+// for one whose access is empty (it conflicts with nothing).
+func TestReleaseWaitsForEveryAllocator_B1(t *testing.T) {
+	c, _ := newCore1D(t, 16, true)
+	mustSubmit(t, c, 1, acc(Write, gpu1, span1(0, 8)))
+	if st := mustSubmit(t, c, 2, acc(Read, gpu1, Box{})); len(st.Allocate) != 1 || st.Deps != nil {
+		t.Fatalf("empty access = %+v, want gpu1 in Allocate and no deps", st)
+	}
+	st, err := c.Release(3, 1, gpu1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(st.Deps, []CGID{1, 2}) {
+		t.Fatalf("Release deps = %v, want [1 2] (every group that may make or use gpu1)", st.Deps)
 	}
 }

@@ -27,7 +27,9 @@
 //
 // Submit records a group's effects at once, as if it had run, so the caller
 // can plan ahead; the returned Deps make that safe (conflicts D1–D3, in-flight
-// copies and allocations of earlier groups). Release and LoseNode cover
+// copies of earlier groups). An allocation that an earlier, incomplete group
+// creates is listed in the later group's Allocate too rather than ordering
+// the two, so the caller allocates idempotently. Release and LoseNode cover
 // explicit release (B1) and node loss (C5).
 //
 // # Errors

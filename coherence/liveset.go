@@ -1,5 +1,7 @@
 package coherence
 
+import "slices"
+
 // liveSet answers "is command group id still incomplete?" in a few
 // nanoseconds from a compact bitmap, so the conflict tracker can store plain
 // CGIDs and test them without chasing pointers or hashing. IDs strictly
@@ -154,3 +156,24 @@ func (t *infoTable) remove(id CGID) *cgInfo {
 
 // len is the number of entries.
 func (t *infoTable) len() int { return t.n }
+
+// each calls fn for every entry: the window in ID order, then the far
+// entries in ID order.
+func (t *infoTable) each(fn func(id CGID, info *cgInfo)) {
+	for i, info := range t.win {
+		if info != nil {
+			fn(t.base+CGID(i), info)
+		}
+	}
+	if len(t.far) == 0 {
+		return
+	}
+	ids := make([]CGID, 0, len(t.far))
+	for id := range t.far {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		fn(id, t.far[id])
+	}
+}

@@ -44,6 +44,9 @@ type mBuf struct {
 	init  []bool // ever initialised (host data or written)
 	lv    []val  // latest value in submission order
 	sim   map[AllocID][]val
+	// made names the group whose Allocate created each allocation (absent
+	// for HostData).
+	made map[AllocID]CGID
 }
 
 type mAccess struct {
@@ -99,10 +102,11 @@ func (m *model) ensure(b *mBuf, a AllocID) {
 	}
 }
 
-// simAlloc creates fresh (garbage) memory when a step's Allocate runs.
+// simAlloc creates fresh (garbage) memory when a step's Allocate runs,
+// unless another group listing it ran first (allocation is idempotent).
 func simAlloc(t *rapid.T, b *mBuf, a AllocID) {
 	if b.sim[a] != nil {
-		t.Fatalf("buffer %d: allocation %v made twice", b.id, a)
+		return
 	}
 	s := make([]val, b.n)
 	for i := range s {
@@ -241,24 +245,40 @@ func (m *model) submit(t *rapid.T) {
 		}
 	}
 
-	// Allocations: exactly the new (buffer, target) pairs.
+	// Allocations: every new (buffer, target) pair; besides, only targets
+	// whose creating group is incomplete (listed instead of a dependency on
+	// it, B5, D4; whether they exist when the group runs is checked by
+	// execute).
 	wantAlloc := map[[2]any]bool{}
+	mayAlloc := map[[2]any]bool{}
+	for _, a := range cg.Accesses {
+		b := m.bufOf(a.Buffer)
+		k := [2]any{a.Buffer, a.Target}
+		if _, ok := b.valid[a.Target]; !ok {
+			wantAlloc[k] = true
+		} else if by, ok := b.made[a.Target]; ok && !m.byID[by].done {
+			mayAlloc[k] = true
+		}
+	}
+	gotAlloc := map[[2]any]bool{}
+	for _, al := range step.Allocate {
+		k := [2]any{al.Buffer, al.Alloc}
+		if gotAlloc[k] || !wantAlloc[k] && !mayAlloc[k] || al.Bytes != m.bufOf(al.Buffer).geo.Bytes() {
+			t.Fatalf("group %d Allocate %v unexpected (want %v, may %v)", cg.ID, al, wantAlloc, mayAlloc)
+		}
+		gotAlloc[k] = true
+	}
+	for k := range wantAlloc {
+		if !gotAlloc[k] {
+			t.Fatalf("group %d Allocate = %v, want %v", cg.ID, step.Allocate, wantAlloc)
+		}
+	}
 	for _, a := range cg.Accesses {
 		b := m.bufOf(a.Buffer)
 		if _, ok := b.valid[a.Target]; !ok {
-			wantAlloc[[2]any{a.Buffer, a.Target}] = true
+			b.made[a.Target] = cg.ID
 		}
-	}
-	if len(step.Allocate) != len(wantAlloc) {
-		t.Fatalf("group %d Allocate = %v, want %v", cg.ID, step.Allocate, wantAlloc)
-	}
-	for _, al := range step.Allocate {
-		if !wantAlloc[[2]any{al.Buffer, al.Alloc}] || al.Bytes != m.bufOf(al.Buffer).geo.Bytes() {
-			t.Fatalf("group %d Allocate %v unexpected (want %v)", cg.ID, al, wantAlloc)
-		}
-	}
-	for _, a := range cg.Accesses {
-		m.ensure(m.bufOf(a.Buffer), a.Target)
+		m.ensure(b, a.Target)
 	}
 
 	// Transfers: naive choice = every outdated page of a non-discard access
@@ -367,21 +387,9 @@ func keys(s map[CGID]bool) []CGID {
 }
 
 // fillAllowed: h copied pages into an allocation that cg reads there, or that
-// cg's copies read from.
+// cg's copies read from. (That h creates an allocation cg uses is no reason:
+// cg lists it in its own Allocate instead, D4.)
 func (m *model) fillAllowed(h *mGroup, cg CommandGroup, step Step) bool {
-	// h creates an allocation cg uses.
-	for _, al := range h.step.Allocate {
-		for _, a := range cg.Accesses {
-			if a.Buffer == al.Buffer && a.Target == al.Alloc {
-				return true
-			}
-		}
-		for _, c := range step.Copies {
-			if c.Buffer == al.Buffer && c.Src == al.Alloc {
-				return true
-			}
-		}
-	}
 	for _, hc := range h.step.Copies {
 		hb := m.bufOf(hc.Buffer)
 		for _, hbx := range hc.Boxes {
@@ -453,6 +461,11 @@ func (m *model) execute(t *rapid.T, g *mGroup) {
 	var writes []w
 	for _, al := range g.step.Allocate {
 		simAlloc(t, m.bufOf(al.Buffer), al.Alloc)
+	}
+	for _, ma := range g.acc {
+		if b := m.bufOf(ma.a.Buffer); b.sim[ma.a.Target] == nil {
+			t.Fatalf("group %d: %v on %v, which was not allocated yet (Allocate %v, deps %v)", g.id, ma.a.Mode, ma.a.Target, g.step.Allocate, g.step.Deps)
+		}
 	}
 	for _, cp := range g.step.Copies {
 		b := m.bufOf(cp.Buffer)
@@ -557,11 +570,15 @@ func (m *model) release(t *rapid.T) {
 			}
 		}
 		if only {
+			if _, ok := b.valid[host]; !ok {
+				b.made[host] = g.id
+			}
 			m.ensure(b, host)
 			b.valid[host][p] = true
 		}
 	}
 	delete(b.valid, a)
+	delete(b.made, a)
 	if len(step.Free) != 1 || step.Free[0].Alloc != a {
 		t.Fatalf("Release Free = %v", step.Free)
 	}
@@ -614,6 +631,7 @@ func (m *model) loseNode(t *rapid.T) {
 			if a.Node == n {
 				delete(b.valid, a)
 				delete(b.sim, a)
+				delete(b.made, a)
 			}
 		}
 		slices.Sort(got[b.id])
@@ -690,7 +708,7 @@ func TestCoreAgainstNaiveModel_P2_P3_P4_T1_T2_T3_D1_D2_D3_C2_C3_C4_C5(t *testing
 		nb := rapid.IntRange(1, 2).Draw(t, "buffers")
 		for i := range nb {
 			geo := drawGeometry(t)
-			b := &mBuf{id: BufferID(i + 1), geo: geo, p: geo.Pages(), n: geo.NumPages(), valid: map[AllocID][]bool{}, sim: map[AllocID][]val{}}
+			b := &mBuf{id: BufferID(i + 1), geo: geo, p: geo.Pages(), n: geo.NumPages(), valid: map[AllocID][]bool{}, sim: map[AllocID][]val{}, made: map[AllocID]CGID{}}
 			b.lost, b.init, b.lv = make([]bool, b.n), make([]bool, b.n), make([]val, b.n)
 			spec := BufferSpec{ID: b.id, Geometry: geo}
 			if rapid.Bool().Draw(t, "hostdata") {

@@ -38,6 +38,10 @@ type Buffer struct {
 	// page are written only by a read back of that page while it is
 	// outdated on the client, and read only while it is up to date there.
 	host []byte
+	// allocs holds the alloc instruction issued for each of the buffer's
+	// allocations on the nodes (guarded by Job.mu): later groups that list
+	// the allocation wait for that instruction instead of issuing another.
+	allocs map[coherence.AllocID]uint64
 }
 
 // String names the buffer.

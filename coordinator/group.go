@@ -594,7 +594,7 @@ func (j *Job) issueLocked(g *groupState, step coherence.Step, x *nodeState, laun
 		}
 		return ids
 	}
-	allocs := map[coherence.BufferID]uint64{} // this step's allocation instructions on x
+	allocs := map[coherence.BufferID]uint64{} // the allocation instructions this step's instructions on x wait for
 	for _, a := range step.Allocate {
 		b := j.bufs[a.Buffer]
 		if a.Alloc.Node == ClientNode {
@@ -604,7 +604,20 @@ func (j *Job) issueLocked(g *groupState, step coherence.Step, x *nodeState, laun
 			continue
 		}
 		ns := j.nodes[a.Alloc.Node-1]
-		id := bd.add(ns, proto.Instr{Kind: proto.InstrAlloc, Buffer: uint64(a.Buffer), Mem: uint32(a.Alloc.Mem), Range: toU64(b.geo.Range), ElemSize: uint32(b.geo.ElemSize)})
+		// Groups that do not depend on each other may all list an
+		// allocation (coherence.Step.Allocate): the first one issues the
+		// alloc instruction, the others wait for that instruction only,
+		// not for its group (D4). Nodes make an allocation once.
+		id, issued := b.allocs[a.Alloc]
+		if !issued {
+			id = bd.add(ns, proto.Instr{Kind: proto.InstrAlloc, Buffer: uint64(a.Buffer), Mem: uint32(a.Alloc.Mem), Range: toU64(b.geo.Range), ElemSize: uint32(b.geo.ElemSize)})
+			if b.allocs == nil {
+				b.allocs = map[coherence.AllocID]uint64{}
+			}
+			b.allocs[a.Alloc] = id
+		} else if _, pending := ns.instrs[id]; !pending {
+			continue // made
+		}
 		if ns == x {
 			allocs[a.Buffer] = id
 		}

@@ -165,3 +165,30 @@ func TestPlacementUsesLearntDurations(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Two groups writing disjoint halves of a brand-new buffer on one device
+// run at the same time (D1, D4): the second lists the allocation the first
+// creates and waits for its alloc instruction only, not for the first
+// group; the node makes the allocation once.
+func TestFreshBufferDisjointWriters_D1_D4(t *testing.T) {
+	c := coordtest.Start(t, 1, coordtest.Options{})
+	ctx := testCtx(t)
+	j := openJob(t, c, nil)
+	b, err := j.NewBuffer(coordinator.BufferSpec{Range: coordinator.Dims{1, 1, 2}, ElemSize: 4, PageSize: coordinator.Dims{1, 1, 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		// test_barrier returns once both launches have arrived (and fails
+		// the launch after 20 s otherwise): it passes only if they overlap.
+		if _, err := j.Submit(ctx, coordinator.Group{Kernel: "test_barrier", Range: coordinator.Dims{1, 1, 1}, Device: "n0/cpu:0",
+			Args: []coordinator.Arg{coordinator.ScalarU64(2000), coordinator.ScalarU64(2),
+				coordinator.Acc(coordinator.Accessor{Buffer: b, Mode: coordinator.Write, NoInit: true,
+					Offset: coordinator.Dims{0, 0, i}, Range: coordinator.Dims{1, 1, 1}})}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.Wait(ctx); err != nil {
+		t.Fatalf("two writers of disjoint halves of a new buffer did not run at once: %v", err)
+	}
+}
