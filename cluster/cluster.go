@@ -89,7 +89,10 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	c := &Cluster{
 		cfg:    cfg,
 		log:    cfg.Logger,
-		bootID: rand.Uint64(),
+		bootID: cfg.BootID,
+	}
+	for c.bootID == 0 {
+		c.bootID = rand.Uint64()
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)

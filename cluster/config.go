@@ -59,6 +59,13 @@ type Config struct {
 	// it.
 	QUICAddr string
 
+	// BootID identifies this run of the member: peers that see the name
+	// come back with another boot ID know it restarted (its state is gone).
+	// node/ passes the Instance its transport announces, so that a
+	// membership event names the run whose connections to close. 0 means a
+	// random number.
+	BootID uint64
+
 	// ProtocolVersion is the acpp wire protocol version (proto.Version) this
 	// node speaks, advertised so peers can skip incompatible nodes before
 	// dialing. 0 means "not advertised".

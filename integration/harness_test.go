@@ -101,12 +101,16 @@ func (p *proc) output() string {
 // are appended. The process is killed when t ends if it still runs.
 func startNode(t testing.TB, credDir, name string, join []string, extra ...string) *proc {
 	t.Helper()
+	return startNodeAt(t, credDir, name, fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		fmt.Sprintf("127.0.0.1:%d", freePort(t)), join, extra...)
+}
+
+// startNodeAt is startNode at given gossip, QUIC and health addresses.
+func startNodeAt(t testing.TB, credDir, name, gossip, quic, health string, join []string, extra ...string) *proc {
+	t.Helper()
 	p := &proc{
-		name:   name,
-		gossip: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		quic:   fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		health: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		log:    &bytes.Buffer{}, logMu: &sync.Mutex{}, done: make(chan struct{}),
+		name: name, gossip: gossip, quic: quic, health: health,
+		log: &bytes.Buffer{}, logMu: &sync.Mutex{}, done: make(chan struct{}),
 	}
 	args := []string{"run", "--name", name, "--credentials", credDir, "--timing", "local",
 		"--gossip-addr", p.gossip, "--quic-addr", p.quic, "--http-addr", p.health,

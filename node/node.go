@@ -144,6 +144,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	cc.GossipKeys = keys
 	cc.QUICAddr = advertised(n.tr.Addr(), cfg)
 	cc.ProtocolVersion = proto.Version
+	// One number names this run in membership and in QUIC handshakes, so
+	// that peers close the connections of exactly the run that is gone.
+	cc.BootID = n.tr.Identity().Instance
 	cc.Devices = n.devs.summary()
 	cc.Join = cfg.Join
 	cc.Logger = cfg.Logger
@@ -322,14 +325,28 @@ func (n *Node) watchMembers() {
 	// reports such a restart as a failure and a join already; this catches
 	// it after a resync too.)
 	boots := map[string]uint64{}
+	addrs := map[string]string{} // QUIC address of each member's run
 	alive := func(m cluster.Member) {
 		if m.MetaErr != nil || m.Meta.BootID == 0 {
 			return
 		}
 		if old, ok := boots[m.Name]; ok && old != m.Meta.BootID {
 			n.peerLost(m.Name, "restarted")
+			n.closeConns(m.Name, old, "restarted")
+		} else if ok && addrs[m.Name] != m.Meta.QUICAddr {
+			n.closeConns(m.Name, old, "moved to "+m.Meta.QUICAddr)
 		}
-		boots[m.Name] = m.Meta.BootID
+		boots[m.Name], addrs[m.Name] = m.Meta.BootID, m.Meta.QUICAddr
+	}
+	gone := func(m cluster.Member, how string) {
+		delete(boots, m.Name)
+		delete(addrs, m.Name)
+		n.peerLost(m.Name, how)
+		var boot uint64 // 0: every run, when the metadata is unreadable
+		if m.MetaErr == nil {
+			boot = m.Meta.BootID
+		}
+		n.closeConns(m.Name, boot, how)
 	}
 	for _, m := range n.sub.Snapshot().Alive() {
 		alive(m)
@@ -346,18 +363,16 @@ func (n *Node) watchMembers() {
 			case cluster.EventJoin, cluster.EventUpdate:
 				alive(ev.Member)
 			case cluster.EventFail:
-				delete(boots, ev.Member.Name)
-				n.peerLost(ev.Member.Name, "failed")
+				gone(ev.Member, "failed")
 			case cluster.EventLeave:
-				delete(boots, ev.Member.Name)
-				n.peerLost(ev.Member.Name, "left")
+				gone(ev.Member, "left")
 			case cluster.EventResync:
 				for _, m := range ev.Snapshot.Members {
 					switch m.State {
 					case cluster.StateFailed:
-						n.peerLost(m.Name, "failed")
+						gone(m, "failed")
 					case cluster.StateLeft:
-						n.peerLost(m.Name, "left")
+						gone(m, "left")
 					case cluster.StateAlive:
 						alive(m)
 					}
@@ -375,6 +390,23 @@ func (n *Node) peerLost(name, how string) {
 	n.log.Warn("peer lost: failing instructions that wait on it", "peer", name, "how", how)
 	for _, j := range n.jobList() {
 		j.peerLost(name, how)
+	}
+}
+
+// closeConns closes the QUIC connections to run boot of peer name (every
+// run if boot is 0), which membership says is gone: a connection to a dead
+// process fails the next calls and page transfers with silence or
+// stateless resets until it idles out (15 s), and a node restarted at once
+// under the same name would be unusable for the first jobs. The next call
+// dials the member's current run.
+func (n *Node) closeConns(name string, boot uint64, how string) {
+	if name == n.cfg.Name {
+		return
+	}
+	id := credentials.Node(name)
+	id.Instance = boot
+	if k := n.tr.ClosePeer(id, fmt.Sprintf("node %s %s (seen by %s)", name, how, n.cfg.Name)); k > 0 {
+		n.log.Info("closed connections to a peer's previous run", "peer", name, "how", how, "connections", k)
 	}
 }
 

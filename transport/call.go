@@ -121,13 +121,35 @@ func (t *Transport) openStream(ctx context.Context, peer credentials.Identity, o
 // deadline travels with the request, bounding the handler too; cancelling
 // ctx abandons the stream and the handler's context is cancelled.
 //
+// A node peer that answers with a QUIC stateless reset has restarted (see
+// restartedErr): the call is made once more, to its new run.
+//
 // Errors: *RemoteError for an error reply; *PeerError naming the peer for
 // everything else, wrapping ErrPeerLost when the connection broke, the
 // context's error, ErrNoRoute, ErrTLS, ErrUnauthorized, ...
 func (t *Transport) Call(ctx context.Context, peer credentials.Identity, typ proto.MsgType, req, resp any) error {
 	err := t.call(ctx, peer, typ, req, resp)
+	if restartedErr(ctx, peer, err) {
+		t.log.Info("peer restarted: calling its new run", "peer", peer.String(), "type", typ.String())
+		err = t.call(ctx, peer, typ, req, resp)
+	}
 	t.count(peer, err)
 	return err
+}
+
+// restartedErr reports whether err says that node peer answered on its
+// cached connection with a stateless reset: the process at the peer's
+// address holds no state for the connection. It is a new run of the node
+// (the reset key derives from the node's key, so only the node can send
+// one), which has not seen the message, and the run that may have seen it
+// is gone with all it held; or the node had closed the connection already,
+// before the message came. Either way sending the message again, on a new
+// connection, cannot do anything twice. Membership usually closes such
+// connections first (ClosePeer); this covers the moments before the news
+// arrives, and clients, which follow no membership.
+func restartedErr(ctx context.Context, peer credentials.Identity, err error) bool {
+	var re *quic.StatelessResetError
+	return err != nil && ctx.Err() == nil && (peer.Role == proto.RoleNode || peer.Role == "") && errors.As(err, &re)
 }
 
 // count records a call or one-way message sent to peer.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/acpp/acpp/credentials"
@@ -26,8 +27,10 @@ type Config struct {
 	ListenAddr string
 
 	// Resolve maps a node name to the host:port of its listener. The node
-	// supplies one that consults cluster membership (C1). Nil: only peers
-	// with an open connection (DialAddr, or inbound) can be called.
+	// supplies one that consults cluster membership (C1). Nil (a client):
+	// a node without an open connection is dialed again at the address
+	// DialAddr last reached it at (after its connection broke, or it
+	// restarted); other peers can be called only over an open connection.
 	Resolve func(ctx context.Context, node string) (string, error)
 
 	// Authorize is consulted for every connection, in both directions, once
@@ -79,6 +82,15 @@ type Config struct {
 	// Software describes the build in handshakes, for peers' logs.
 	// Empty means "acpp".
 	Software string
+
+	// Instance tells this process apart from others holding the same
+	// certificate; it is announced in the handshake and becomes
+	// Identity.Instance of this end at the peer. Connections to a client
+	// are cached per instance (one client identity may run many processes
+	// at once); a node's connection from a new instance replaces those of
+	// its previous run. The node passes its boot ID. Zero means a random
+	// number.
+	Instance uint64
 
 	// OnConnection, if not nil, is told when a connection to a peer is
 	// established (after its handshake) and when it closes. It is called on
@@ -135,6 +147,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if d.Software == "" {
 		d.Software = "acpp"
+	}
+	for d.Instance == 0 {
+		d.Instance = rand.Uint64()
 	}
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)

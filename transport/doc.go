@@ -20,11 +20,19 @@
 // # Connections
 //
 // One UDP socket per Transport serves the listener and all dials.
-// Connections are cached by peer identity, in both directions: a node
-// reaches a client over the connection the client opened. Calls to a node
+// Connections are cached by peer, in both directions: a node reaches a
+// client over the connection the client opened. Every transport announces
+// a random Instance in its handshake, which the peer's identity carries
+// (credentials.Identity.Instance): a client identity may run in any number
+// of processes at once, and a node reaches each one by the identity its
+// handler saw. A node is one process at a time: a connection from a new
+// run of it (another Instance) replaces the old run's, and ClosePeer drops
+// the connections of a run that membership says is gone. Calls to a node
 // without a live connection dial it (concurrent dials to one peer are
-// shared) after asking Config.Resolve for its address; a broken connection
-// is dropped and the next call dials again. Every connection starts with a
+// shared) after asking Config.Resolve for its address (without Resolve, at
+// the address DialAddr reached it at); a broken connection is dropped and
+// the next call dials again, and a call answered by a stateless reset (the
+// node restarted) is made once more. Every connection starts with a
 // Hello exchange (protocol version, cluster, identity) after the TLS
 // handshake, and Config.Authorize is asked about the peer on both sides.
 // docs/TRANSPORT.md describes the wire format and the security model.

@@ -136,4 +136,5 @@ const (
 	quicCodeTooLarge  = 4 // the stream carried a frame over the limit
 	quicCodeRefused   = 5 // the receiver refused the stream's content
 	quicCodeDuplicate = 6 // a second connection to a peer that already had one
+	quicCodePeerGone  = 7 // the peer's run this connection leads to is gone (failed, left, restarted); the reason is in the message
 )

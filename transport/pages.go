@@ -78,6 +78,10 @@ func runsLen(runs [][]byte) uint64 {
 // one connection.
 func (t *Transport) SendPages(ctx context.Context, peer credentials.Identity, h *proto.PageHeader, src [][]byte) error {
 	total, err := t.sendPages(ctx, peer, h, src)
+	if restartedErr(ctx, peer, err) { // as Call: the new run has not seen them
+		t.log.Info("peer restarted: sending the pages to its new run", "peer", peer.String(), "job", h.Job)
+		total, err = t.sendPages(ctx, peer, h, src)
+	}
 	if peer.Role == "" {
 		peer.Role = proto.RoleNode
 	}

@@ -12,7 +12,7 @@ import (
 // started, across reconnections; the node exports them as metrics.
 type PeerStats struct {
 	Peer          credentials.Identity
-	Connected     bool   // a live connection is cached now
+	Connected     bool   // a live connection (to any process of the identity) is cached now
 	CallsSent     uint64 // requests and one-way messages sent (including failed ones)
 	CallsReceived uint64 // requests and one-way messages served
 	Failures      uint64 // calls and transfers to the peer that returned an error
@@ -37,6 +37,7 @@ func (t *Transport) counters(peer credentials.Identity) *peerCounters {
 	if c, ok := t.stats.Load(key); ok {
 		return c.(*peerCounters)
 	}
+	peer.Instance = 0 // counted per identity, across its processes
 	c, _ := t.stats.LoadOrStore(key, &peerCounters{id: peer})
 	return c.(*peerCounters)
 }
@@ -48,7 +49,7 @@ func (t *Transport) Stats() []PeerStats {
 	t.stats.Range(func(_, v any) bool {
 		c := v.(*peerCounters)
 		out = append(out, PeerStats{
-			Peer: c.id, Connected: t.Connected(c.id),
+			Peer: c.id, Connected: t.connectedAny(c.id),
 			CallsSent: c.callsSent.Load(), CallsReceived: c.callsRecv.Load(), Failures: c.failures.Load(),
 			TransfersSent: c.transfersSent.Load(), TransfersRecv: c.transfersRecv.Load(),
 			BoxesSent: c.boxesSent.Load(), BoxesRecv: c.boxesRecv.Load(),
@@ -60,10 +61,24 @@ func (t *Transport) Stats() []PeerStats {
 	return out
 }
 
-// Connected reports whether a live connection to peer is open now.
+// Connected reports whether a live connection to peer is open now (for a
+// client: to the process peer.Instance names).
 func (t *Transport) Connected(peer credentials.Identity) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	c := t.conns[peer.String()]
+	c := t.conns[connKey(peer)]
 	return c != nil && c.qc.Context().Err() == nil
+}
+
+// connectedAny reports whether a live connection to any process of peer's
+// identity is cached (Stats count per identity, across processes).
+func (t *Transport) connectedAny(peer credentials.Identity) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, c := range t.conns {
+		if c.peer.Role == peer.Role && c.peer.Name == peer.Name && c.qc.Context().Err() == nil {
+			return true
+		}
+	}
+	return false
 }

@@ -46,16 +46,19 @@ type Transport struct {
 
 	mu     sync.Mutex // guards the fields below; never held across I/O
 	closed bool
-	conns  map[string]*conn     // by peer identity: the connection calls use
-	dials  map[string]*dialCall // dials in flight, by peer identity
+	conns  map[string]*conn     // by connKey of the peer: the connection calls use
+	dials  map[string]*dialCall // dials in flight, by connKey of the peer
 	all    map[*conn]struct{}   // every connection, for Close
+	// reached is the address DialAddr last reached each node at, by name:
+	// where a transport without Resolve (a client) dials it again.
+	reached map[string]string
 }
 
 // conn is one QUIC connection to an authenticated peer. Either side may
 // open streams on it, whoever dialed.
 type conn struct {
 	qc       *quic.Conn
-	peer     credentials.Identity
+	peer     credentials.Identity // with the Instance its Hello announced
 	addr     string
 	outbound bool
 	// peerMaxFrame is the peer's announced frame limit (0: unknown).
@@ -88,7 +91,9 @@ func Start(cfg Config) (*Transport, error) {
 		conns:    map[string]*conn{},
 		dials:    map[string]*dialCall{},
 		all:      map[*conn]struct{}{},
+		reached:  map[string]string{},
 	}
+	t.self.Instance = cfg.Instance
 	t.ctx, t.cancel = context.WithCancelCause(context.Background())
 	t.qconf = &quic.Config{
 		HandshakeIdleTimeout:           cfg.DialTimeout,
@@ -134,7 +139,8 @@ func Start(cfg Config) (*Transport, error) {
 // Addr is the local UDP address: the listener's when listening.
 func (t *Transport) Addr() net.Addr { return t.udp.LocalAddr() }
 
-// Identity is this process's identity, from its credentials.
+// Identity is this process's identity, from its credentials, with the
+// Instance it announces.
 func (t *Transport) Identity() credentials.Identity { return t.self }
 
 // Close closes every connection (peers see "shutting down"), the listener
@@ -175,6 +181,7 @@ func (t *Transport) hello() *proto.Hello {
 		Role:     t.self.Role,
 		Software: t.cfg.Software,
 		MaxFrame: uint32(t.cfg.MaxFrameSize),
+		Instance: t.self.Instance,
 	}
 	if t.cfg.helloHook != nil {
 		t.cfg.helloHook(h)
@@ -295,12 +302,30 @@ func (t *Transport) acceptHello(qc *quic.Conn) (credentials.Identity, int, error
 		return peer, 0, err
 	}
 	s.Close()
+	peer.Instance = h.Instance
 	return peer, int(h.MaxFrame), nil
 }
 
+// connKey is the key the connection calls to peer use is cached under.
+// A node runs as one process at a time: "node/<name>", whichever run
+// (adopt replaces a previous run's connection by a new run's). Any number
+// of processes may hold one client identity at once, each reached only
+// over the connections it opened: "<role>/<name>#<instance>".
+func connKey(peer credentials.Identity) string {
+	if peer.Role == proto.RoleNode || peer.Role == "" {
+		return string(proto.RoleNode) + "/" + peer.Name
+	}
+	return fmt.Sprintf("%s#%x", peer, peer.Instance)
+}
+
 // adopt registers a connection that passed its handshake, caching it for
-// calls if no live connection to the peer is cached. It returns false (and
-// closes c) if the transport is closed.
+// calls if no live connection to the peer is cached. A connection from
+// another run of a cached node (another Instance) replaces the cached one,
+// and the connections to the old run are closed: a node name is one
+// process at a time, this handshake shows the new run alive, so the old
+// run is dead (killed and restarted), and calls on its connections would
+// meet only silence or stateless resets until they idled out. It returns
+// false (and closes c) if the transport is closed.
 func (t *Transport) adopt(c *conn) bool {
 	t.mu.Lock()
 	if t.closed {
@@ -309,11 +334,24 @@ func (t *Transport) adopt(c *conn) bool {
 		return false
 	}
 	t.all[c] = struct{}{}
-	key := c.peer.String()
-	if old := t.conns[key]; old == nil || old.qc.Context().Err() != nil {
+	key := connKey(c.peer)
+	var stale []*conn
+	switch old := t.conns[key]; {
+	case old == nil || old.qc.Context().Err() != nil:
 		t.conns[key] = c
+	case c.peer.Role == proto.RoleNode && c.peer.Instance != 0 && old.peer.Instance != 0 && old.peer.Instance != c.peer.Instance:
+		t.conns[key] = c
+		for o := range t.all {
+			if connKey(o.peer) == key && o.peer.Instance != c.peer.Instance {
+				stale = append(stale, o)
+			}
+		}
 	}
 	t.mu.Unlock()
+	for _, o := range stale {
+		t.log.Info("closing connection to a previous run of a peer", "peer", o.peer.String(), "addr", o.addr)
+		o.qc.CloseWithError(quicCodePeerGone, fmt.Sprintf("%s restarted: a new run of it connected", o.peer))
+	}
 	if t.cfg.OnConnection != nil {
 		t.cfg.OnConnection(ConnEvent{Peer: c.peer, Addr: c.addr, Up: true})
 	}
@@ -324,18 +362,56 @@ func (t *Transport) adopt(c *conn) bool {
 func (t *Transport) forget(c *conn) {
 	t.mu.Lock()
 	delete(t.all, c)
-	key := c.peer.String()
-	if t.conns[key] == c {
-		delete(t.conns, key)
-		// Another live connection to the peer (both dialed at once) takes over.
-		for o := range t.all {
-			if o.peer == c.peer && o.qc.Context().Err() == nil {
-				t.conns[key] = o
-				break
-			}
+	t.uncacheLocked(c)
+	t.mu.Unlock()
+}
+
+// uncacheLocked stops calls from using c; another live connection to the
+// same process (both ends dialed at once) takes over. t.mu is held.
+func (t *Transport) uncacheLocked(c *conn) {
+	key := connKey(c.peer)
+	if t.conns[key] != c {
+		return
+	}
+	delete(t.conns, key)
+	for o := range t.all {
+		if o != c && o.peer == c.peer && o.qc.Context().Err() == nil {
+			t.conns[key] = o
+			break
 		}
 	}
+}
+
+// ClosePeer closes the connections to peer: those to the process that
+// peer.Instance names, or, when it is 0, those to every process of peer's
+// identity (a zero Role means a node). Calls and transfers in flight on
+// them fail with ErrPeerLost and reason in the text; the next call dials
+// the peer again. A node calls it when membership says that a peer failed,
+// left or restarted: a connection to a dead process otherwise fails calls
+// with silence or stateless resets until it idles out (Config.IdleTimeout).
+// It returns how many connections it closed.
+func (t *Transport) ClosePeer(peer credentials.Identity, reason string) int {
+	if peer.Role == "" {
+		peer.Role = proto.RoleNode
+	}
+	t.mu.Lock()
+	var gone []*conn
+	for c := range t.all {
+		if c.peer.Role == peer.Role && c.peer.Name == peer.Name && (peer.Instance == 0 || c.peer.Instance == peer.Instance) {
+			gone = append(gone, c)
+		}
+	}
+	for _, c := range gone {
+		delete(t.all, c)
+	}
+	for _, c := range gone {
+		t.uncacheLocked(c)
+	}
 	t.mu.Unlock()
+	for _, c := range gone {
+		c.qc.CloseWithError(quicCodePeerGone, reason)
+	}
+	return len(gone)
 }
 
 // serve accepts the peer's streams on c until the connection closes. It
@@ -382,7 +458,7 @@ func (t *Transport) conn(ctx context.Context, peer credentials.Identity) (*conn,
 	if peer.Role == "" {
 		peer.Role = proto.RoleNode
 	}
-	key := peer.String()
+	key := connKey(peer)
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -394,7 +470,7 @@ func (t *Transport) conn(ctx context.Context, peer credentials.Identity) (*conn,
 	}
 	if peer.Role != proto.RoleNode {
 		t.mu.Unlock()
-		return nil, &PeerError{Peer: peer, Op: "reach", Err: fmt.Errorf("%w: clients listen on no address; a node reaches a client only over a connection the client opened", ErrNoRoute)}
+		return nil, &PeerError{Peer: peer, Op: "reach", Err: fmt.Errorf("%w: process %x of %s has no open connection to this node (it ended, or lost its connection): clients listen on no address, and a node reaches a client process only over a connection that process opened", ErrNoRoute, peer.Instance, peer)}
 	}
 	d := t.dials[key]
 	if d == nil {
@@ -420,7 +496,7 @@ func (t *Transport) dialFor(peer credentials.Identity, d *dialCall) {
 	defer cancel()
 	d.c, d.err = t.connect(ctx, peer, "")
 	t.mu.Lock()
-	delete(t.dials, peer.String())
+	delete(t.dials, connKey(peer))
 	t.mu.Unlock()
 	close(d.done)
 	if d.c != nil {
@@ -430,8 +506,9 @@ func (t *Transport) dialFor(peer credentials.Identity, d *dialCall) {
 
 // DialAddr connects to the node listening at addr, whatever its name, and
 // returns its identity; later calls can address it by that identity. A
-// client uses it to reach its first node. If a connection to that node is
-// open already, the new one is dropped and the old one kept.
+// client uses it to reach its first node. If a connection to that run of
+// the node (same Instance) is open already, the new one is dropped and the
+// old one kept; a new run replaces the old run's connections (see adopt).
 func (t *Transport) DialAddr(ctx context.Context, addr string) (credentials.Identity, error) {
 	t.mu.Lock()
 	closed := t.closed
@@ -452,7 +529,10 @@ func (t *Transport) DialAddr(ctx context.Context, addr string) (credentials.Iden
 		return credentials.Identity{}, err
 	}
 	t.mu.Lock()
-	if old := t.conns[c.peer.String()]; old != nil && old != c && old.qc.Context().Err() == nil {
+	if c.peer.Role == proto.RoleNode {
+		t.reached[c.peer.Name] = addr
+	}
+	if old := t.conns[connKey(c.peer)]; old != nil && old != c && old.qc.Context().Err() == nil && old.peer.Instance == c.peer.Instance {
 		t.mu.Unlock()
 		c.qc.CloseWithError(quicCodeDuplicate, "duplicate connection")
 		t.wg.Done()
@@ -476,10 +556,14 @@ func (t *Transport) connect(ctx context.Context, want credentials.Identity, addr
 	fail := func(err error) (*conn, error) {
 		return nil, &PeerError{Peer: want, Addr: addr, Op: "dial", Err: err}
 	}
-	if addr == "" {
-		if t.cfg.Resolve == nil {
-			return fail(fmt.Errorf("%w: no address known (the transport has no Resolve func)", ErrNoRoute))
+	if addr == "" && t.cfg.Resolve == nil {
+		t.mu.Lock()
+		addr = t.reached[want.Name]
+		t.mu.Unlock()
+		if addr == "" {
+			return fail(fmt.Errorf("%w: no address known (the transport has no Resolve func, and DialAddr never reached the node)", ErrNoRoute))
 		}
+	} else if addr == "" {
 		var err error
 		if addr, err = t.cfg.Resolve(ctx, want.Name); err != nil {
 			return fail(fmt.Errorf("%w: %w", ErrNoRoute, err))
@@ -580,6 +664,7 @@ func (t *Transport) offerHello(ctx context.Context, qc *quic.Conn) (credentials.
 	if r := t.authorize(ctx, peer); r != nil {
 		return peer, 0, fmt.Errorf("%w: %s", ErrUnauthorized, r.Message)
 	}
+	peer.Instance = h.Instance
 	return peer, int(h.MaxFrame), nil
 }
 
@@ -644,6 +729,12 @@ func (t *Transport) streamErr(ctx context.Context, c *conn, op string, err error
 		pe.Err = fmt.Errorf("%w: %w", ErrPeerLost, context.Cause(c.qc.Context()))
 	case isConnErr(err):
 		pe.Err = fmt.Errorf("%w: %w", ErrPeerLost, err)
+		// quic-go may fail the stream before it marks the connection
+		// closed: keep the next call (Call's retry after a stateless
+		// reset) from picking it again.
+		t.mu.Lock()
+		t.uncacheLocked(c)
+		t.mu.Unlock()
 	default:
 		var se *quic.StreamError
 		if errors.As(err, &se) && se.Remote && se.ErrorCode == quicCodeShutdown {

@@ -96,14 +96,14 @@ func TestClientDialsNodeAndNodeCallsBack_C6(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id != (credentials.Identity{Cluster: "lab", Name: "n1", Role: proto.RoleNode}) {
-		t.Errorf("DialAddr identity = %+v, want node n1 of lab", id)
+	if id.Instance == 0 || id != (credentials.Identity{Cluster: "lab", Name: "n1", Role: proto.RoleNode, Instance: n1.Identity().Instance}) {
+		t.Errorf("DialAddr identity = %+v, want node n1 of lab with its instance %x", id, n1.Identity().Instance)
 	}
 	var resp echoResp
 	if err := alice.Call(ctx, id, msgEcho, &echoReq{Text: "job"}, &resp); err != nil || resp.From != "client/alice" {
 		t.Fatalf("client call = %+v, %v", resp, err)
 	}
-	if err := n1.Call(ctx, credentials.Client("alice"), msgEcho, &echoReq{Text: "result"}, &resp); err != nil || resp.From != "node/n1" {
+	if err := n1.Call(ctx, alice.Identity(), msgEcho, &echoReq{Text: "result"}, &resp); err != nil || resp.From != "node/n1" {
 		t.Errorf("node calls client back = %+v, %v", resp, err)
 	}
 	err = n1.Call(ctx, credentials.Client("bob"), msgEcho, &echoReq{}, &resp)
