@@ -11,7 +11,7 @@ func BenchmarkAccessorIndexing(b *testing.B) {
 	n := 1 << 20
 	xs, ys := make([]float32, n), make([]float32, n)
 	xa, ya := RawRO[float32]{p: xs}, Raw[float32]{p: ys}
-	ua, ub := UnrangedRO[float32]{p: xs, rq: &req{s1: 1, s2: n}}, Unranged[float32]{p: ys, rq: &req{s1: 1, s2: n}}
+	ua, ub := UnrangedRO[float32]{p: xs, rq: &req{s1: 1, s2: n, brange: [3]int{1, 1, n}}}, Unranged[float32]{p: ys, rq: &req{s1: 1, s2: n}}
 	a := float32(0.5)
 	rr := &[3]int{n, 1, 1}
 	k := func(it Item) { i := it.ID(0); ya.Set(i, a*xa.At(i)+ya.At(i)) }
@@ -57,4 +57,36 @@ func BenchmarkAccessorIndexing(b *testing.B) {
 			}
 		}
 	})
+	// Reading a whole read accessor: At in a loop and range-over-func
+	// (Values) must cost what a loop over a slice costs (the read-only
+	// accessors have no slice to range over, V2).
+	var sink float32
+	b.Run("sum_at", func(b *testing.B) {
+		for b.Loop() {
+			var s float32
+			for i := 0; i < n; i++ {
+				s += ua.At(i)
+			}
+			sink += s
+		}
+	})
+	b.Run("sum_values", func(b *testing.B) {
+		for b.Loop() {
+			var s float32
+			for v := range ua.Values() {
+				s += v
+			}
+			sink += s
+		}
+	})
+	b.Run("sum_hand", func(b *testing.B) {
+		for b.Loop() {
+			var s float32
+			for _, v := range xs {
+				s += v
+			}
+			sink += s
+		}
+	})
+	_ = sink
 }

@@ -3,6 +3,7 @@ package acpp
 import (
 	"context"
 	"reflect"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -87,6 +88,16 @@ func TestConversionRulesInMethodSets_V2_V3(t *testing.T) {
 		{"read-only accessors cannot write", UnrangedRO[float32]{}, "Set", false},
 		{"read-only ranged cannot write", RangedRO[float32]{}, "Set2", false},
 		{"read-only raw cannot write", RawRO[float32]{}, "Set", false},
+		{"read-only unranged has no slice", UnrangedRO[float32]{}, "Slice", false},
+		{"read-only unranged has no pointer", UnrangedRO[float32]{}, "Ptr", false},
+		{"read-only ranged has no slice", RangedRO[float32]{}, "Slice", false},
+		{"read-only raw has no pointer", RawRO[float32]{}, "Ptr", false},
+		{"read host accessor cannot write", &HostAccessorRO[float32]{}, "Set", false},
+		{"read host accessor has no slice", &HostAccessorRO[float32]{}, "Slice", false},
+		{"read host accessor copies in nothing", &HostAccessorRO[float32]{}, "CopyFrom", false},
+		{"read-only unranged copies out", UnrangedRO[float32]{}, "CopyTo", true},
+		{"read-only ranged iterates", RangedRO[float32]{}, "All", true},
+		{"read host accessor copies out", &HostAccessorRO[float32]{}, "Copy", true},
 		{"read-only never back to read-write", UnrangedRO[float32]{}, "ReadWrite", false},
 		{"placeholder has no data access", Placeholder[float32]{}, "At", false},
 	}
@@ -94,6 +105,55 @@ func TestConversionRulesInMethodSets_V2_V3(t *testing.T) {
 		if got := has(tc.v, tc.method); got != tc.want {
 			t.Errorf("%s: %T has %s = %v, want %v", tc.name, tc.v, tc.method, got, tc.want)
 		}
+	}
+}
+
+// Read accessors read through At, iterators and copies out, never through
+// a slice of the buffer (V2).
+func TestReadAccessorsReadOnlyMeans_V2(t *testing.T) {
+	q := newQueue(t)
+	data := make([]int32, 6*8)
+	for i := range data {
+		data[i] = int32(i)
+	}
+	b := must(NewBufferFrom(q, data, R2(6, 8)))
+	var whole, wholeIter, wholeAll, region, regionIter, regionAll, short []int32
+	var n int
+	must(q.Submit(func(h *Handler) error {
+		u := Read(h, b)
+		g := ReadRange(h, b, R2(2, 3), I2(1, 4))
+		h.SingleTask(func() {
+			whole = u.Copy()
+			wholeIter = slices.Collect(u.Values())
+			for i, v := range u.All() {
+				if int32(i) != v {
+					return // leaves wholeAll short
+				}
+				wholeAll = append(wholeAll, v)
+			}
+			region = g.Copy()
+			regionIter = slices.Collect(g.Values())
+			for i, v := range g.All() {
+				if i != len(regionAll) { // the index within the range
+					return
+				}
+				regionAll = append(regionAll, v)
+			}
+			short = make([]int32, 4)
+			n = g.CopyTo(short)
+		})
+		return nil
+	}))
+	waitAll(t, q)
+	if !slices.Equal(whole, data) || !slices.Equal(wholeIter, data) || !slices.Equal(wholeAll, data) {
+		t.Errorf("unranged Copy/Values/All = %v / %v / %v, want the buffer", whole, wholeIter, wholeAll)
+	}
+	want := []int32{12, 13, 14, 20, 21, 22}
+	if !slices.Equal(region, want) || !slices.Equal(regionIter, want) || !slices.Equal(regionAll, want) {
+		t.Errorf("ranged Copy/Values/All = %v / %v / %v, want the range %v", region, regionIter, regionAll, want)
+	}
+	if n != 4 || !slices.Equal(short, want[:4]) {
+		t.Errorf("ranged CopyTo of 4 = %d, %v", n, short)
 	}
 }
 

@@ -98,13 +98,31 @@ func ExampleHostAccess() {
 		acpp.Fill(h, acpp.Write(h, b, acpp.NoInit), 0.5)
 		return nil
 	})
-	ha, err := acpp.HostRead(ctx, b) // read-only: HostAccess(ctx, b, acpp.ModeReadWrite) writes
+	ha, err := acpp.HostAccess(ctx, b, acpp.ModeReadWrite)
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(ha.At2(1, 2), len(ha.Copy()))
+	ha.Set2(1, 2, ha.At2(1, 2)+1)
 	ha.Close()
-	// Output: 0.5 6
+	v, _ := b.Read(ctx)
+	fmt.Println(v)
+	// Output: [0.5 0.5 0.5 0.5 0.5 1.5]
+}
+
+// A read host accessor cannot write; with Within it brings only a region's
+// pages to the host and holds just that region, indexed from its offset.
+func ExampleHostRead() {
+	ctx := context.Background()
+	q, _ := acpp.NewQueue(ctx)
+	defer q.Close()
+	b, _ := acpp.NewBufferFrom(q, []int32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, acpp.R2(3, 4))
+	ha, err := acpp.HostRead(ctx, b, acpp.Within(acpp.I2(1, 1), acpp.R2(2, 2)))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(ha.At2(0, 0), ha.Copy())
+	ha.Close()
+	// Output: 5 [5 6 9 10]
 }
 
 // USM allocations, ordered by events.

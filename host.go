@@ -132,9 +132,21 @@ func hostAccess[T any](ctx context.Context, b *Buffer[T], mode Mode, opts []Acce
 	if err != nil {
 		return hostView[T]{}, fmt.Errorf("%w: %v", ErrBadRange, err)
 	}
+	acc := coherence.Access{Buffer: st.id, Pages: pages, Mode: mode.coherence(), Target: host}
+	accs := []coherence.Access{acc}
+	if noInit {
+		// As a NoInit accessor (appendDiscard): pages the region covers in
+		// part keep the rest of their contents.
+		if b.rng.dims3() == st.geo.Range && b.elem() == st.geo.ElemSize {
+			if accs, err = st.geo.AppendNoInit(nil, acc, off, rng); err != nil {
+				return hostView[T]{}, fmt.Errorf("%w: %v", ErrBadRange, err)
+			}
+		} else {
+			accs[0].Discard = off == (coherence.Dims{}) && rng == b.rng.dims3()
+		}
+	}
 	ready := make(chan func(error), 1)
-	g := exec.Group{Name: "host access", Accesses: []coherence.Access{{Buffer: st.id, Pages: pages, Mode: mode.coherence(), Discard: noInit, Target: host}},
-		Host: func(done func(error)) { ready <- done }}
+	g := exec.Group{Name: "host access", Accesses: accs, Host: func(done func(error)) { ready <- done }}
 	n, err := st.q.rt.Submit(g)
 	if err != nil {
 		return hostView[T]{}, err
