@@ -659,7 +659,9 @@ func (a RangedRO[T]) request() *req   { return a.rq }
 
 func (h *Handler) own(r *req, what string) bool {
 	if r == nil {
-		h.fail(fmt.Errorf("%w: %s accessor was not constructed", ErrBadRange, what))
+		if len(h.errs) == 0 { // else its construction failed, and said why
+			h.fail(fmt.Errorf("%w: %s accessor was not constructed", ErrBadRange, what))
+		}
 		return false
 	}
 	if r.h != h {

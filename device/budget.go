@@ -231,7 +231,7 @@ type BudgetError struct {
 }
 
 func (e *BudgetError) Error() string {
-	s := fmt.Sprintf("%s of %d bytes (%s) does not fit the %s budget: %s of %s in use (budget: %s)",
+	s := fmt.Sprintf("%s needs %d bytes (%s), more than is left of the %s budget (%s of %s in use; budget: %s)",
 		e.What, e.Bytes, FormatBytes(e.Bytes), e.Memory, FormatBytes(e.Used), FormatBytes(e.Limit), e.How)
 	if e.Hint != "" {
 		s += "; " + e.Hint

@@ -53,7 +53,7 @@ func TestBudgetReserve(t *testing.T) {
 	if !errors.As(err, &be) || !errors.Is(err, ErrOverBudget) || be.Used != 600 || be.Limit != 1000 || be.Bytes != 500 {
 		t.Fatalf("Reserve over the limit = %v, want a BudgetError with used 600, limit 1000", err)
 	}
-	for _, want := range []string{"buffer 2 of 500 bytes", "host memory budget", "600 B of 1000 B in use", "configured limit"} {
+	for _, want := range []string{"buffer 2 needs 500 bytes", "left of the host memory budget", "600 B of 1000 B in use", "configured limit"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}

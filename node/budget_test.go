@@ -150,7 +150,7 @@ func TestStagingCountsAgainstHostBudget_B5(t *testing.T) {
 	err = j.ReadBack(testCtx(t), 5, nil, 1, mem, big, 1, []proto.Box{{Hi: big}}, got)
 	var fe *nodeclient.InstrFailedError
 	if !errors.As(err, &fe) || len(fe.Failed) != 1 || fe.Failed[0].Code != proto.CodeMemoryLimit ||
-		!strings.Contains(fe.Failed[0].Message, "send staging of 65536 bytes") || !strings.Contains(fe.Failed[0].Message, "host memory budget") {
+		!strings.Contains(fe.Failed[0].Message, "send staging needs 65536 bytes") || !strings.Contains(fe.Failed[0].Message, "host memory budget") {
 		t.Fatalf("read back of 64 KiB through a 16 KiB host budget = %v; want the staging refused", err)
 	}
 	if err := j.ReadBack(testCtx(t), 6, nil, 2, mem, small, 1, []proto.Box{{Hi: small}}, got[:4<<10]); err != nil {

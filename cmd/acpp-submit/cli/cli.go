@@ -158,6 +158,7 @@ func newRunCmd(env Env) *cobra.Command {
 		progress           string
 		quiet, verbose     bool
 		params             map[string]string
+		maxBytes           string
 	)
 	cmd := &cobra.Command{
 		Use:   "run JOB",
@@ -176,12 +177,19 @@ func newRunCmd(env Env) *cobra.Command {
 			if cc != nil && (len(devices) > 0 || workers > 0) {
 				return usageError{errors.New("--device and --workers choose this machine's devices; on a cluster use --nodes and --kinds (the nodes' acpp-node settings decide their workers)")}
 			}
+			if cc != nil && cmd.Flags().Changed("max-bytes") {
+				return usageError{errors.New("--max-bytes is the memory budget of this machine; on a cluster each node's acpp-node --max-bytes decides")}
+			}
+			limit, err := device.ParseMemoryLimit(maxBytes)
+			if err != nil {
+				return usageError{fmt.Errorf("--max-bytes: %w", err)}
+			}
 			level := slog.LevelWarn
 			if verbose {
 				level = slog.LevelDebug
 			}
 			cfg := Config{JobFile: args[0], Params: params, OutDir: outDir, Record: trace != "" || dag != "", Devices: devices, Workers: workers, Window: window,
-				Logger: slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level})), Cluster: cc}
+				Logger: slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level})), Cluster: cc, MemoryLimit: limit}
 			show := progress == "always" || (progress == "auto" && env.Terminal && !quiet)
 			switch progress {
 			case "auto", "always", "never":
@@ -244,6 +252,7 @@ func newRunCmd(env Env) *cobra.Command {
 	f.StringVar(&progress, "progress", "auto", "progress display: auto (a bar on a terminal, a line every 2 s otherwise), always (bar), never")
 	f.BoolVarP(&quiet, "quiet", "q", false, "print nothing but errors")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log runtime debug events to stderr")
+	f.StringVar(&maxBytes, "max-bytes", "auto", "memory budget of this machine for the embedded runtime: what buffers may allocate in each memory; an allocation beyond it fails its step instead of the process. auto (75% of host memory, 90% of each GPU's), a share like 50%, a size like 8GiB, or 0 (none)")
 	cf.add(cmd, env, true)
 	return cmd
 }
@@ -264,29 +273,84 @@ func writeFile(path string, write func(io.Writer) error, flag string) error {
 }
 
 func newCheckCmd(env Env) *cobra.Command {
-	var params map[string]string
+	var (
+		params   map[string]string
+		maxBytes string
+		devices  []string
+		cf       clusterFlags
+	)
 	cmd := &cobra.Command{
 		Use:   "check JOB",
-		Short: "Validate a job file and describe it, without running it",
-		Args:  exactlyOneJob,
+		Short: "Validate a job file, describe it and say whether it fits the machine (or cluster) it would run on, without running it",
+		Example: `  acpp-submit check examples/jobs/jacobi.yaml
+  acpp-submit check --cluster 127.0.0.1:7951 --credentials creds --client alice examples/jobs/jacobi.yaml`,
+		Args: exactlyOneJob,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			cc, err := cf.config()
+			if err != nil {
+				return err
+			}
+			if cc != nil && (cmd.Flags().Changed("max-bytes") || len(devices) > 0) {
+				return usageError{errors.New("--max-bytes and --device describe this machine; on a cluster the nodes' budgets (acpp-node --max-bytes) decide")}
+			}
+			limit, err := device.ParseMemoryLimit(maxBytes)
+			if err != nil {
+				return usageError{fmt.Errorf("--max-bytes: %w", err)}
+			}
 			job, err := Load(args[0], params)
 			if err != nil {
 				return err
 			}
-			fmt.Fprint(env.Stdout, Describe(job))
+			var mems []memBudget
+			var missing []string
+			where, hostOut := "this machine", (*memBudget)(nil)
+			if cc != nil {
+				where, hostOut = "the cluster", hostBudget()
+				mems, missing, err = clusterBudgets(cmd.Context(), cc)
+			} else {
+				mems, err = machineBudgets(cmd.Context(), limit, devices)
+				for i := range mems {
+					if mems[i].Host {
+						hostOut = &mems[i]
+					}
+				}
+			}
+			if err != nil {
+				return err
+			}
+			why := fit(job, mems, where, hostOut)
+			verdict := "valid"
+			if len(why) > 0 {
+				verdict = "valid, but it does not fit " + where
+			}
+			fmt.Fprint(env.Stdout, describe(job, verdict))
+			fmt.Fprintf(env.Stdout, "  memory budgets of %s: %s\n", where, budgetsLine(mems))
+			if len(missing) > 0 {
+				fmt.Fprintf(env.Stdout, "  not counted (no inventory): %s\n", strings.Join(missing, ", "))
+			}
+			if len(why) > 0 {
+				return fmt.Errorf("%w %s: %s; make the buffers smaller, run it where there is more memory (check --cluster ADDR), or raise the budgets (--max-bytes here, acpp-node --max-bytes on nodes)",
+					ErrDoesNotFit, where, strings.Join(why, "; "))
+			}
+			fmt.Fprintf(env.Stdout, "  fits the memory budgets of %s\n", where)
 			return nil
 		},
 	}
-	cmd.Flags().StringToStringVar(&params, "set", nil, "override a param of the job: --set n=4096")
+	f := cmd.Flags()
+	f.StringToStringVar(&params, "set", nil, "override a param of the job: --set n=4096")
+	f.StringVar(&maxBytes, "max-bytes", "auto", "memory budget of this machine to check against, as for run: auto (75% of host memory, 90% of each GPU's), a share like 50%, a size like 8GiB, or 0 (none)")
+	f.StringSliceVar(&devices, "device", nil, "devices of this machine to check against, as for run (default: every local device)")
+	cf.add(cmd, env, false)
 	return cmd
 }
 
 // Describe is a short description of a job: its buffers, step count and
 // outputs.
-func Describe(job *jobfile.Job) string {
+func Describe(job *jobfile.Job) string { return describe(job, "valid") }
+
+func describe(job *jobfile.Job, verdict string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "job %s (%s): valid\n", job.Name, job.File)
+	fmt.Fprintf(&b, "job %s (%s): %s\n", job.Name, job.File, verdict)
 	if len(job.Params) > 0 {
 		names := make([]string, 0, len(job.Params))
 		for n := range job.Params {

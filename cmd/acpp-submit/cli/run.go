@@ -52,6 +52,10 @@ type Config struct {
 	Record bool
 	// Logger receives debug events; nil means discard.
 	Logger *slog.Logger
+	// MemoryLimit is the embedded runtime's memory budget (zero: the
+	// default budgets; see acpp.WithMemoryLimit). A cluster run ignores
+	// it: the nodes keep their own.
+	MemoryLimit acpp.MemoryLimit
 
 	// queueOptions are extra options of the embedded queue (tests: several
 	// CPU devices standing in for GPUs).
@@ -251,7 +255,7 @@ func openEmbedded(ctx context.Context, cfg Config, log *slog.Logger) (engine, er
 		qopts = append(qopts, acpp.WithWorkers(cfg.Workers))
 	}
 	// Every local device, GPUs first (Config.Devices); a selection decides.
-	qopts = append(qopts, acpp.WithLogger(log), acpp.WithAcceleratorsFirst())
+	qopts = append(qopts, acpp.WithLogger(log), acpp.WithAcceleratorsFirst(), acpp.WithMemoryLimit(cfg.MemoryLimit))
 	qopts = append(qopts, cfg.queueOptions...)
 	q, err := acpp.NewQueue(ctx, qopts...)
 	if err != nil {

@@ -1,0 +1,183 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/acpp/acpp"
+	"github.com/acpp/acpp/cpu"
+	"github.com/acpp/acpp/jobfile"
+)
+
+// ErrDoesNotFit marks a job whose buffers cannot fit the memory budgets
+// of the machine or cluster it would run on (check).
+var ErrDoesNotFit = errors.New("job does not fit")
+
+// memBudget is one memory a job could use, with its budget (see
+// acpp-node --max-bytes and acpp.WithMemoryLimit).
+type memBudget struct {
+	// Name says where it is: "host memory", "cuda:0", "n1 host memory".
+	Name string
+	Host bool
+	// Budget is what allocations may hold in it (0: no budget); How says
+	// how it was chosen.
+	Budget uint64
+	How    string
+}
+
+func (m memBudget) String() string {
+	if m.Budget == 0 {
+		return m.Name + ": no budget"
+	}
+	s := m.Name + ": " + bytesStr(int64(m.Budget))
+	if m.How != "" {
+		s += " (" + m.How + ")"
+	}
+	return s
+}
+
+// fit says why job cannot run on memories, or nothing when it can, as far
+// as sizes tell: each buffer needs one allocation of its full size in
+// some memory (B1), so it must fit one budget, and all of them together
+// the sum of the budgets; outputs come back through host memory (hostOut,
+// where they are read back: this machine's host memory; nil: not known).
+// A job that passes may still fail when other jobs hold memory, or when
+// its steps need a buffer in more than one memory at once.
+func fit(job *jobfile.Job, mems []memBudget, where string, hostOut *memBudget) []string {
+	var largest *memBudget
+	var sum uint64
+	unlimited := false
+	for i := range mems {
+		m := &mems[i]
+		if m.Budget == 0 {
+			unlimited = true
+			continue
+		}
+		sum += m.Budget
+		if largest == nil || m.Budget > largest.Budget {
+			largest = m
+		}
+	}
+	if unlimited || largest == nil {
+		return nil // some memory has no budget: sizes tell nothing
+	}
+	var why []string
+	var total uint64
+	for _, b := range job.Buffers {
+		n := uint64(b.Bytes())
+		total += n
+		if n > largest.Budget {
+			why = append(why, fmt.Sprintf("buffer %s (%s %v) is %s, more than the largest memory budget of %s (%s)",
+				b.Name, b.Type, b.Range, bytesStr(int64(n)), where, largest))
+		}
+	}
+	if total > sum && len(job.Buffers) > 1 {
+		why = append(why, fmt.Sprintf("its buffers are %s together, more than the memory budgets of %s together (%s)", bytesStr(int64(total)), where, bytesStr(int64(sum))))
+	}
+	if hostOut != nil && hostOut.Budget != 0 {
+		for _, o := range job.Outputs {
+			b := job.Buffer(o.Buffer)
+			if b == nil {
+				continue
+			}
+			if n := uint64(b.Bytes()); n > hostOut.Budget {
+				why = append(why, fmt.Sprintf("output %s (buffer %s, %s) is read back into this machine's %s", o.File, b.Name, bytesStr(int64(n)), hostOut))
+			}
+		}
+	}
+	return why
+}
+
+// machineBudgets are the memory budgets of this machine's devices under
+// limit, as an embedded run would have them.
+func machineBudgets(ctx context.Context, limit acpp.MemoryLimit, devices []string) ([]memBudget, error) {
+	opts := []acpp.Option{acpp.WithMemoryLimit(limit), acpp.WithLogger(slog.New(slog.DiscardHandler))}
+	for _, d := range devices {
+		o, err := deviceOption(d)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, o)
+	}
+	q, err := acpp.NewQueue(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("open the local devices: %w", err)
+	}
+	defer q.Close()
+	var out []memBudget
+	for _, b := range q.MemoryBudgets() {
+		name := b.Device.String()
+		if b.Host {
+			name = "host memory"
+		}
+		out = append(out, memBudget{Name: name, Host: b.Host, Budget: b.Budget, How: b.How})
+	}
+	return out, nil
+}
+
+// hostBudget is this machine's host memory budget under the default
+// limit, where read-backs of a cluster run land.
+func hostBudget() *memBudget {
+	size, _, err := cpu.HostMemory()
+	if err != nil {
+		return nil
+	}
+	b, how := acpp.MemoryLimit{}.Budget(size, true)
+	return &memBudget{Name: "host memory", Host: true, Budget: b, How: how}
+}
+
+// clusterBudgets are the memory budgets of every alive member of the
+// cluster (their inventories), and the members that did not answer.
+func clusterBudgets(ctx context.Context, cfg *ClusterConfig) ([]memBudget, []string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	cl, _, ms, err := Dial(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, nil, err
+	}
+	if cfg.client == nil {
+		defer cl.Close()
+	}
+	var out []memBudget
+	var missing []string
+	for _, m := range ms.Members {
+		if m.State != "alive" || m.Leaving || m.QUICAddr == "" {
+			continue
+		}
+		inv, err := inventory(ctx, cl, m)
+		if err != nil {
+			missing = append(missing, fmt.Sprintf("%s (%v)", m.Name, err))
+			continue
+		}
+		for _, mem := range inv.Memories {
+			name := m.Name + " " + mem.Device
+			if mem.Host {
+				name = m.Name + " host memory"
+			}
+			how := ""
+			if mem.Bytes > 0 {
+				how = "of " + bytesStr(int64(mem.Bytes))
+			}
+			out = append(out, memBudget{Name: name, Host: mem.Host, Budget: mem.Budget, How: how})
+		}
+	}
+	if len(out) == 0 {
+		return nil, missing, fmt.Errorf("%w: no member answered with its memories (%s)", ErrCluster, strings.Join(missing, "; "))
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, missing, nil
+}
+
+// budgetsLine lists memories for check's report.
+func budgetsLine(mems []memBudget) string {
+	parts := make([]string, len(mems))
+	for i, m := range mems {
+		parts[i] = m.String()
+	}
+	return strings.Join(parts, ", ")
+}

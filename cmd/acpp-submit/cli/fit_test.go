@@ -1,0 +1,116 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/acpp/acpp"
+	"github.com/acpp/acpp/coordinator/coordtest"
+	"github.com/acpp/acpp/cpu"
+	"github.com/acpp/acpp/node"
+)
+
+// tibJob is the job file of issue 14: one float32 buffer of exactly 1 TiB,
+// the largest the job format allows.
+const tibJob = `version: 1
+name: tib
+buffers:
+  big: {type: float32, range: [268435456, 1024]}
+steps:
+  - fill: {buffer: big, value: 1.0}
+`
+
+// twoBuffersJob has two buffers of 768 KiB and writes one out.
+const twoBuffersJob = `version: 1
+name: two
+buffers:
+  a: {type: float32, range: [196608]}
+  b: {type: float32, range: [196608]}
+steps:
+  - fill: {buffer: a, value: 1.0}
+  - fill: {buffer: b, value: 2.0}
+outputs:
+  - {buffer: a, file: a.npy}
+`
+
+func runMain(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := Main(context.Background(), args, Env{Stdout: &out, Stderr: &errb})
+	return code, out.String(), errb.String()
+}
+
+// TestCheckRefusesOneTiB_B5: the 1 TiB job of issue 14 passes the job
+// format (at most 1 TiB per buffer) but not check, which says it does not
+// fit this machine (its memory budgets), names the buffer and the budget
+// and exits 1; a job that fits says so and exits 0.
+func TestCheckRefusesOneTiB_B5(t *testing.T) {
+	size, _, err := cpu.HostMemory()
+	if err != nil {
+		t.Skipf("host memory size unknown here: %v", err)
+	}
+	if b, _ := (acpp.MemoryLimit{}).Budget(size, true); b >= 1<<40 {
+		t.Skipf("this machine's default host budget (%d bytes) holds 1 TiB", b)
+	}
+	code, out, errs := runMain("check", writeJob(t, "job.yaml", tibJob))
+	if code != 1 || !strings.Contains(out, "job tib") || !strings.Contains(out, "valid, but it does not fit this machine") ||
+		!strings.Contains(errs, "job does not fit this machine: buffer big (float32 [268435456 1024]) is 1024.00 GiB, more than the largest memory budget of this machine (host memory:") ||
+		!strings.Contains(errs, "--max-bytes") {
+		t.Errorf("check of the 1 TiB job: exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit 1, not fitting, naming the buffer and the budget", code, out, errs)
+	}
+	code, out, errs = runMain("check", writeJob(t, "job.yaml", twoBuffersJob))
+	if code != 0 || !strings.Contains(out, "two (") || !strings.Contains(out, ": valid\n") || !strings.Contains(out, "fits the memory budgets of this machine") {
+		t.Errorf("check of a small job: exit %d\n%s%s", code, out, errs)
+	}
+}
+
+// TestCheckAgainstBudgets_B5: check --max-bytes checks this machine under
+// that budget (each buffer, their sum, outputs through host memory), and
+// run --max-bytes makes the embedded runtime refuse the same job with the
+// memory-limit error (exit 1) instead of allocating it.
+func TestCheckAgainstBudgets_B5(t *testing.T) {
+	job := writeJob(t, "job.yaml", twoBuffersJob)
+	code, out, errs := runMain("check", "--max-bytes", "1MiB", job)
+	if code != 1 || !strings.Contains(errs, "its buffers are 1.5 MiB together, more than the memory budgets of this machine together (1.0 MiB)") {
+		t.Errorf("check --max-bytes 1MiB: exit %d\n%s%s; want the sum refused", code, out, errs)
+	}
+	if code, out, errs := runMain("check", "--max-bytes", "512KiB", job); code != 1 || !strings.Contains(errs, "buffer a (float32 [196608]) is 768.0 KiB, more than the largest memory budget") ||
+		!strings.Contains(errs, "output a.npy (buffer a, 768.0 KiB) is read back into this machine's host memory") {
+		t.Errorf("check --max-bytes 512KiB: exit %d\n%s%s; want each buffer and the output refused", code, out, errs)
+	}
+	if code, out, errs := runMain("check", "--max-bytes", "lots", job); code != 2 || !strings.Contains(errs, "--max-bytes") {
+		t.Errorf("check --max-bytes lots: exit %d\n%s%s; want a usage error", code, out, errs)
+	}
+	code, out, errs = runMain("run", "--max-bytes", "1MiB", "--device", "cpu", "--progress", "never", "-o", t.TempDir(), job)
+	if code != 1 || !strings.Contains(errs, "more than is left of the host memory budget") || !strings.Contains(errs, "786432 bytes") {
+		t.Errorf("run --max-bytes 1MiB: exit %d\n%s%s; want the second buffer refused by the budget", code, out, errs)
+	}
+	if code, out, errs := runMain("run", "--max-bytes", "2MiB", "--device", "cpu", "--progress", "never", "-o", t.TempDir(), job); code != 0 {
+		t.Errorf("run --max-bytes 2MiB: exit %d\n%s%s", code, out, errs)
+	}
+}
+
+// TestCheckCluster_B5: check --cluster checks a job against the budgets
+// of the cluster's members (from their inventories): two buffers that fit
+// two nodes of 1 MiB each but not one, and a buffer larger than any node's
+// budget that does not fit the cluster.
+func TestCheckCluster_B5(t *testing.T) {
+	c := coordtest.Start(t, 2, coordtest.Options{Modify: func(_ int, cfg *node.Config) { cfg.MaxBytes = 1 << 20 }})
+	flags := []string{"--cluster", c.Addrs()[0], "--credentials", c.Dir, "--client", "alice"}
+	job := writeJob(t, "job.yaml", twoBuffersJob)
+	code, out, errs := runMain(append(append([]string{"check"}, flags...), job)...)
+	if code != 0 || !strings.Contains(out, "memory budgets of the cluster: n0 host memory: 1.0 MiB") || !strings.Contains(out, "n1 host memory: 1.0 MiB") ||
+		!strings.Contains(out, "fits the memory budgets of the cluster") {
+		t.Errorf("check --cluster of two 768 KiB buffers on two 1 MiB nodes: exit %d\n%s%s", code, out, errs)
+	}
+	big := strings.ReplaceAll(twoBuffersJob, "[196608]", "[524288]") // 2 MiB each
+	code, out, errs = runMain(append(append([]string{"check"}, flags...), writeJob(t, "job.yaml", big))...)
+	if code != 1 || !strings.Contains(out, "valid, but it does not fit the cluster") ||
+		!strings.Contains(errs, "buffer a (float32 [524288]) is 2.0 MiB, more than the largest memory budget of the cluster (n0 host memory: 1.0 MiB") {
+		t.Errorf("check --cluster of 2 MiB buffers on 1 MiB nodes: exit %d\n%s%s", code, out, errs)
+	}
+	if code, _, errs := runMain(append(append([]string{"check", "--max-bytes", "1GiB"}, flags...), job)...); code != 2 || !strings.Contains(errs, "acpp-node --max-bytes") {
+		t.Errorf("check --cluster --max-bytes: exit %d, %s; want a usage error", code, errs)
+	}
+}
