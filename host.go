@@ -40,7 +40,7 @@ type HostAccessorRO[T any] struct {
 // region wait.
 type HostAccessor[T any] struct {
 	hostView[T]
-	// mode is ModeWrite or ModeReadWrite. It also keeps HostAccessor's
+	// mode is ModeRead, ModeWrite or ModeReadWrite. It also keeps HostAccessor's
 	// fields different from HostAccessorRO's: Go converts between pointers
 	// to struct types with identical fields, which would make a read
 	// accessor writable (TestReadAccessorsCannotWrite_V2).
@@ -63,20 +63,22 @@ func HostRead[T any](ctx context.Context, b *Buffer[T], opts ...AccessOption) (*
 }
 
 // HostAccess waits for the groups that use b, makes the data up to date in
-// host memory (for ModeReadWrite, and for ModeWrite without NoInit; nothing
-// moves with NoInit, T1) and returns a writable accessor of it. mode is
-// ModeWrite or ModeReadWrite; a read is HostRead, whose accessor cannot
-// write. With Within(off, rng) only that region is accessed: only its pages
-// move (T3), indices are relative to off, and the accessor holds just the
+// host memory (for ModeRead and ModeReadWrite, and for ModeWrite without
+// NoInit; nothing moves with NoInit, T1) and returns an accessor of it.
+// With Within(off, rng) only that region is accessed: only its pages move
+// (T3), indices are relative to off, and the accessor holds just the
 // region. Close it when done. If ctx ends first the access is abandoned
 // and ctx's error returned.
+//
+// With ModeRead the accessor reads only: Set, Set2, Set3 and CopyFrom
+// panic, and Slice returns a copy of the region (writing to it never
+// reaches the buffer). HostRead gives a read accessor whose type has no
+// way to write (V2); prefer it.
 func HostAccess[T any](ctx context.Context, b *Buffer[T], mode Mode, opts ...AccessOption) (*HostAccessor[T], error) {
 	switch mode {
-	case ModeWrite, ModeReadWrite:
-	case ModeRead:
-		return nil, fmt.Errorf("%w: HostAccess gives a writable accessor; read with HostRead(ctx, b, …), whose accessor cannot write (V2), or with b.Read(ctx)", ErrMode)
+	case ModeRead, ModeWrite, ModeReadWrite:
 	default:
-		return nil, fmt.Errorf("%w: unknown host access mode %d; use ModeWrite or ModeReadWrite (HostRead reads)", ErrMode, mode)
+		return nil, fmt.Errorf("%w: unknown host access mode %d; use ModeRead, ModeWrite or ModeReadWrite", ErrMode, mode)
 	}
 	v, err := hostAccess(ctx, b, mode, opts)
 	if err != nil {
@@ -380,20 +382,33 @@ func (v *hostView[T]) Close() {
 
 // ---- writing (HostAccessor only) ----
 
+// writable panics for an accessor opened with ModeRead: a write there
+// would change the host copy while other copies still count as valid.
+func (a *HostAccessor[T]) writable(what string) {
+	if a.mode == ModeRead {
+		panic("acpp: HostAccessor." + what + " on an accessor opened with ModeRead; open it with ModeReadWrite (or ModeWrite) to write")
+	}
+}
+
 // Set writes element i of the region in row-major order, relative to the
 // offset.
-func (a *HostAccessor[T]) Set(i int, x T) { a.p[a.linear(i)] = x }
+func (a *HostAccessor[T]) Set(i int, x T) { a.writable("Set"); a.p[a.linear(i)] = x }
 
 // Set2 writes element (i, j) of a 2D region, relative to the offset.
-func (a *HostAccessor[T]) Set2(i, j int, x T) { a.p[a.index(0, i, j)] = x }
+func (a *HostAccessor[T]) Set2(i, j int, x T) { a.writable("Set2"); a.p[a.index(0, i, j)] = x }
 
 // Set3 writes element (i, j, k) of a 3D region, relative to the offset.
-func (a *HostAccessor[T]) Set3(i, j, k int, x T) { a.p[a.index(i, j, k)] = x }
+func (a *HostAccessor[T]) Set3(i, j, k int, x T) { a.writable("Set3"); a.p[a.index(i, j, k)] = x }
 
 // Slice is the region as one writable slice, row-major. The region must be
 // contiguous in the buffer (the whole buffer, any 1D region, or whole rows
 // of a 2D or 3D one); otherwise Slice panics: use Set2/Set3, or CopyFrom.
+// With ModeRead it is a copy of the region (of any shape), so that no
+// write through it reaches the buffer.
 func (a *HostAccessor[T]) Slice() []T {
+	if a.mode == ModeRead {
+		return a.Copy()
+	}
 	r := a.rng
 	if !(r[2] == a.s2 && (r[1] == a.s1 || r[0] <= 1)) && !(r[0] <= 1 && r[1] <= 1) {
 		panic(fmt.Sprintf("acpp: HostAccessor.Slice of region %v at %v, which is not contiguous in the buffer; use Set2/Set3 or CopyFrom", a.Range(), a.Offset()))
@@ -405,6 +420,7 @@ func (a *HostAccessor[T]) Slice() []T {
 // CopyFrom copies src, row-major, into the region and returns how many
 // elements it copied (the smaller of len(src) and the region's count).
 func (a *HostAccessor[T]) CopyFrom(src []T) int {
+	a.writable("CopyFrom")
 	n := 0
 	a.rows(func(row []T) bool {
 		n += copy(row, src[n:])

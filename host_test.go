@@ -190,7 +190,6 @@ func TestHostAccessRefusesOptionsThatCannotApply_T3(t *testing.T) {
 		{"Within of other dimensions", func() error { _, err := HostRead(ctx, b, Within(I1(0), R1(8))); return err }, ErrBadRange, "dimensions"},
 		{"NoInit read", func() error { _, err := HostRead(ctx, b, NoInit); return err }, ErrMode, "NoInit"},
 		{"Map on a host access", func() error { _, err := HostRead(ctx, b, Map(OneToOne())); return err }, ErrSplit, "Within"},
-		{"HostAccess with ModeRead", func() error { _, err := HostAccess(ctx, b, ModeRead); return err }, ErrMode, "HostRead"},
 		{"HostAccess with no mode", func() error { _, err := HostAccess(ctx, b, 0); return err }, ErrMode, "ModeWrite"},
 		{"Within past the end, writable", func() error {
 			_, err := HostAccess(ctx, b, ModeWrite, Within(I2(0, 4), R2(1, 8)))

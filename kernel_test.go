@@ -2,7 +2,7 @@ package acpp
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -138,15 +138,36 @@ func TestHostAccessorWaitsAndBlocks(t *testing.T) {
 	if v[0] != 101 || v[1] != 5 {
 		t.Fatalf("v = %v, want host write then device add", v[:2])
 	}
-	// A read host accessor has no way to write (TestReadAccessorsCannotWrite_V2);
-	// HostAccess, whose accessor can, refuses ModeRead.
+	// A read host accessor has no way to write (TestReadAccessorsCannotWrite_V2).
 	ro := must(HostRead(ctx, b))
 	if ro.At(0) != 101 {
 		t.Errorf("read host accessor sees %v, want 101", ro.At(0))
 	}
 	ro.Close()
-	if _, err := HostAccess(ctx, b, ModeRead); !errors.Is(err, ErrMode) || !strings.Contains(err.Error(), "HostRead") {
-		t.Errorf("HostAccess(ModeRead) = %v, want ErrMode naming HostRead", err)
+	// HostAccess with ModeRead reads too; its writes panic and its Slice
+	// is a copy, so nothing written reaches the buffer (V2).
+	hr := must(HostAccess(ctx, b, ModeRead))
+	s := hr.Slice()
+	if s[0] != 101 || s[1] != 5 {
+		t.Errorf("HostAccess(ModeRead).Slice() = %v, want [101 5]", s[:2])
+	}
+	s[0] = -1
+	for name, write := range map[string]func(){
+		"Set":      func() { hr.Set(0, -1) },
+		"CopyFrom": func() { hr.CopyFrom([]float32{-1}) },
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "ModeReadWrite") {
+					t.Errorf("%s on a ModeRead host accessor: recovered %v, want a panic naming ModeReadWrite", name, r)
+				}
+			}()
+			write()
+		}()
+	}
+	hr.Close()
+	if v := must(b.Read(ctx)); v[0] != 101 {
+		t.Errorf("after writing a ModeRead accessor's Slice copy: v[0] = %v, want 101 (unchanged)", v[0])
 	}
 }
 

@@ -15,6 +15,9 @@ import (
 // nodes reported them (uploads from the client, sends between nodes,
 // copies within a node, read-backs to the client); CopiesPlanned,
 // BytesHostToDevice, BytesDeviceToHost and Allocations stay zero there.
+// A group's transfers are counted once its completion reached the client,
+// which for a host read (Buffer.Read, HostRead) can be just after the read
+// returned.
 type Stats struct {
 	// Groups is the number of command groups submitted (the chunks of a
 	// split group count one each).

@@ -3,6 +3,7 @@ package acpp
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/acpp/acpp/coordinator/coordtest"
 )
@@ -124,7 +125,13 @@ func TestClusterTransfers_C3(t *testing.T) {
 	if _, err := y.Read(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
+	// The read-back is counted when the node's completion reaches the
+	// coordinator, which may be just after Read returned.
 	st := q.Stats()
+	for deadline := time.Now().Add(10 * time.Second); st.Link("n1", "client").Copies == 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+		st = q.Stats()
+	}
 	for _, l := range []struct{ from, to string }{{"client", "n0"}, {"client", "n1"}, {"n0", "n1"}, {"n1", "client"}} {
 		if got := st.Link(l.from, l.to); got.Copies == 0 || got.Bytes == 0 {
 			t.Errorf("Stats().Link(%q, %q) = %+v, want copies (links: %+v)", l.from, l.to, got, st.Links)
