@@ -189,7 +189,7 @@ func (b *Budget) Used() uint64 {
 
 // Reserve admits n bytes if they fit what is left of the limit. It
 // returns nil, or a *BudgetError with what, n, the memory's name (mem:
-// "host memory", "memory of cuda:0"), the use and the limit filled in; the
+// "host memory", "cuda:0 memory"), the use and the limit filled in; the
 // caller adds a Hint (what to do) before returning it further.
 func (b *Budget) Reserve(n uint64, what, mem string) error {
 	if b == nil {
@@ -220,7 +220,7 @@ type BudgetError struct {
 	// What was to be allocated ("buffer 3", "receive staging").
 	What  string
 	Bytes uint64
-	// Memory names the memory ("host memory", "memory of cuda:0").
+	// Memory names the memory ("host memory", "cuda:0 memory").
 	Memory string
 	// Used and Limit are the memory's use and budget when it was refused;
 	// How says how the budget was chosen.

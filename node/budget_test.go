@@ -163,3 +163,35 @@ func TestStagingCountsAgainstHostBudget_B5(t *testing.T) {
 		t.Errorf("host memory holds %d bytes after the read-backs, want 0 (staging released)", m.Used)
 	}
 }
+
+// TestGPUBudget_B5: a GPU's memory has a budget of 90% of its size by
+// default; an allocation of the whole GPU fails with the memory-limit
+// error naming the GPU (before cuMemAlloc is asked), and one that fits
+// works. Skipped without a GPU.
+func TestGPUBudget_B5(t *testing.T) {
+	nodes := startNodes(t, 1, nil)
+	c := startClient(t, credDir, "alice", nodes...)
+	mem, ok := memOf(t, c, "n0", "cuda:0")
+	if !ok {
+		t.Skip("no GPU on this machine")
+	}
+	m := nodes[0].Inventory().Memories[mem]
+	if m.Bytes == 0 || m.Budget != uint64(float64(m.Bytes)*device.DefaultDeviceShare) {
+		t.Fatalf("cuda:0 memory = %+v; want a budget of 90%% of its size", m)
+	}
+	t.Logf("cuda:0: %d bytes, budget %d", m.Bytes, m.Budget)
+	j := openJob(t, c, "n0", 1)
+	submit(t, j,
+		proto.Instr{ID: 1, Kind: proto.InstrAlloc, Buffer: 1, Mem: mem, Range: [3]uint64{1, 1, m.Bytes}, ElemSize: 1},
+		proto.Instr{ID: 2, Kind: proto.InstrAlloc, Buffer: 2, Mem: mem, Range: [3]uint64{1, 1, 1 << 20}, ElemSize: 4},
+	)
+	err := j.Wait(testCtx(t), 1, 2)
+	var fe *nodeclient.InstrFailedError
+	if !errors.As(err, &fe) || len(fe.Failed) != 1 || fe.Failed[0].ID != 1 || fe.Failed[0].Code != proto.CodeMemoryLimit ||
+		!strings.Contains(fe.Failed[0].Message, "cuda:0 memory budget") || !strings.Contains(fe.Failed[0].Message, "90% of") {
+		t.Fatalf("Wait = %v; want the whole-GPU allocation refused by cuda:0's budget, the 4 MiB one made", err)
+	}
+	if got := nodes[0].Inventory().Memories[mem].Used; got != 4<<20 {
+		t.Errorf("cuda:0 used = %d, want 4 MiB", got)
+	}
+}

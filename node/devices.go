@@ -75,7 +75,7 @@ func (m *memory) name() string {
 	if m.host {
 		return "host memory"
 	}
-	return "memory of " + m.dev.Info().ID.String()
+	return m.dev.Info().ID.String() + " memory"
 }
 
 // stagingPool caches pinned host buffers of one device.

@@ -85,7 +85,7 @@ func (rt *Runtime) memName(mem coherence.MemID) string {
 		return "host memory"
 	}
 	if d := rt.devOf[mem]; d != nil {
-		return "memory of " + d.Info().ID.String()
+		return d.Info().ID.String() + " memory"
 	}
 	return fmt.Sprintf("memory %d", mem)
 }
