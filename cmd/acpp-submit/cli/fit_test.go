@@ -94,7 +94,7 @@ func TestCheckAgainstBudgets_B5(t *testing.T) {
 // TestCheckCluster_B5: check --cluster checks a job against the budgets
 // of the cluster's members (from their inventories): two buffers that fit
 // two nodes of 1 MiB each but not one, and a buffer larger than any node's
-// budget that does not fit the cluster.
+// budget that does not fit the cluster. status shows the budgets.
 func TestCheckCluster_B5(t *testing.T) {
 	c := coordtest.Start(t, 2, coordtest.Options{Modify: func(_ int, cfg *node.Config) { cfg.MaxBytes = 1 << 20 }})
 	flags := []string{"--cluster", c.Addrs()[0], "--credentials", c.Dir, "--client", "alice"}
@@ -112,5 +112,9 @@ func TestCheckCluster_B5(t *testing.T) {
 	}
 	if code, _, errs := runMain(append(append([]string{"check", "--max-bytes", "1GiB"}, flags...), job)...); code != 2 || !strings.Contains(errs, "acpp-node --max-bytes") {
 		t.Errorf("check --cluster --max-bytes: exit %d, %s; want a usage error", code, errs)
+	}
+	// status shows each node's budgets.
+	if code, out, errs := runMain(append([]string{"status"}, flags...)...); code != 0 || !strings.Contains(out, "BUDGET") || strings.Count(out, "host 1.0 MiB") != 2 {
+		t.Errorf("status: exit %d\n%s%s; want each node's 1 MiB host budget", code, out, errs)
 	}
 }

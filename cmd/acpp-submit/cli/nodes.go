@@ -66,9 +66,10 @@ func deviceSummary(ds []proto.DeviceSummary) string {
 }
 
 // Status prints one row per member with what its inventory says: open
-// jobs, memory they hold, the node's limits, whether it drains; then one
-// row per (job, node) with the job's client, the bytes and allocations it
-// holds there and its instructions pending, running and remembered. A
+// jobs, memory they hold, its memory budgets and per-job limit, whether it
+// drains; then one row per (job, node) with the job's client, the bytes
+// and allocations it holds there and its instructions pending, running
+// and remembered. A
 // node lists a client's own jobs only, an operator's every client's (C6);
 // the first line says which view this is.
 func Status(ctx context.Context, cfg *ClusterConfig, w io.Writer) error {
@@ -85,7 +86,7 @@ func Status(ctx context.Context, cfg *ClusterConfig, w io.Writer) error {
 	// every node has answered.
 	var table bytes.Buffer
 	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tSTATE\tJOBS\tALLOCATED\tLIMIT\tDEVICES")
+	fmt.Fprintln(tw, "NODE\tSTATE\tJOBS\tALLOCATED\tBUDGET\tDEVICES")
 	var jobs, unreachable int
 	ownOnly := false
 	type jobRow struct {
@@ -108,10 +109,7 @@ func Status(ctx context.Context, cfg *ClusterConfig, w io.Writer) error {
 		if inv.Draining {
 			state = "draining"
 		}
-		limit := "none"
-		if inv.MaxBytes > 0 {
-			limit = bytesStr(int64(inv.MaxBytes))
-		}
+		limit := memoryBudgets(inv)
 		if inv.MaxJobBytes > 0 {
 			limit += ", " + bytesStr(int64(inv.MaxJobBytes)) + "/job"
 		}
@@ -169,4 +167,30 @@ func inventory(ctx context.Context, cl inventoryClient, m proto.Member) (*proto.
 		return nil, err
 	}
 	return cl.Inventory(ctx, name)
+}
+
+// memoryBudgets is a node's memory budgets for status: "host 17.66 GiB"
+// and one entry per GPU memory ("cuda:0 71.26 GiB"), "none" where a
+// memory has none (acpp-node --max-bytes 0), and the node's total where
+// --max-bytes set one.
+func memoryBudgets(inv *proto.Inventory) string {
+	var parts []string
+	for _, m := range inv.Memories {
+		name := m.Device
+		if m.Host {
+			name = "host"
+		}
+		b := "none"
+		if m.Budget > 0 {
+			b = bytesStr(int64(m.Budget))
+		}
+		parts = append(parts, name+" "+b)
+	}
+	if len(parts) == 0 {
+		parts = []string{"none"} // a node from before budgets
+	}
+	if inv.MaxBytes > 0 && len(inv.Memories) > 1 {
+		parts = append(parts, "total "+bytesStr(int64(inv.MaxBytes)))
+	}
+	return strings.Join(parts, " ")
 }
