@@ -182,7 +182,7 @@ func TestFreshBufferDisjointWriters_D1_D4(t *testing.T) {
 		// test_barrier returns once both launches have arrived (and fails
 		// the launch after 20 s otherwise): it passes only if they overlap.
 		if _, err := j.Submit(ctx, coordinator.Group{Kernel: "test_barrier", Range: coordinator.Dims{1, 1, 1}, Device: "n0/cpu:0",
-			Args: []coordinator.Arg{coordinator.ScalarU64(2000), coordinator.ScalarU64(2),
+			Args: []coordinator.Arg{coordinator.ScalarU64(2001), coordinator.ScalarU64(2),
 				coordinator.Acc(coordinator.Accessor{Buffer: b, Mode: coordinator.Write, NoInit: true,
 					Offset: coordinator.Dims{0, 0, i}, Range: coordinator.Dims{1, 1, 1}})}}); err != nil {
 			t.Fatal(err)

@@ -40,10 +40,13 @@ var barriers struct {
 }
 
 type barrier struct {
-	n    int
-	done chan struct{}
+	want, n int
+	done    chan struct{}
 }
 
+// arrive counts a launch at barrier key. A barrier is gone once all its
+// launches arrived, so a test that runs again (-count) starts afresh; a key
+// in use with another count fails the launch (two tests share it).
 func arrive(key uint64, n int) bool {
 	barriers.mu.Lock()
 	if barriers.m == nil {
@@ -51,14 +54,21 @@ func arrive(key uint64, n int) bool {
 	}
 	b := barriers.m[key]
 	if b == nil {
-		b = &barrier{done: make(chan struct{})}
+		b = &barrier{want: n, done: make(chan struct{})}
 		barriers.m[key] = b
 	}
-	b.n++
-	if b.n == n {
-		close(b.done)
+	shared := b.want != n
+	if !shared {
+		b.n++
+		if b.n == n {
+			close(b.done)
+			delete(barriers.m, key)
+		}
 	}
 	barriers.mu.Unlock()
+	if shared {
+		panic(fmt.Sprintf("test_barrier key %d is in use with another count; give each test keys of its own", key))
+	}
 	select {
 	case <-b.done:
 		return true

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"slices"
@@ -480,13 +479,10 @@ func (e *clusterEngine) toClient() int64 {
 	return n
 }
 
-func (e *clusterEngine) write(ctx context.Context, b buf, w io.Writer) (int64, error) {
+func (e *clusterEngine) read(ctx context.Context, b buf) ([]byte, int64, error) {
 	before := e.toClient()
 	data, err := e.job.Read(ctx, b.(*cbuf).b, coordinator.Dims{}, coordinator.Dims{})
-	if err == nil {
-		_, err = w.Write(data)
-	}
-	return e.toClient() - before, err
+	return data, e.toClient() - before, err
 }
 
 func (e *clusterEngine) close(res *Result) error {
