@@ -399,9 +399,11 @@ func (b *Buffer[T]) USM(id DeviceID) (USM[T], error) {
 	if err != nil {
 		return USM[T]{}, err
 	}
-	m, err := b.st.q.rt.Alloc(b.st.id, b.st.q.rt.MemOf(d.Info().ID))
+	at := b.st.q.rt.MemOf(d.Info().ID)
+	m, err := b.st.q.rt.Alloc(b.st.id, at)
 	if err != nil {
 		return USM[T]{}, err
 	}
+	b.st.q.rt.Touch(b.st.id, at) // written outside command groups from now on
 	return USM[T]{mem: m, n: b.st.geo.Bytes() / b.elem()}, nil
 }

@@ -14,6 +14,9 @@ import (
 // a slow chunk does not leave the other workers idle at the end.
 const chunksPerWorker = 4
 
+// minFillChunk is the least bytes a chunk of a fill covers.
+const minFillChunk = 1 << 20
+
 // minChunkItems keeps tiny launches in one chunk.
 const minChunkItems = 2048
 
@@ -61,6 +64,7 @@ func New(index, workers int) *Device {
 				Queues:      workers,
 				USMKinds:    []device.MemKind{device.MemDevice, device.MemHost, device.MemShared},
 				KernelForms: []device.Form{device.FormGo},
+				ZeroedAlloc: true,
 			},
 		},
 		workers: workers,
@@ -135,7 +139,9 @@ func (d *Device) Enqueue(_ int, op device.Op, done func(error)) error {
 			err = fmt.Errorf("%w: fill of memory the CPU cannot reach (%s)", device.ErrUnsupported, op.Dst.Device)
 			break
 		}
-		j.kind, j.n, j.name, j.fill = jobFill, 1, "fill", op
+		// Big fills run in chunks on every worker: one core does not
+		// reach the memory's bandwidth (nor its page faults' rate).
+		j.kind, j.n, j.name, j.fill = jobFill, int64(max(1, min(d.workers, op.Bytes/minFillChunk))), "fill", op
 	case device.LaunchOp:
 		err = d.launchJob(j, &op)
 	default:
@@ -221,7 +227,15 @@ func (j *job) run(c int, w *device.Work) {
 	case jobCopy:
 		device.CopyHost(j.copy.Dst.Mem.Host, j.copy.Src.Mem.Host, j.copy)
 	case jobFill:
-		device.FillHost(j.fill.Dst.Host, j.fill)
+		f := j.fill
+		if j.n > 1 {
+			// Chunk c covers whole patterns [lo, hi) of the fill.
+			p := int64(len(f.Pattern))
+			count := int64(f.Bytes) / p
+			lo, hi := count*int64(c)/j.n*p, count*int64(c+1)/j.n*p
+			f.Offset, f.Bytes = f.Offset+int(lo), int(hi-lo)
+		}
+		device.FillHost(f.Dst.Host, f)
 	case jobFlat:
 		r, n := j.rng, j.n
 		ext := r.Global[j.sd]

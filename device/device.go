@@ -73,6 +73,9 @@ type Capabilities struct {
 	// KernelForms says which kernel implementations the device runs:
 	// FormGo (Go functions, in process) and/or FormPTX.
 	KernelForms []Form
+	// ZeroedAlloc: Alloc returns zeroed memory (fresh Go memory), so a
+	// fill of zeros over an allocation nothing has used yet is skipped.
+	ZeroedAlloc bool
 }
 
 // Supports reports whether the device can allocate memory of kind k.

@@ -87,6 +87,8 @@ type allocEntry struct {
 	// for the user's memory); returned when it is freed.
 	reserved uint64
 	at       coherence.MemID
+	// zeroed: the device's Alloc made it zeroed (Capabilities.ZeroedAlloc).
+	zeroed atomic.Bool
 }
 
 type bufInfo struct {
@@ -134,7 +136,12 @@ type Runtime struct {
 	nodes   nodeWindow         // planned, not yet drained; guarded by mu
 	bufs    map[coherence.BufferID]*bufInfo
 	allocs  map[allocKey]*allocEntry // guarded by mu (entries have their own once)
-	readyMu sync.RWMutex             // guards ready; taken after mu, never before
+	// touched holds the allocations a planned node used (as an access's
+	// target or a copy's destination) or that were handed out as USM
+	// (Touch): only an allocation not in it may still hold the zeros it was
+	// made with. Guarded by mu; a buffer's keys go when it is removed.
+	touched map[allocKey]struct{}
+	readyMu sync.RWMutex // guards ready; taken after mu, never before
 	// readyCache holds recently looked-up entries of ready, so that an
 	// accessor's lookup is one atomic load. Entries are stored only under
 	// readyMu (read-locked) and cleared under its write lock, so a dropped
@@ -225,18 +232,19 @@ func (w *nodeWindow) remove(id coherence.CGID) {
 // New builds a runtime over cfg.Devices.
 func New(cfg Config) (*Runtime, error) {
 	rt := &Runtime{
-		log:    cfg.Logger,
-		ctx:    cfg.Context,
-		devs:   cfg.Devices,
-		memOf:  map[device.ID]coherence.MemID{},
-		devOf:  map[coherence.MemID]device.Device{},
-		core:   coherence.New(coherence.Config{}),
-		next:   1,
-		epoch:  time.Now(),
-		bufs:   map[coherence.BufferID]*bufInfo{},
-		allocs: map[allocKey]*allocEntry{},
-		ready:  map[allocKey]*device.Mem{},
-		procs:  runtime.GOMAXPROCS(0),
+		log:     cfg.Logger,
+		ctx:     cfg.Context,
+		devs:    cfg.Devices,
+		memOf:   map[device.ID]coherence.MemID{},
+		devOf:   map[coherence.MemID]device.Device{},
+		core:    coherence.New(coherence.Config{}),
+		next:    1,
+		epoch:   time.Now(),
+		bufs:    map[coherence.BufferID]*bufInfo{},
+		allocs:  map[allocKey]*allocEntry{},
+		touched: map[allocKey]struct{}{},
+		ready:   map[allocKey]*device.Mem{},
+		procs:   runtime.GOMAXPROCS(0),
 	}
 	if rt.log == nil {
 		rt.log = slog.New(slog.DiscardHandler)
@@ -427,6 +435,7 @@ func (rt *Runtime) Alloc(buf coherence.BufferID, a coherence.AllocID) (*device.M
 			return
 		}
 		e.mem, e.err = d.Alloc(device.MemDevice, bi.geo.Bytes())
+		e.zeroed.Store(e.err == nil && d.Info().Caps.ZeroedAlloc)
 		if e.err != nil {
 			rt.release(a.Mem, bytes)
 		} else {
@@ -798,6 +807,7 @@ func (rt *Runtime) planPendingLocked() []*Node {
 			continue
 		}
 		n.deps = step.Deps
+		rt.touchLocked(n, &step)
 		if len(step.Allocate)+len(step.Copies)+len(step.Free)+len(step.Lost) > 0 {
 			plan := step // escapes: allocated only here
 			n.plan = &plan
@@ -816,6 +826,62 @@ func (rt *Runtime) planPendingLocked() []*Node {
 		}
 	}
 	return batch
+}
+
+// touchLocked drops the ops of a group that only fills zeros into fresh
+// allocations (made zeroed by their device, Capabilities.ZeroedAlloc, and
+// used by no node before, with no copy into them in this step): they hold
+// zeros already, and the fill costs nothing. Then it records the
+// allocations n's step uses.
+func (rt *Runtime) touchLocked(n *Node, step *coherence.Step) {
+	g := &n.g
+	if len(g.Ops) > 0 && len(step.Copies) == 0 && rt.zeroFillOfFreshLocked(g) {
+		g.Ops = nil
+	}
+	for _, a := range g.Accesses {
+		rt.touched[allocKey{a.Buffer, a.Target}] = struct{}{}
+	}
+	for _, c := range step.Copies {
+		rt.touched[allocKey{c.Buffer, c.Dst}] = struct{}{}
+	}
+}
+
+// zeroFillOfFreshLocked: every op of g is a fill of zeros into the memory
+// of an allocation g accesses that nothing used yet and that its device
+// made zeroed.
+func (rt *Runtime) zeroFillOfFreshLocked(g *Group) bool {
+	for _, op := range g.Ops {
+		f, ok := op.(device.FillOp)
+		if !ok || f.Dst == nil {
+			return false
+		}
+		for _, c := range f.Pattern {
+			if c != 0 {
+				return false
+			}
+		}
+		fresh := false
+		for _, a := range g.Accesses {
+			k := allocKey{a.Buffer, a.Target}
+			if e := rt.allocs[k]; e != nil && e.mem == f.Dst && e.zeroed.Load() {
+				_, used := rt.touched[k]
+				fresh = !used
+				break
+			}
+		}
+		if !fresh {
+			return false
+		}
+	}
+	return true
+}
+
+// Touch records that an allocation was handed out (as USM) to be written
+// outside planned nodes: a zero fill of it is never dropped.
+func (rt *Runtime) Touch(buf coherence.BufferID, a coherence.AllocID) {
+	rt.mu.Lock()
+	rt.touched[allocKey{buf, a}] = struct{}{}
+	rt.mu.Unlock()
 }
 
 // start counts and dispatches a planned batch: nodes whose dependencies
@@ -1225,6 +1291,11 @@ func (rt *Runtime) RemoveBuffer(buf coherence.BufferID) error {
 			}
 		}
 		delete(rt.bufs, buf)
+		for k := range rt.touched {
+			if k.buf == buf {
+				delete(rt.touched, k)
+			}
+		}
 	}
 	rt.mu.Unlock()
 	if err != nil {
