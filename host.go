@@ -3,7 +3,9 @@ package acpp
 import (
 	"context"
 	"fmt"
+	"io"
 	"iter"
+	"unsafe"
 
 	"github.com/acpp/acpp/coherence"
 	"github.com/acpp/acpp/internal/exec"
@@ -362,6 +364,43 @@ func (v *hostView[T]) CopyTo(dst []T) int {
 		return n < len(dst)
 	})
 	return n
+}
+
+// WriteTo writes the region's elements, row-major, to w as they lie in
+// host memory (host byte order, no conversion), straight from the host copy
+// without copying it first: a region that is contiguous in the buffer (the
+// whole buffer, any 1D region, whole rows of a 2D or 3D one) goes to w in
+// one Write. It implements io.WriterTo. As io.Writer requires, w must not
+// modify or keep the slices it is given: they are the buffer's memory.
+func (v *hostView[T]) WriteTo(w io.Writer) (int64, error) {
+	var n int64
+	var err error
+	write := func(s []T) bool {
+		m, e := w.Write(bytesOf(s))
+		n += int64(m)
+		if e == nil && m < len(s)*v.elemSize() {
+			e = io.ErrShortWrite
+		}
+		err = e
+		return e == nil
+	}
+	r := v.rng
+	switch {
+	case v.count() == 0:
+	case r[2] == v.s2 && (r[1] == v.s1 || r[0] == 1):
+		write(v.p[v.base : v.base+v.count()])
+	case r[2] == v.s2:
+		for i := 0; i < r[0] && write(v.p[v.base+i*v.s1*v.s2:][:r[1]*r[2]]); i++ {
+		}
+	default:
+		v.rows(write)
+	}
+	return n, err
+}
+
+func (v *hostView[T]) elemSize() int {
+	var z T
+	return int(unsafe.Sizeof(z))
 }
 
 // Copy returns a copy of the region's elements, row-major.

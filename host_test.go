@@ -336,3 +336,69 @@ func TestClusterHostAccessWithin_T3(t *testing.T) {
 		}
 	}
 }
+
+// writeLog records each Write: its length and whether it failed.
+type writeLog struct {
+	data  []byte
+	calls []int
+	fail  int // fail the call with this index (1-based); 0 never
+}
+
+func (w *writeLog) Write(p []byte) (int, error) {
+	w.calls = append(w.calls, len(p))
+	if len(w.calls) == w.fail {
+		return len(p) / 2, errors.New("disk full")
+	}
+	w.data = append(w.data, p...)
+	return len(p), nil
+}
+
+// WriteTo writes a region's bytes as Copy holds its elements, straight from
+// the host copy: a contiguous region (whole buffer, whole rows) in one
+// Write, other regions run by run; a writer's error stops it and the count
+// says what went out.
+func TestHostWriteTo(t *testing.T) {
+	ctx := context.Background()
+	q, _ := gpuQueue(t)
+	b := must(NewBuffer[float32](q, R3(4, 6, 8), PageSize(1, 1, 8)))
+	init := make([]float32, 4*6*8)
+	for i := range init {
+		init[i] = float32(i)
+	}
+	if err := b.Write(ctx, init); err != nil {
+		t.Fatal(err)
+	}
+	add(t, q, b, 0.5, fakeID, false) // valid only on the device: the read brings it back
+	for _, tc := range []struct {
+		name   string
+		opts   []AccessOption
+		writes int
+	}{
+		{"whole buffer", nil, 1},
+		{"whole planes", []AccessOption{Within(I3(1, 0, 0), R3(2, 6, 8))}, 1},
+		{"whole rows of one plane", []AccessOption{Within(I3(2, 1, 0), R3(1, 3, 8))}, 1},
+		{"whole rows of two planes", []AccessOption{Within(I3(1, 1, 0), R3(2, 3, 8))}, 2},
+		{"part rows", []AccessOption{Within(I3(1, 1, 2), R3(2, 3, 4))}, 6},
+		{"empty", []AccessOption{Within(I3(1, 1, 2), R3(0, 3, 4))}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ha := must(HostRead(ctx, b, tc.opts...))
+			defer ha.Close()
+			var w writeLog
+			n, err := ha.WriteTo(&w)
+			want := bytesOf(ha.Copy())
+			if err != nil || n != int64(len(want)) || !slices.Equal(w.data, want) {
+				t.Fatalf("WriteTo = %d, %v and %d bytes equal %v; want %d, nil and the bytes of Copy", n, err, len(w.data), slices.Equal(w.data, want), len(want))
+			}
+			if len(w.calls) != tc.writes {
+				t.Errorf("WriteTo made %d writes %v, want %d", len(w.calls), w.calls, tc.writes)
+			}
+		})
+	}
+	ha := must(HostRead(ctx, b, Within(I3(1, 1, 2), R3(2, 3, 4))))
+	defer ha.Close()
+	w := writeLog{fail: 2}
+	if n, err := ha.WriteTo(&w); err == nil || n != 16+8 || len(w.calls) != 2 {
+		t.Errorf("WriteTo into a writer failing its second call = %d, %v after %d calls; want 24 bytes, the error, 2 calls", n, err, len(w.calls))
+	}
+}

@@ -14,7 +14,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func enqueueWait(t *testing.T, d device.Device, op device.Op) error {
+func enqueueWait(t testing.TB, d device.Device, op device.Op) error {
 	t.Helper()
 	ch := make(chan error, 1)
 	if err := d.Enqueue(0, op, func(err error) { ch <- err }); err != nil {

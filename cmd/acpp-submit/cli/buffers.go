@@ -31,8 +31,9 @@ type ebuf interface {
 	fill(h *acpp.Handler, off, rng []int, v []byte)
 	// copyTo declares a copy of the region (off, rng) into dst at dstOff.
 	copyTo(h *acpp.Handler, off, rng []int, dst ebuf, dstOff []int)
-	// bytes reads the buffer's contents (waiting for its writers).
-	bytes(ctx context.Context) ([]byte, error)
+	// writeTo writes the buffer's contents to w (waiting for its writers),
+	// straight from its host copy (output.go).
+	writeTo(ctx context.Context, w io.Writer) error
 	close() error
 }
 
@@ -269,15 +270,6 @@ func (t *tbuf[T]) copyTo(h *acpp.Handler, off, rng []int, dst ebuf, dstOff []int
 	acpp.Copy(h, acpp.ReadRange(h, t.b, sr, so), acpp.WriteRange(h, d.b, dr, do, opts...))
 }
 
-func (t *tbuf[T]) bytes(ctx context.Context) ([]byte, error) {
-	v, err := t.b.Read(ctx)
-	if err != nil || len(v) == 0 {
-		return nil, err
-	}
-	var z T
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), len(v)*int(unsafe.Sizeof(z))), nil
-}
-
 func (t *tbuf[T]) close() error { return t.b.Close() }
 
 // scalarArg passes encoded scalar bytes as a kernel argument of their size.
@@ -350,26 +342,4 @@ func shapeTuple(r []int) string {
 		s += fmt.Sprint(e)
 	}
 	return s
-}
-
-// writeOutput writes data of buffer s to path in format.
-func writeOutput(path string, s *jobfile.Buffer, format jobfile.Format, data []byte) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriterSize(f, 1<<16)
-	if format == jobfile.FormatNPY {
-		dt, _ := npy.Dtype(s.Type)
-		err = npy.Write(w, dt, s.Range, data)
-	} else {
-		_, err = w.Write(data)
-	}
-	if err == nil {
-		err = w.Flush()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

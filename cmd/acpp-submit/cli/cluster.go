@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"slices"
@@ -479,10 +480,13 @@ func (e *clusterEngine) toClient() int64 {
 	return n
 }
 
-func (e *clusterEngine) read(ctx context.Context, b buf) ([]byte, int64, error) {
+func (e *clusterEngine) write(ctx context.Context, b buf, w io.Writer) (int64, error) {
 	before := e.toClient()
 	data, err := e.job.Read(ctx, b.(*cbuf).b, coordinator.Dims{}, coordinator.Dims{})
-	return data, e.toClient() - before, err
+	if err == nil {
+		_, err = w.Write(data)
+	}
+	return e.toClient() - before, err
 }
 
 func (e *clusterEngine) close(res *Result) error {

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 
@@ -37,9 +38,10 @@ type engine interface {
 	// kernel launches a kernel step; name is the registry name, k its
 	// declaration, bufs the current buffer names.
 	kernel(ctx context.Context, g *Group, s *jobfile.Step, name string, k *device.Kernel, bufs map[string]buf, dev string) (ticket, error)
-	// read reads a buffer back (only pages outdated on the host move) and
-	// says how many bytes moved to the host for it.
-	read(ctx context.Context, b buf) ([]byte, int64, error)
+	// write writes a buffer's contents to w, as they lie in memory (host
+	// byte order), reading them back first (only pages outdated on the
+	// host move), and says how many bytes moved to the host for it.
+	write(ctx context.Context, b buf, w io.Writer) (int64, error)
 	// close ends the engine: waits for what is in flight, frees buffers,
 	// and records the engine's counters in res.
 	close(res *Result) error
@@ -215,10 +217,10 @@ func launch(h *acpp.Handler, s *jobfile.Step, name string, k *device.Kernel, buf
 	h.Launch(name, rng, args...)
 }
 
-func (e *embeddedEngine) read(ctx context.Context, b buf) ([]byte, int64, error) {
+func (e *embeddedEngine) write(ctx context.Context, b buf, w io.Writer) (int64, error) {
 	before := e.q.Stats().BytesDeviceToHost
-	data, err := b.(ebuf).bytes(ctx)
-	return data, e.q.Stats().BytesDeviceToHost - before, err
+	err := b.(ebuf).writeTo(ctx, w)
+	return e.q.Stats().BytesDeviceToHost - before, err
 }
 
 func (e *embeddedEngine) close(res *Result) error {

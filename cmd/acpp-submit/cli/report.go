@@ -90,7 +90,12 @@ func (res *Result) Summary() string {
 		}
 	}
 	for _, o := range res.Outputs {
-		fmt.Fprintf(&b, "  wrote %s (%s %v, %s, %s)\n", o.Path, o.Type, o.Range, o.Format, bytesStr(int64(o.Bytes)))
+		d := o.End.Sub(o.Start)
+		rate := ""
+		if d > 0 && o.Bytes > 0 {
+			rate = fmt.Sprintf(", %s/s", bytesStr(int64(float64(o.Bytes)/d.Seconds())))
+		}
+		fmt.Fprintf(&b, "  wrote %s (%s %v, %s, %s) in %s%s\n", o.Path, o.Type, o.Range, o.Format, bytesStr(int64(o.Bytes)), d.Round(10*time.Microsecond), rate)
 	}
 	if failed > 0 {
 		fmt.Fprintf(&b, "  %d command groups failed\n", failed)
