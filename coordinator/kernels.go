@@ -12,7 +12,9 @@ import (
 	"github.com/acpp/acpp/proto"
 )
 
-// RegisterKernels ships PTX kernels to the job's nodes (proto.MsgJobKernels)
+// RegisterKernels ships PTX kernels, and kernels given as CUDA C source
+// (device.Kernel.CUDA, compiled by each node for its own GPUs with NVRTC;
+// docs/CUDA.md), to the job's nodes (proto.MsgJobKernels)
 // so that its groups can launch them by name like the kernels of the
 // nodes' own registries. Each node registers them for this job only (no
 // other job or client sees them, C6) and drops them when the job closes.
@@ -44,8 +46,8 @@ func (j *Job) RegisterKernels(ctx context.Context, ks ...device.Kernel) error {
 		names[i] = k.Name
 		specs[i] = kernelSpec(k)
 		switch {
-		case k.PTX == nil:
-			errs = append(errs, fmt.Errorf("kernel %q has no PTX: only PTX kernels travel to nodes", k.Name))
+		case k.PTX == nil && k.CUDA == nil:
+			errs = append(errs, fmt.Errorf("kernel %q has no PTX or CUDA C source: only those travel to nodes", k.Name))
 			continue
 		case k.Go != nil:
 			errs = append(errs, fmt.Errorf("kernel %q has a Go implementation, which cannot travel to nodes: ship it without (PTX only), or build it into acpp-node", k.Name))
@@ -132,7 +134,7 @@ func (j *Job) kernel(name string) (*device.Kernel, error) {
 // its process under names unique to their content).
 func (j *Job) ShipKernel(ctx context.Context, name string) error {
 	k, err := device.Kernels.Lookup(name)
-	if err != nil || k.PTX == nil || k.Go != nil {
+	if err != nil || (k.PTX == nil && k.CUDA == nil) || k.Go != nil {
 		return nil
 	}
 	targets, all := j.ptxNodes()
@@ -165,11 +167,14 @@ func (j *Job) ptxNodes() (targets []*nodeState, all []string) {
 	return targets, all
 }
 
-// kernelSpec is k's wire form (its PTX, when it has one).
+// kernelSpec is k's wire form: its PTX when it has one, else its CUDA C
+// source, which each node compiles for its own GPUs.
 func kernelSpec(k *device.Kernel) proto.KernelSpec {
 	s := proto.KernelSpec{Name: k.Name}
 	if k.PTX != nil {
 		s.PTX, s.Entry = k.PTX.Module, k.PTX.Entry
+	} else if k.CUDA != nil {
+		s.CUDA, s.Entry, s.File, s.Options = k.CUDA.Source, k.CUDA.Entry, k.CUDA.File, k.CUDA.Options
 	}
 	for _, p := range k.Params {
 		s.Params = append(s.Params, proto.KernelParam{Name: p.Name, Kind: uint8(p.Kind), Space: uint8(p.Space), ElemSize: uint32(p.ElemSize)})
@@ -177,8 +182,18 @@ func kernelSpec(k *device.Kernel) proto.KernelSpec {
 	return s
 }
 
-// sameDecl reports whether a and b declare the same PTX kernel.
+// sameDecl reports whether a and b declare the same PTX (or CUDA C)
+// kernel.
 func sameDecl(a, b *device.Kernel) bool {
-	return a.Name == b.Name && slices.Equal(a.Params, b.Params) && a.Go == nil && a.PTX != nil && b.PTX != nil &&
-		a.PTX.Entry == b.PTX.Entry && string(a.PTX.Module) == string(b.PTX.Module)
+	if a.Name != b.Name || !slices.Equal(a.Params, b.Params) || a.Go != nil {
+		return false
+	}
+	switch {
+	case a.PTX != nil && b.PTX != nil:
+		return a.PTX.Entry == b.PTX.Entry && string(a.PTX.Module) == string(b.PTX.Module)
+	case a.PTX == nil && b.PTX == nil && a.CUDA != nil && b.CUDA != nil:
+		return a.CUDA.Entry == b.CUDA.Entry && a.CUDA.File == b.CUDA.File && slices.Equal(a.CUDA.Options, b.CUDA.Options) &&
+			string(a.CUDA.Source) == string(b.CUDA.Source)
+	}
+	return false
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"time"
+
+	"github.com/acpp/acpp/cuda/nvrtc"
 )
 
 // Completion is how a device learns that its GPU work finished.
@@ -86,6 +88,10 @@ type Config struct {
 	PinMinBytes int
 	// Devices limits which GPUs are opened (by ordinal); nil means all.
 	Devices []int
+	// NVRTC compiles kernels given as CUDA C (device.Kernel.CUDA); nil
+	// means nvrtc.Default (libnvrtc from the usual places, PTX cached
+	// under os.UserCacheDir()/acpp/nvrtc).
+	NVRTC *nvrtc.Compiler
 
 	// virtualDevices adds logical devices on the first GPU (ordinals 1000,
 	// 1001, ...): tests use them for device-to-device copies on one GPU.

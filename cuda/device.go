@@ -45,6 +45,11 @@ type Device struct {
 	pending [][]completion // per stream: ops issued since the last flush
 	funcs   map[moduleKey]*module
 
+	// srcMu guards sources and is held while a source compiles (on the
+	// launching goroutine, not the owner).
+	srcMu   sync.Mutex
+	sources map[sourceKey]*compiled
+
 	mu   sync.Mutex                // guards mems
 	mems map[*device.Mem]*memState // live allocations of this device
 
@@ -164,6 +169,14 @@ func (d *Device) Enqueue(queue int, op device.Op, done func(error)) error {
 			return fmt.Errorf("fill destination: %w", err)
 		}
 	case device.LaunchOp:
+		if o.Kernel != nil && o.Kernel.PTX == nil && o.Kernel.CUDA != nil {
+			k, err := d.fromSource(o.Kernel)
+			if err != nil {
+				return err
+			}
+			o.Kernel = k
+			op = o
+		}
 		args, err := d.checkLaunch(o)
 		if err != nil {
 			return err

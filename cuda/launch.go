@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -45,7 +46,7 @@ func (d *Device) checkLaunch(o device.LaunchOp) ([]device.Arg, error) {
 	}
 	k := o.Kernel
 	if k.PTX == nil || len(k.PTX.Module) == 0 || k.PTX.Entry == "" {
-		return nil, fmt.Errorf("%w: kernel %q has no PTX; register one (device.PTX{Module, Entry}) to run it on %s", device.ErrNoImplementation, k.Name, d.info.ID)
+		return nil, fmt.Errorf("%w: kernel %q has no PTX; register one (device.PTX{Module, Entry}, or CUDA C source as device.CUDA{Source, Entry}) to run it on %s", device.ErrNoImplementation, k.Name, d.info.ID)
 	}
 	if err := o.Range.Validate(); err != nil {
 		return nil, err
@@ -186,7 +187,14 @@ func (d *Device) UnloadModule(mod []byte) error {
 	}
 	key := moduleKey{unsafe.SliceData(mod), len(mod)}
 	entryCache.Delete(key)
-	return d.Do(func(*Thread) error { return d.unloadModule(key) })
+	keys := append([]moduleKey{key}, d.forgetSource(key)...)
+	return d.Do(func(*Thread) error {
+		var errs []error
+		for _, k := range keys {
+			errs = append(errs, d.unloadModule(k))
+		}
+		return errors.Join(errs...)
+	})
 }
 
 // unloadModule runs on the owner thread.

@@ -14,7 +14,8 @@ type Form uint8
 const (
 	// FormGo is a Go function run in process (the CPU backend, fakes).
 	FormGo Form = iota + 1
-	// FormPTX is a PTX module entry point (the CUDA backend).
+	// FormPTX is a PTX module entry point (the CUDA backend), given as PTX
+	// or as CUDA C source compiled to PTX at run time (Kernel.CUDA).
 	FormPTX
 )
 
@@ -90,6 +91,25 @@ type PTX struct {
 	Entry string
 }
 
+// CUDA is a CUDA kernel given as CUDA C source. The CUDA backend compiles
+// it to PTX at run time with NVRTC (cuda/nvrtc) for each GPU's
+// architecture, on the machine that runs it, and caches the PTX on disk;
+// a machine without libnvrtc refuses the launch with an error saying how
+// to install it. It counts as FormPTX: a device that runs PTX runs it.
+type CUDA struct {
+	// Source is the CUDA C text. The entry must be declared
+	// extern "C" __global__ so that its PTX entry is its plain name.
+	Source []byte
+	// Entry is the kernel's function name.
+	Entry string
+	// File names the source in compile errors ("saxpy.cu:4: error: ...");
+	// "" means the kernel's name with ".cu".
+	File string
+	// Options are extra NVRTC options ("-use_fast_math", "-DTILE=16");
+	// the architecture is the GPU's and must not be given.
+	Options []string
+}
+
 // Kernel is a named kernel with its parameters and one implementation per
 // backend (like a StarPU codelet).
 type Kernel struct {
@@ -99,6 +119,9 @@ type Kernel struct {
 	Go GoFunc
 	// PTX runs it on CUDA; nil means none.
 	PTX *PTX
+	// CUDA runs it on CUDA from source when PTX is nil (PTX wins when
+	// both are set); nil means none.
+	CUDA *CUDA
 }
 
 // Has reports whether k has an implementation in form f.
@@ -107,7 +130,7 @@ func (k *Kernel) Has(f Form) bool {
 	case FormGo:
 		return k.Go != nil
 	case FormPTX:
-		return k.PTX != nil
+		return k.PTX != nil || k.CUDA != nil
 	}
 	return false
 }
@@ -150,8 +173,11 @@ func (r *Registry) Register(k Kernel) error {
 	if k.Name == "" {
 		return fmt.Errorf("device: kernel without a name; set Kernel.Name")
 	}
-	if k.Go == nil && k.PTX == nil {
-		return fmt.Errorf("device: kernel %q has no implementation; set Go and/or PTX", k.Name)
+	if k.Go == nil && k.PTX == nil && k.CUDA == nil {
+		return fmt.Errorf("device: kernel %q has no implementation; set Go, PTX and/or CUDA", k.Name)
+	}
+	if k.CUDA != nil && (len(k.CUDA.Source) == 0 || k.CUDA.Entry == "") {
+		return fmt.Errorf("device: kernel %q: CUDA needs Source and Entry (its extern \"C\" __global__ function)", k.Name)
 	}
 	for i, p := range k.Params {
 		if p.Kind < ArgPointer || p.Kind > ArgScalar || p.Space < Generic || p.Space > Constant {

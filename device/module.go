@@ -29,3 +29,18 @@ package device
 type ModuleUnloader interface {
 	UnloadModule(module []byte) error
 }
+
+// KernelPreparer is implemented by devices that turn a kernel into what
+// they run before its first launch: the CUDA backend compiles a kernel
+// given as CUDA C source (Kernel.CUDA) with NVRTC for its GPU, from its
+// disk cache when it can, and checks the entry against Kernel.Params.
+// PrepareKernel returns the compiler's error (with file:line of the
+// source) or nil; it keeps nothing (a launch compiles again, from the
+// cache), so a caller may prepare a kernel it then drops. A node prepares
+// the CUDA C kernels a job ships when they are registered, so that their
+// errors reach the client then, not at the first launch. Kernels that
+// need no preparing return nil. It runs on the caller's goroutine and may
+// take as long as a compilation.
+type KernelPreparer interface {
+	PrepareKernel(k *Kernel) error
+}

@@ -621,6 +621,19 @@ func (d *decoder) kernels(n *yaml.Node) []*KernelDecl {
 			switch g.key {
 			case "ptx":
 				k.PTX, _ = d.str(g.node, q)
+			case "cuda":
+				k.CUDA, _ = d.str(g.node, q)
+			case "options":
+				items, _ := d.list(g.node, q)
+				for i, it := range items {
+					if o, ok := d.str(it, fmt.Sprintf("%s[%d]", q, i)); ok {
+						if o == "" || strings.ContainsRune(o, 0) || strings.HasPrefix(o, "--gpu-architecture") || strings.HasPrefix(o, "-arch") {
+							d.errf(it, fmt.Sprintf("%s[%d]", q, i), "NVRTC option %q: give a non-empty option; the architecture is each GPU's own, leave it out", o)
+							continue
+						}
+						k.Options = append(k.Options, o)
+					}
+				}
 			case "entry":
 				k.Entry, _ = d.str(g.node, q)
 			case "params":
@@ -630,8 +643,13 @@ func (d *decoder) kernels(n *yaml.Node) []*KernelDecl {
 				}
 			}
 		}
-		if k.PTX == "" {
-			d.errf(f.kn, p+".ptx", "missing; name the PTX module file")
+		switch {
+		case k.PTX == "" && k.CUDA == "" && !hasKey(kf, "ptx") && !hasKey(kf, "cuda"):
+			d.errf(f.kn, p+".ptx", "missing; name the PTX module file (ptx:) or the CUDA C source file (cuda:)")
+		case hasKey(kf, "ptx") && hasKey(kf, "cuda"):
+			d.errf(f.kn, p+".cuda", "give ptx or cuda, not both")
+		case hasKey(kf, "options") && !hasKey(kf, "cuda"):
+			d.errf(f.kn, p+".options", "NVRTC options go with cuda: source; a ptx: module is already compiled")
 		}
 		if !hasKey(kf, "params") {
 			d.errf(f.kn, p+".params", "missing; declare the parameters after the ND range (an empty list for none)")
@@ -695,7 +713,7 @@ var (
 	fieldsJob      = []string{"version", "name", "description", "params", "buffers", "kernels", "steps", "outputs"}
 	fieldsBuffer   = []string{"type", "range", "page_size", "init"}
 	fieldsInit     = []string{"value", "file", "format", "kernel", "param", "range", "work_group", "scalars", "local"}
-	fieldsKernel   = []string{"ptx", "entry", "params"}
+	fieldsKernel   = []string{"ptx", "cuda", "options", "entry", "params"}
 	fieldsParam    = []string{"name", "kind", "type", "const"}
 	fieldsStep     = []string{"kernel", "fill", "copy", "swap", "repeat", "name", "device", "range", "work_group", "accessors", "scalars", "local", "split"}
 	fieldsAccessor = []string{"param", "buffer", "mode", "range", "offset", "no_init", "map"}

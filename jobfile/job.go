@@ -305,10 +305,15 @@ const (
 	ParamLocal    ParamKind = "local"
 )
 
-// KernelDecl is a kernel the job ships as a PTX module.
+// KernelDecl is a kernel the job ships as a PTX module, or as CUDA C
+// source that NVRTC compiles where it runs (each node, for its GPUs).
+// Exactly one of PTX and CUDA is set.
 type KernelDecl struct {
 	Name   string
 	PTX    string // path of the module, relative to the job file
+	CUDA   string // path of the CUDA C source, relative to the job file
+	// Options are NVRTC options for CUDA ("--fmad=false", "-DTILE=16").
+	Options []string
 	Entry  string // defaults to Name
 	Params []ParamDecl
 	Line   int

@@ -107,6 +107,10 @@ func TestParseErrors(t *testing.T) {
 		{"local without group", "buffers: {a: {type: float32, range: 4}, b: {type: float32, range: 1}}\nsteps:\n- kernel: reduce_sum_f32\n  range: [4]\n  scalars: {n: 4}\n  local: {scratch: 16}\n  accessors: [{buffer: a, mode: read}, {buffer: b, mode: write}]\n", "give work_group"},
 		{"job kernel shadows builtin", "buffers: {}\nkernels: {saxpy: {ptx: s.ptx, params: []}}\nsteps: []\n", `already registered`},
 		{"zero chunks per device", jacobiMin + "    split: {chunks_per_device: 0}\n", "steps[0].split.chunks_per_device: 0 is out of range"},
+		{"job kernel ptx and cuda", "buffers: {}\nkernels: {k: {ptx: s.ptx, cuda: s.cu, params: []}}\nsteps: []\n", `kernels.k.cuda: give ptx or cuda, not both`},
+		{"job kernel neither", "buffers: {}\nkernels: {k: {entry: k, params: []}}\nsteps: []\n", `kernels.k.ptx: missing; name the PTX module file (ptx:) or the CUDA C source file (cuda:)`},
+		{"job kernel options with ptx", "buffers: {}\nkernels: {k: {ptx: s.ptx, options: [-O3], params: []}}\nsteps: []\n", `kernels.k.options: NVRTC options go with cuda:`},
+		{"job kernel arch option", "buffers: {}\nkernels: {k: {cuda: s.cu, options: [--gpu-architecture=compute_80], params: []}}\nsteps: []\n", `kernels.k.options[0]: NVRTC option "--gpu-architecture=compute_80"`},
 		{"job kernel param missing kind", "buffers: {}\nkernels: {k: {ptx: s.ptx, params: [{name: x, type: float32}]}}\nsteps: []\n", `kernels.k.params[0].kind: missing`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -257,6 +261,7 @@ func FuzzParse(f *testing.F) {
 	data, _ := os.ReadFile("testdata/bad.yaml")
 	f.Add(data)
 	f.Add([]byte(jacobiMin))
+	f.Add([]byte(cudaJob))
 	f.Add([]byte("params: {a: b + 1, b: a + 1, c: a}\n" + jacobiMin))                             // a cycle, and a user of it
 	f.Add([]byte("params: {n: m * 2, m: 4}\nbuffers: {x: {type: int32, range: n}}\nsteps: []\n")) // a later param
 	o := opts(f)
@@ -458,5 +463,40 @@ func TestParamErrors(t *testing.T) {
 	}
 	if j.Params["p0"] != maxParamChain-1 {
 		t.Errorf("p0 = %d, want %d", j.Params["p0"], maxParamChain-1)
+	}
+}
+
+// cudaJob declares a kernel as CUDA C source with NVRTC options.
+const cudaJob = `buffers:
+  x: {type: float32, range: 8, init: {value: 1}}
+kernels:
+  scale_cu:
+    cuda: kernels/scale.cu
+    options: [--fmad=false, -DK=2]
+    entry: scale
+    params:
+      - {name: a, kind: scalar, type: float32}
+      - {name: x, kind: pointer, type: float32}
+steps:
+  - kernel: scale_cu
+    range: [8]
+    scalars: {a: 2}
+    accessors: [{buffer: x, mode: read_write}]
+`
+
+// TestJobKernelCUDASource: a kernels: entry may name CUDA C source
+// (cuda:) with NVRTC options instead of a PTX module.
+func TestJobKernelCUDASource(t *testing.T) {
+	j, err := Parse("t.yaml", []byte(cudaJob), opts(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(j.Kernels) != 1 {
+		t.Fatalf("Kernels = %+v, want one", j.Kernels)
+	}
+	k := j.Kernels[0]
+	if k.Name != "scale_cu" || k.CUDA != "kernels/scale.cu" || k.PTX != "" || k.Entry != "scale" || len(k.Params) != 2 ||
+		len(k.Options) != 2 || k.Options[0] != "--fmad=false" || k.Options[1] != "-DK=2" || k.Line != 4 {
+		t.Errorf("Kernels[0] = %+v, want scale_cu from kernels/scale.cu with two options at line 4", k)
 	}
 }

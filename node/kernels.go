@@ -19,7 +19,8 @@ import (
 )
 
 // A job's own kernels (MsgJobKernels). A job file may declare kernels as
-// PTX modules that the node's registry (device.Kernels) does not have; the
+// PTX modules, or as CUDA C source that the node compiles for its GPUs
+// (checkSourceKernel), that the node's registry (device.Kernels) does not have; the
 // job's client ships them, and the node registers them for that job only:
 // the job's launches look them up before the node's registry, no other
 // job sees them (C6), and they are dropped when the job closes; their
@@ -223,6 +224,9 @@ func (n *Node) checkKernel(s *proto.KernelSpec) (device.Kernel, error) {
 	for i, p := range s.Params {
 		params[i] = device.Param{Name: p.Name, Kind: device.ArgKind(p.Kind), Space: device.AddrSpace(p.Space), ElemSize: int(p.ElemSize)}
 	}
+	if len(s.CUDA) > 0 {
+		return n.checkSourceKernel(s, params)
+	}
 	entries, err := ptxlib.Entries(s.PTX)
 	if err != nil {
 		return device.Kernel{}, reply(proto.CodeMalformed, "kernel %q: its PTX module does not parse: %v", s.Name, err)
@@ -244,10 +248,65 @@ func (n *Node) checkKernel(s *proto.KernelSpec) (device.Kernel, error) {
 	return device.Kernel{}, reply(proto.CodeMalformed, "kernel %q: entry %q is not in its PTX module (entries: %s)", s.Name, s.Entry, strings.Join(names, ", "))
 }
 
+// checkSourceKernel turns a kernel shipped as CUDA C into a
+// device.Kernel after compiling it for each of the node's GPUs
+// (device.KernelPreparer; NVRTC's disk cache makes GPUs of one
+// architecture after the first, and later jobs, cheap), so that a compile
+// error reaches the client at registration, at file:line of its source.
+// A node without GPUs registers the kernel without compiling it: no
+// device of it can launch it, and placement offers it none.
+func (n *Node) checkSourceKernel(s *proto.KernelSpec, params []device.Param) (device.Kernel, error) {
+	k := device.Kernel{Name: s.Name, Params: params, CUDA: &device.CUDA{Source: s.CUDA, Entry: s.Entry, File: s.File, Options: s.Options}}
+	if n.devs == nil {
+		return k, nil
+	}
+	for _, dev := range n.devs.all {
+		p, ok := dev.(device.KernelPreparer)
+		if !ok || !dev.Info().Caps.Runs(device.FormPTX) {
+			continue
+		}
+		if err := p.PrepareKernel(&k); err != nil {
+			return device.Kernel{}, reply(proto.CodeMalformed, "kernel %q on node %s: %v", s.Name, n.cfg.Name, err)
+		}
+	}
+	return k, nil
+}
+
+// module is the bytes a job kernel's module is interned and unloaded by:
+// its PTX, or its CUDA C source (the CUDA backend keys what it compiled
+// from a source by the source's bytes, cuda/source.go).
+func module(k *device.Kernel) []byte {
+	if k.PTX != nil {
+		return k.PTX.Module
+	}
+	return k.CUDA.Source
+}
+
+// withModule returns k with its module replaced by mod (the interned copy).
+func withModule(k device.Kernel, mod []byte) device.Kernel {
+	if k.PTX != nil {
+		k.PTX = &device.PTX{Module: mod, Entry: k.PTX.Entry}
+	} else {
+		c := *k.CUDA
+		c.Source = mod
+		k.CUDA = &c
+	}
+	return k
+}
+
 // sameKernel reports whether a and b declare the same kernel.
 func sameKernel(a, b *device.Kernel) bool {
-	return a.Name == b.Name && slices.Equal(a.Params, b.Params) && a.PTX != nil && b.PTX != nil &&
-		a.PTX.Entry == b.PTX.Entry && string(a.PTX.Module) == string(b.PTX.Module)
+	if a.Name != b.Name || !slices.Equal(a.Params, b.Params) {
+		return false
+	}
+	switch {
+	case a.PTX != nil && b.PTX != nil:
+		return a.PTX.Entry == b.PTX.Entry && string(a.PTX.Module) == string(b.PTX.Module)
+	case a.CUDA != nil && b.CUDA != nil:
+		return a.CUDA.Entry == b.CUDA.Entry && a.CUDA.File == b.CUDA.File && slices.Equal(a.CUDA.Options, b.CUDA.Options) &&
+			string(a.CUDA.Source) == string(b.CUDA.Source)
+	}
+	return false
 }
 
 // addKernels registers checked kernels for j. A kernel the job already has
@@ -275,24 +334,24 @@ func (j *job) addKernels(ks []device.Kernel) (*proto.JobKernelsRegistered, error
 		}
 		add = append(add, k)
 		count++
-		bytes += len(k.PTX.Module)
+		bytes += len(module(&k))
 	}
 	if count > maxJobKernels || bytes > maxJobKernelBytes {
 		return nil, reply(proto.CodeTooLarge, "job %d would have %d kernels with %d bytes of modules on node %s, at most %d kernels and %d bytes",
 			j.id, count, bytes, node, maxJobKernels, maxJobKernelBytes)
 	}
 	for i := range add {
-		mod, err := intern(j.n, add[i].PTX.Module)
+		mod, err := intern(j.n, module(&add[i]))
 		if err != nil {
 			held := make([][]byte, i)
 			for h := range held {
-				held[h] = add[h].PTX.Module
+				held[h] = module(&add[h])
 			}
 			// Never launched: nothing to unload.
 			release(j.n, held)
 			return nil, err
 		}
-		add[i].PTX = &device.PTX{Module: mod, Entry: add[i].PTX.Entry}
+		add[i] = withModule(add[i], mod)
 	}
 	for i := range add {
 		set.m[add[i].Name] = &add[i]
@@ -313,7 +372,7 @@ func (j *job) addKernels(ks []device.Kernel) (*proto.JobKernelsRegistered, error
 			}
 			mods := make([][]byte, 0, len(set.m))
 			for _, k := range set.m {
-				mods = append(mods, k.PTX.Module)
+				mods = append(mods, module(k))
 			}
 			j.n.goFunc(func() { j.releaseWhenFreed(mods) })
 		})

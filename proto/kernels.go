@@ -2,6 +2,7 @@ package proto
 
 import (
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -74,7 +75,8 @@ type JobKernels struct {
 
 // KernelSpec is one kernel a job ships: its name, its parameters as
 // device.Kernel declares them (without the implicit ND range), and its
-// PTX implementation.
+// implementation: PTX, or CUDA C source that each node compiles for its
+// own GPUs with NVRTC (exactly one of PTX and CUDA).
 type KernelSpec struct {
 	// Name is what Launch.Kernel calls it: 1 to MaxKernelName bytes of
 	// letters, digits and _ . - @ :, starting with a letter or _.
@@ -83,8 +85,26 @@ type KernelSpec struct {
 	// PTX is the module's text (not a cubin: the node parses its entry
 	// points to check Entry and Params before accepting it).
 	PTX []byte `msgpack:"m"`
-	// Entry is the kernel's entry point in PTX (a PTX identifier).
+	// Entry is the kernel's entry point in PTX (a PTX identifier); for
+	// CUDA, its extern "C" __global__ function.
 	Entry string `msgpack:"e"`
+	// CUDA is CUDA C source (instead of PTX). The node compiles it with
+	// NVRTC for each of its GPUs when the kernels are registered; a
+	// compile error comes back at File:line.
+	CUDA []byte `msgpack:"c,omitempty"`
+	// File names CUDA in compile errors (at most MaxKernelName bytes).
+	File string `msgpack:"f,omitempty"`
+	// Options are NVRTC options for CUDA (at most MaxKernelParams, each at
+	// most MaxKernelName bytes).
+	Options []string `msgpack:"o,omitempty"`
+}
+
+// Module is the kernel's implementation's bytes: PTX or CUDA C source.
+func (k *KernelSpec) Module() []byte {
+	if len(k.CUDA) > 0 {
+		return k.CUDA
+	}
+	return k.PTX
 }
 
 // KernelParam is one declared parameter (device.Param). Kind and Space
@@ -160,7 +180,7 @@ func (r *JobKernels) Validate() error {
 			return fmt.Errorf("%w: kernel %d: %q is in the request twice", ErrMalformed, i, r.Kernels[i].Name)
 		}
 		seen[r.Kernels[i].Name] = true
-		total += len(r.Kernels[i].PTX)
+		total += len(r.Kernels[i].Module())
 	}
 	if total > MaxKernelModule {
 		return fmt.Errorf("%w: the request's modules are %d bytes together, at most %d; send them in several requests", ErrMalformed, total, MaxKernelModule)
@@ -175,11 +195,30 @@ func (k *KernelSpec) validate() error {
 	if !validEntry(k.Entry) {
 		return fmt.Errorf("%q: entry %.40q is not a PTX identifier (at most %d bytes)", k.Name, k.Entry, MaxKernelName)
 	}
-	if len(k.PTX) == 0 {
+	switch {
+	case len(k.PTX) > 0 && len(k.CUDA) > 0:
+		return fmt.Errorf("%q: both PTX and CUDA C source; ship one", k.Name)
+	case len(k.CUDA) > 0:
+		if len(k.CUDA) > MaxKernelModule {
+			return fmt.Errorf("%q: CUDA C source of %d bytes, at most %d", k.Name, len(k.CUDA), MaxKernelModule)
+		}
+		if len(k.File) > MaxKernelName || !utf8.ValidString(k.File) || strings.ContainsAny(k.File, "\x00\n(") {
+			return fmt.Errorf("%q: file name %.40q is not UTF-8 of at most %d bytes without NUL, newline or (", k.Name, k.File, MaxKernelName)
+		}
+		if len(k.Options) > MaxKernelParams {
+			return fmt.Errorf("%q: %d NVRTC options, at most %d", k.Name, len(k.Options), MaxKernelParams)
+		}
+		for i, o := range k.Options {
+			if len(o) > MaxKernelName || !utf8.ValidString(o) || strings.ContainsRune(o, 0) {
+				return fmt.Errorf("%q: NVRTC option %d is not UTF-8 of at most %d bytes without NUL", k.Name, i, MaxKernelName)
+			}
+		}
+	case len(k.PTX) == 0:
 		return fmt.Errorf("%q: empty PTX module", k.Name)
-	}
-	if len(k.PTX) > MaxKernelModule {
+	case len(k.PTX) > MaxKernelModule:
 		return fmt.Errorf("%q: PTX module of %d bytes, at most %d", k.Name, len(k.PTX), MaxKernelModule)
+	case k.File != "" || len(k.Options) > 0:
+		return fmt.Errorf("%q: File and Options belong to CUDA C source, and the kernel ships PTX", k.Name)
 	}
 	if len(k.Params) > MaxKernelParams {
 		return fmt.Errorf("%q: %d parameters, at most %d", k.Name, len(k.Params), MaxKernelParams)

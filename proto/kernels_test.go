@@ -35,6 +35,17 @@ func TestJobKernelsValidate_C6(t *testing.T) {
 		{"name at the limit", func(r *JobKernels) { r.Kernels[0].Name = strings.Repeat("k", MaxKernelName) }, ""},
 		{"entry not an identifier", func(r *JobKernels) { r.Kernels[0].Entry = "sax py" }, "entry"},
 		{"empty module", func(r *JobKernels) { r.Kernels[0].PTX = nil }, "empty PTX module"},
+		{"CUDA C source", func(r *JobKernels) {
+			r.Kernels[0].PTX, r.Kernels[0].CUDA = nil, []byte(`extern "C" __global__ void saxpy() {}`)
+			r.Kernels[0].File, r.Kernels[0].Options = "k/saxpy.cu", []string{"--fmad=false"}
+		}, ""},
+		{"PTX and CUDA C", func(r *JobKernels) { r.Kernels[0].CUDA = []byte("x") }, "both PTX and CUDA"},
+		{"CUDA C too large", func(r *JobKernels) { r.Kernels[0].PTX, r.Kernels[0].CUDA = nil, make([]byte, MaxKernelModule+1) }, "CUDA C source of"},
+		{"CUDA file with a newline", func(r *JobKernels) { r.Kernels[0].PTX, r.Kernels[0].CUDA, r.Kernels[0].File = nil, []byte("x"), "a\nb.cu" }, "file name"},
+		{"CUDA option with NUL", func(r *JobKernels) {
+			r.Kernels[0].PTX, r.Kernels[0].CUDA, r.Kernels[0].Options = nil, []byte("x"), []string{"-D\x00"}
+		}, "option 0"},
+		{"options with PTX", func(r *JobKernels) { r.Kernels[0].Options = []string{"-O3"} }, "belong to CUDA C"},
 		{"module too large", func(r *JobKernels) { r.Kernels[0].PTX = make([]byte, MaxKernelModule+1) }, "at most 12582912"},
 		{"modules too large together", func(r *JobKernels) {
 			k := r.Kernels[0]

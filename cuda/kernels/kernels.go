@@ -11,6 +11,13 @@ import (
 //go:embed ptx/*.ptx
 var ptxFS embed.FS
 
+// Header is acpp.cuh, the argument layout every acpp kernel shares
+// (acpp_nd, acpp_id, the accessor structs). The CUDA backend offers it to
+// kernels given as CUDA C source: they may #include "acpp.cuh".
+//
+//go:embed src/acpp.cuh
+var Header []byte
+
 // Builtin describes one built-in kernel: its registry name, its parameters
 // (without the implicit ND range) and the PTX module and entry that run it.
 type Builtin struct {

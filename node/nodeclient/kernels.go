@@ -23,8 +23,8 @@ func (j *Job) RegisterKernels(ctx context.Context, ks ...proto.KernelSpec) (*pro
 	var out proto.JobKernelsRegistered
 	for len(ks) > 0 {
 		n, bytes := 0, 0
-		for n < len(ks) && n < proto.MaxKernelsPerRequest && (n == 0 || bytes+len(ks[n].PTX) <= proto.MaxKernelModule) {
-			bytes += len(ks[n].PTX)
+		for n < len(ks) && n < proto.MaxKernelsPerRequest && (n == 0 || bytes+len(ks[n].Module()) <= proto.MaxKernelModule) {
+			bytes += len(ks[n].Module())
 			n++
 		}
 		req := &proto.JobKernels{Job: j.id, Kernels: ks[:n]}

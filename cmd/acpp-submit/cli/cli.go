@@ -402,6 +402,8 @@ func newKernelsCmd(env Env) *cobra.Command {
 				}
 				if k.PTX != nil {
 					forms = append(forms, "cuda")
+				} else if k.CUDA != nil {
+					forms = append(forms, "cuda (CUDA C)")
 				}
 				fmt.Fprintf(env.Stdout, "%-60s [%s]\n", kernelSignature(k), strings.Join(forms, ", "))
 			}

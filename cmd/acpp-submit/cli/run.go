@@ -323,10 +323,17 @@ func (r *runner) path(p string) string {
 
 // registerJobKernels registers the kernels the job ships as PTX under a
 // name unique to the module's content, after checking the module's entry
-// against the declared parameters.
+// against the declared parameters, and those it gives as CUDA C source
+// (registerSourceKernel).
 func (r *runner) registerJobKernels() error {
 	var errs jobfile.Errors
 	for _, k := range r.job.Kernels {
+		if k.CUDA != "" {
+			if err := r.registerSourceKernel(k); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		mod, err := os.ReadFile(r.path(k.PTX))
 		if err != nil {
 			errs = append(errs, r.job.At(k.Line, "kernels."+k.Name+".ptx", fmt.Errorf("%w; the path is relative to the job file's directory", err)))
@@ -364,6 +371,32 @@ func (r *runner) registerJobKernels() error {
 	if len(errs) > 0 {
 		return errs
 	}
+	return nil
+}
+
+// registerSourceKernel registers a kernel the job gives as CUDA C source
+// under a name unique to its content. Nothing compiles here: the source
+// is compiled with NVRTC where it runs, by the CUDA backend for each GPU
+// (embedded) or by each node for its GPUs when the kernel is shipped
+// (--cluster), so the client needs no CUDA toolchain; compile errors come
+// back at the source's file:line (the path as the job file gives it).
+func (r *runner) registerSourceKernel(k *jobfile.KernelDecl) *jobfile.Error {
+	src, err := os.ReadFile(r.path(k.CUDA))
+	if err != nil {
+		return r.job.At(k.Line, "kernels."+k.Name+".cuda", fmt.Errorf("%w; the path is relative to the job file's directory", err))
+	}
+	if len(src) == 0 {
+		return r.job.At(k.Line, "kernels."+k.Name+".cuda", fmt.Errorf("%s is empty", k.CUDA))
+	}
+	params := k.DeviceParams()
+	sum := sha256.Sum256(fmt.Appendf(src, "\x00%s\x00%s\x00%q\x00%v", k.Entry, k.CUDA, k.Options, params))
+	name := k.Name + "@" + hex.EncodeToString(sum[:6])
+	err = device.Register(device.Kernel{Name: name, Params: params,
+		CUDA: &device.CUDA{Source: src, Entry: k.Entry, File: k.CUDA, Options: k.Options}})
+	if err != nil && !errors.Is(err, device.ErrDuplicateKernel) {
+		return r.job.At(k.Line, "kernels."+k.Name, err)
+	}
+	r.kernelNames[k.Name] = name
 	return nil
 }
 
@@ -545,6 +578,10 @@ func (r *runner) outputs(ctx context.Context) error {
 	for _, o := range r.job.Outputs {
 		b := r.bufs[o.Buffer]
 		start := time.Now()
+		data, moved, err := r.eng.read(ctx, b)
+		if err != nil {
+			return r.job.At(o.Line, o.Path, fmt.Errorf("read buffer %q back: %w", o.Buffer, err))
+		}
 		p := o.File
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(dir, p)
@@ -552,11 +589,10 @@ func (r *runner) outputs(ctx context.Context) error {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return r.job.At(o.Line, o.Path+".file", err)
 		}
-		moved, err := writeOutput(ctx, r.eng, b, p, o.Format)
-		if err != nil {
-			return r.job.At(o.Line, o.Path+".file", fmt.Errorf("write buffer %q to %s: %w", o.Buffer, p, err))
+		if err := writeOutput(p, b.spec(), o.Format, data); err != nil {
+			return r.job.At(o.Line, o.Path+".file", fmt.Errorf("write %s: %w", p, err))
 		}
-		r.res.Outputs = append(r.res.Outputs, OutputFile{Buffer: o.Buffer, Path: p, Format: o.Format, Bytes: b.spec().Bytes(), Type: b.spec().Type, Range: b.spec().Range,
+		r.res.Outputs = append(r.res.Outputs, OutputFile{Buffer: o.Buffer, Path: p, Format: o.Format, Bytes: len(data), Type: b.spec().Type, Range: b.spec().Range,
 			Start: start, End: time.Now(), Moved: moved})
 	}
 	return nil
