@@ -578,10 +578,6 @@ func (r *runner) outputs(ctx context.Context) error {
 	for _, o := range r.job.Outputs {
 		b := r.bufs[o.Buffer]
 		start := time.Now()
-		data, moved, err := r.eng.read(ctx, b)
-		if err != nil {
-			return r.job.At(o.Line, o.Path, fmt.Errorf("read buffer %q back: %w", o.Buffer, err))
-		}
 		p := o.File
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(dir, p)
@@ -589,10 +585,11 @@ func (r *runner) outputs(ctx context.Context) error {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return r.job.At(o.Line, o.Path+".file", err)
 		}
-		if err := writeOutput(p, b.spec(), o.Format, data); err != nil {
-			return r.job.At(o.Line, o.Path+".file", fmt.Errorf("write %s: %w", p, err))
+		moved, err := writeOutput(ctx, r.eng, b, p, o.Format)
+		if err != nil {
+			return r.job.At(o.Line, o.Path+".file", fmt.Errorf("write buffer %q to %s: %w", o.Buffer, p, err))
 		}
-		r.res.Outputs = append(r.res.Outputs, OutputFile{Buffer: o.Buffer, Path: p, Format: o.Format, Bytes: len(data), Type: b.spec().Type, Range: b.spec().Range,
+		r.res.Outputs = append(r.res.Outputs, OutputFile{Buffer: o.Buffer, Path: p, Format: o.Format, Bytes: b.spec().Bytes(), Type: b.spec().Type, Range: b.spec().Range,
 			Start: start, End: time.Now(), Moved: moved})
 	}
 	return nil
