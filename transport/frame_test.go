@@ -289,6 +289,14 @@ func FuzzJobKernels(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(seed)
+	cu := good
+	cu.Kernels = []proto.KernelSpec{good.Kernels[0]}
+	cu.Kernels[0].PTX, cu.Kernels[0].CUDA = nil, []byte(`extern "C" __global__ void saxpy(float a) {}`)
+	cu.Kernels[0].File, cu.Kernels[0].Options = "k/saxpy.cu", []string{"--fmad=false"}
+	if seed, err = msgpack.Marshal(&cu); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(seed) // CUDA C source (issue 13)
 	f.Add([]byte{0x80})
 	f.Add([]byte{0x82, 0xa1, 'j', 0x07, 0xa1, 'k', 0x90})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -301,10 +309,10 @@ func FuzzJobKernels(f *testing.F) {
 		}
 		total := 0
 		for _, k := range r.Kernels {
-			if !proto.ValidKernelName(k.Name) || len(k.PTX) == 0 || len(k.Params) > proto.MaxKernelParams {
+			if !proto.ValidKernelName(k.Name) || len(k.Module()) == 0 || (len(k.PTX) > 0 && len(k.CUDA) > 0) || len(k.Params) > proto.MaxKernelParams {
 				t.Fatalf("validated kernel %q breaks the bounds", k.Name)
 			}
-			total += len(k.PTX)
+			total += len(k.Module())
 		}
 		if total > proto.MaxKernelModule || len(r.Kernels) > proto.MaxKernelsPerRequest {
 			t.Fatalf("validated request of %d kernels, %d bytes breaks the bounds", len(r.Kernels), total)
