@@ -195,6 +195,10 @@ func (d *Device) staged(t task, o device.CopyOp, src *Device, sbase, dbase uint6
 	return nil
 }
 
+// fillSeed is the most bytes of a fill pattern copied from the host before
+// device-to-device copies double it (execFill).
+const fillSeed = 1 << 20
+
 // execFill starts a fill on the owner thread.
 func (d *Device) execFill(t task, f device.FillOp) error {
 	if owner := d.owner(f.Dst); owner != nil && owner != d {
@@ -226,18 +230,42 @@ func (d *Device) execFill(t task, f device.FillOp) error {
 		err = d.lib.MemsetD32Async(addr, binary.LittleEndian.Uint32(pat), n/4, st)
 	case len(pat) == 2 && addr%4 == 0 && n%4 == 0:
 		err = d.lib.MemsetD32Async(addr, uint32(binary.LittleEndian.Uint16(pat))*0x10001, n/4, st)
+	case len(pat) == 2 && addr%2 == 0:
+		err = d.lib.MemsetD16Async(addr, binary.LittleEndian.Uint16(pat), n/2, st)
+	case len(pat) == 8 && addr%4 == 0 && [4]byte(pat[:4]) == [4]byte(pat[4:]):
+		err = d.lib.MemsetD32Async(addr, binary.LittleEndian.Uint32(pat), n/4, st)
 	default:
-		// Any other pattern: fill pinned memory on the host and copy it.
-		buf, class, gerr := d.group.staging.get(d, n)
+		// Any other pattern (float64 values, 3-byte ones, unaligned
+		// ones): a block of whole patterns from pinned memory, then
+		// device-to-device copies that double the filled part until it
+		// covers the region (log2(n/fillSeed) copies, about n bytes
+		// moved on the device instead of n over the bus).
+		seed := min(n, uint64(fillSeed-fillSeed%len(pat)))
+		buf, class, gerr := d.group.staging.get(d, seed)
 		if gerr != nil {
 			return gerr
 		}
-		device.FillHost(hostSlice(buf, int(n)), device.FillOp{Bytes: int(n), Pattern: pat})
-		if err := d.lib.MemcpyHtoDAsync(addr, buf, n, st); err != nil {
+		device.FillHost(hostSlice(buf, int(seed)), device.FillOp{Bytes: int(seed), Pattern: pat})
+		if err := d.lib.MemcpyHtoDAsync(addr, buf, seed, st); err != nil {
 			d.group.staging.put(buf, class)
 			return err
 		}
-		d.issued(s, completion{done: t.done, release: func() { d.group.staging.put(buf, class) }})
+		var cerr error
+		for done := seed; done < n; {
+			c := min(done, n-done) // whole patterns: done and n are multiples of the pattern
+			if cerr = d.lib.MemcpyDtoDAsync(addr+driver.DevicePtr(done), addr, c, st); cerr != nil {
+				break
+			}
+			done += c
+		}
+		// The seed copy is in flight: the staging buffer goes back once
+		// the stream reaches this point, also when a copy failed.
+		d.issued(s, completion{done: func(e error) {
+			if e == nil {
+				e = cerr
+			}
+			t.done(e)
+		}, release: func() { d.group.staging.put(buf, class) }})
 		return nil
 	}
 	if err != nil {

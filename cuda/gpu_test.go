@@ -455,18 +455,28 @@ func checkBoxes(t *testing.T, d, other *Device) {
 	t.Logf("%d random boxes checked byte for byte", cases)
 }
 
-// TestFillPatterns_B3: USM fills of device memory with 1-, 2-, 3- and 4-byte
-// patterns at odd offsets.
+// TestFillPatterns_B3: USM fills of device memory with 1-, 2-, 3-, 4- and
+// 8-byte patterns at odd offsets and counts: memsets of 8, 16 and 32 bits
+// where the pattern allows, else a pinned seed block doubled by device
+// copies (past fillSeed several of them).
 func TestFillPatterns_B3(t *testing.T) {
 	d := openGPUs(t, Config{})[0]
-	for _, pat := range [][]byte{{0xab}, {1, 2}, {1, 2, 3}, {9, 8, 7, 6}, {5, 5, 5, 5}} {
-		m := upload(t, d, make([]byte, 4096))
-		off := 4 * len(pat)
-		n := len(pat) * 333
+	for _, tc := range []struct {
+		pat       []byte
+		off, reps int
+	}{
+		{[]byte{0xab}, 4, 333}, {[]byte{1, 2}, 8, 333}, {[]byte{1, 2}, 2, 334}, {[]byte{1, 2}, 8, 334}, {[]byte{1, 2, 3}, 12, 333},
+		{[]byte{9, 8, 7, 6}, 16, 333}, {[]byte{5, 5, 5, 5}, 16, 333}, {[]byte{1, 2, 3, 4, 5, 6, 7, 8}, 4, 333},
+		{[]byte{0, 0, 0, 0, 0, 0, 0xf0, 0x3f}, 32, 401}, {[]byte{1, 2, 3, 4, 1, 2, 3, 4}, 8, 3}, {[]byte{1, 2, 3, 4, 5, 6, 7, 8}, 2, 5},
+		{[]byte{1, 2, 3, 4, 5, 6, 7, 8}, 8, (3<<20)/8 + 3}, {[]byte{1, 2, 3}, 5, (5 << 20) / 3}, // past fillSeed: doubling copies
+	} {
+		pat, off, n := tc.pat, tc.off, len(tc.pat)*tc.reps
+		size := max(4096, off+n+64)
+		m := upload(t, d, make([]byte, size))
 		if err := do(t, d, 0, device.FillOp{Dst: m, Offset: off, Bytes: n, Pattern: pat}); err != nil {
 			t.Fatalf("fill %v: %v", pat, err)
 		}
-		want := make([]byte, 4096)
+		want := make([]byte, size)
 		device.FillHost(want, device.FillOp{Dst: m, Offset: off, Bytes: n, Pattern: pat})
 		if got := download(t, d, m); !bytes.Equal(got, want) {
 			t.Errorf("fill with %v: bytes differ", pat)

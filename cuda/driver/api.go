@@ -347,6 +347,11 @@ func (l *Lib) MemsetD32Async(p DevicePtr, v uint32, n uint64, s Stream) error {
 	return l.call(pMemsetD32Async, uintptr(p), uintptr(v), uintptr(n), uintptr(s))
 }
 
+// MemsetD16Async is cuMemsetD16Async (n is a count of 16-bit words).
+func (l *Lib) MemsetD16Async(p DevicePtr, v uint16, n uint64, s Stream) error {
+	return l.call(pMemsetD16Async, uintptr(p), uintptr(v), uintptr(n), uintptr(s))
+}
+
 // PointerGetAttribute is cuPointerGetAttribute for 32-bit attributes
 // (PointerAttrMemoryType, PointerAttrIsManaged, PointerAttrDeviceOrdinal).
 func (l *Lib) PointerGetAttribute(attr int, p DevicePtr) (uint32, error) {

@@ -57,6 +57,7 @@ const (
 	pMemcpy3DPeerAsync
 	pMemsetD8Async
 	pMemsetD32Async
+	pMemsetD16Async
 	pPointerGetAttribute
 	pStreamCreate
 	pStreamDestroy
@@ -127,6 +128,7 @@ var procs = [numProcs]proc{
 	pMemcpy3DPeerAsync:       {"cuMemcpy3DPeerAsync", docBase + "group__CUDA__MEM.html"},
 	pMemsetD8Async:           {"cuMemsetD8Async", docBase + "group__CUDA__MEM.html"},
 	pMemsetD32Async:          {"cuMemsetD32Async", docBase + "group__CUDA__MEM.html"},
+	pMemsetD16Async:          {"cuMemsetD16Async", docBase + "group__CUDA__MEM.html"},
 	pPointerGetAttribute:     {"cuPointerGetAttribute", docBase + "group__CUDA__UNIFIED.html"},
 	pStreamCreate:            {"cuStreamCreate", docBase + "group__CUDA__STREAM.html"},
 	pStreamDestroy:           {"cuStreamDestroy_v2", docBase + "group__CUDA__STREAM.html"},
