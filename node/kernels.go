@@ -256,7 +256,11 @@ func (n *Node) checkKernel(s *proto.KernelSpec) (device.Kernel, error) {
 // A node without GPUs registers the kernel without compiling it: no
 // device of it can launch it, and placement offers it none.
 func (n *Node) checkSourceKernel(s *proto.KernelSpec, params []device.Param) (device.Kernel, error) {
-	k := device.Kernel{Name: s.Name, Params: params, CUDA: &device.CUDA{Source: s.CUDA, Entry: s.Entry, File: s.File, Options: s.Options}}
+	if err := checkShippedSource(s.CUDA, s.Options); err != nil {
+		return device.Kernel{}, reply(proto.CodeMalformed, "kernel %q: %v", s.Name, err)
+	}
+	opts := append(slices.Clone(s.Options), "--no-source-include")
+	k := device.Kernel{Name: s.Name, Params: params, CUDA: &device.CUDA{Source: s.CUDA, Entry: s.Entry, File: s.File, Options: opts}}
 	if n.devs == nil {
 		return k, nil
 	}
@@ -270,6 +274,67 @@ func (n *Node) checkSourceKernel(s *proto.KernelSpec, params []device.Param) (de
 		}
 	}
 	return k, nil
+}
+
+// A shipped CUDA C source is compiled on the node, and NVRTC's errors go
+// back to the client: a source that included one of the node's files
+// (#include "/etc/shadow") would read it back to the client in the
+// compiler's messages, and some NVRTC options read or write files
+// (--pre-include, --use-pch, --time=FILE). So a node compiles a shipped
+// source only if it includes nothing but "acpp.cuh" (which the backend
+// provides) and takes options from nvrtcOptions; it also passes
+// --no-source-include. The check is on words, not on a full
+// preprocessor: after line splices are joined (backslash, or the ??/
+// trigraph, before a newline), the words include, import and embed may
+// appear only in the lines #include "acpp.cuh" and #include <acpp.cuh>.
+// That refuses some harmless sources (an identifier named include_count,
+// the word in a comment) and every way to name a file to the
+// preprocessor: directives, the %: digraph, __has_include. The message
+// says how to rewrite.
+var includeWords = []string{"include", "import", "embed"}
+
+// nvrtcOptions are the NVRTC options a shipped source may use (the name
+// before any "="; -D and -U take their argument joined). None reads or
+// writes a file.
+var nvrtcOptions = map[string]bool{
+	"-G": true, "--device-debug": true, "-lineinfo": true, "--generate-line-info": true,
+	"-dopt": true, "--dopt": true, "-maxrregcount": true, "--maxrregcount": true,
+	"-ftz": true, "--ftz": true, "-prec-sqrt": true, "--prec-sqrt": true, "-prec-div": true, "--prec-div": true,
+	"-fmad": true, "--fmad": true, "-use_fast_math": true, "--use_fast_math": true,
+	"-extra-device-vectorization": true, "--extra-device-vectorization": true,
+	"--define-macro": true, "--undefine-macro": true, "-std": true, "--std": true,
+	"-builtin-move-forward": true, "--builtin-move-forward": true, "-builtin-initializer-list": true, "--builtin-initializer-list": true,
+	"-w": true, "--disable-warnings": true, "-restrict": true, "--restrict": true,
+	"-default-device": true, "--device-as-default-execution-space": true,
+	"--display-error-number": true, "--no-display-error-number": true,
+	"--diag-error": true, "--diag-suppress": true, "--diag-warn": true,
+	"-no-source-include": true, "--no-source-include": true, "--modify-stack-limit": true,
+}
+
+// checkShippedSource applies the rules above.
+func checkShippedSource(src []byte, opts []string) error {
+	for _, o := range opts {
+		name, _, _ := strings.Cut(o, "=")
+		if (strings.HasPrefix(o, "-D") || strings.HasPrefix(o, "-U")) && len(o) > 2 && !strings.HasPrefix(o, "--") {
+			continue
+		}
+		if !nvrtcOptions[name] {
+			return fmt.Errorf("NVRTC option %q is not one a node compiles with (it may name files, or is unknown); use -D, -U, -std, --fmad, --use_fast_math, --ftz, --prec-div, --prec-sqrt, -lineinfo, --maxrregcount and the like", o)
+		}
+	}
+	text := strings.NewReplacer("\\\r\n", "", "\\\n", "", "??/\r\n", "", "??/\n", "").Replace(string(src))
+	for i, line := range strings.Split(text, "\n") {
+		t := strings.TrimSpace(line)
+		if t == `#include "acpp.cuh"` || t == "#include <acpp.cuh>" {
+			continue
+		}
+		for _, w := range includeWords {
+			if strings.Contains(line, w) {
+				return fmt.Errorf("the CUDA C source has the word %q on line %d (after joining continued lines): a node compiles a shipped source only if it includes nothing but \"acpp.cuh\" (the node's files are not the job's); paste other headers into the source, and rename identifiers or reword comments that contain %q", w, i+1, w)
+			}
+		}
+	}
+	return nil
 }
 
 // module is the bytes a job kernel's module is interned and unloaded by:
