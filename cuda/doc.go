@@ -12,6 +12,18 @@
 //	_ = d.Enqueue(0, device.CopyOp{...}, func(err error) { ... })
 //	defer d.Close()
 //
+// # Kernels
+//
+// Named kernels run from PTX (device.Kernel.PTX) or from CUDA C source
+// (device.Kernel.CUDA): the first launch of a source kernel on a device
+// compiles it with NVRTC (package cuda/nvrtc) for that GPU's compute
+// capability, on the launching goroutine, through NVRTC's disk cache
+// (Config.NVRTC), and the device keeps the PTX until UnloadModule is
+// called with the source's bytes. PrepareKernel compiles and checks ahead
+// of a launch (a node does it when a job ships the kernel). Without
+// libnvrtc a source kernel's launch fails with nvrtc.ErrNoNVRTC; PTX
+// kernels never load NVRTC.
+//
 // # Concurrency
 //
 // A CUDA context is current per OS thread. Each Device has one owner
