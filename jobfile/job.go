@@ -309,14 +309,14 @@ const (
 // source that NVRTC compiles where it runs (each node, for its GPUs).
 // Exactly one of PTX and CUDA is set.
 type KernelDecl struct {
-	Name   string
-	PTX    string // path of the module, relative to the job file
-	CUDA   string // path of the CUDA C source, relative to the job file
+	Name string
+	PTX  string // path of the module, relative to the job file
+	CUDA string // path of the CUDA C source, relative to the job file
 	// Options are NVRTC options for CUDA ("--fmad=false", "-DTILE=16").
 	Options []string
-	Entry  string // defaults to Name
-	Params []ParamDecl
-	Line   int
+	Entry   string // defaults to Name
+	Params  []ParamDecl
+	Line    int
 }
 
 // ParamDecl declares one parameter of a job-declared kernel.

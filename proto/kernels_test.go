@@ -41,7 +41,9 @@ func TestJobKernelsValidate_C6(t *testing.T) {
 		}, ""},
 		{"PTX and CUDA C", func(r *JobKernels) { r.Kernels[0].CUDA = []byte("x") }, "both PTX and CUDA"},
 		{"CUDA C too large", func(r *JobKernels) { r.Kernels[0].PTX, r.Kernels[0].CUDA = nil, make([]byte, MaxKernelModule+1) }, "CUDA C source of"},
-		{"CUDA file with a newline", func(r *JobKernels) { r.Kernels[0].PTX, r.Kernels[0].CUDA, r.Kernels[0].File = nil, []byte("x"), "a\nb.cu" }, "file name"},
+		{"CUDA file with a newline", func(r *JobKernels) {
+			r.Kernels[0].PTX, r.Kernels[0].CUDA, r.Kernels[0].File = nil, []byte("x"), "a\nb.cu"
+		}, "file name"},
 		{"CUDA option with NUL", func(r *JobKernels) {
 			r.Kernels[0].PTX, r.Kernels[0].CUDA, r.Kernels[0].Options = nil, []byte("x"), []string{"-D\x00"}
 		}, "option 0"},
