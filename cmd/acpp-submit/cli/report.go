@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/acpp/acpp/device"
 	"github.com/acpp/acpp/jobfile"
 )
 
@@ -152,15 +153,10 @@ func round(d time.Duration) time.Duration {
 }
 
 func bytesStr(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	if n < 0 {
+		return fmt.Sprintf("%d B", n)
 	}
-	return fmt.Sprintf("%d B", n)
+	return device.FormatBytes(uint64(n))
 }
 
 // ---- Chrome trace (Perfetto) ----
