@@ -22,12 +22,17 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("saxpy", flag.ContinueOnError)
 	n := fs.Int("n", 1<<24, "vector length in elements")
 	a := fs.Float64("a", 2.5, "the scalar a")
+	form := fs.String("kernel", "closure", "closure (a Go func literal: embedded only) or named (the registered Go kernel example.saxpy, kernel.go: can run on nodes that register it)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *n <= 0 {
 		return fmt.Errorf("-n %d: the length must be > 0", *n)
 	}
+	if *form != "closure" && *form != "named" {
+		return fmt.Errorf("-kernel %q: use closure or named", *form)
+	}
+
 	q, err := acpp.NewQueue(ctx, acpp.WithKind(acpp.CPU))
 	if err != nil {
 		return err
@@ -51,6 +56,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	ev, err := q.Submit(func(h *acpp.Handler) error {
 		xa := acpp.ReadRaw(h, x)
 		ya := acpp.ReadWriteRaw(h, y)
+		if *form == "named" { // the same group with the named kernel
+			h.Launch("example.saxpy", acpp.R1(*n), acpp.Scalar(av), xa, ya)
+			return nil
+		}
 		h.ParallelFor(acpp.R1(*n), func(it acpp.Item) {
 			i := it.ID(0)
 			ya.Set(i, av*xa.At(i)+ya.At(i))
@@ -76,7 +85,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}
 	st := q.Stats()
-	fmt.Fprintf(out, "saxpy n=%d on %s: %v (%.2f GB/s), bytes copied %d: ok\n", *n, q.Device().ID, el.Round(time.Microsecond),
+	fmt.Fprintf(out, "saxpy (%s) n=%d on %s: %v (%.2f GB/s), bytes copied %d: ok\n", *form, *n, q.Device().ID, el.Round(time.Microsecond),
 		float64(12*(*n))/el.Seconds()/1e9, st.BytesCopied)
 	return nil
 }

@@ -19,6 +19,17 @@ func TestSaxpyExample(t *testing.T) {
 	if !strings.Contains(out.String(), "ok") {
 		t.Fatalf("output %q", out.String())
 	}
+	// The named kernel computes the same values (run checks each element).
+	out.Reset()
+	if err := run(context.Background(), []string{"-n", "100000", "-kernel", "named"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "saxpy (named)") || !strings.Contains(out.String(), "ok") {
+		t.Fatalf("output %q", out.String())
+	}
+	if err := run(context.Background(), []string{"-kernel", "lambda"}, &out); err == nil || !strings.Contains(err.Error(), "closure or named") {
+		t.Fatalf("-kernel lambda: %v", err)
+	}
 	if err := run(context.Background(), []string{"-n", "0"}, &out); err == nil {
 		t.Fatal("-n 0 accepted")
 	}
