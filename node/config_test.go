@@ -38,17 +38,30 @@ func TestConfigValidateNamesEveryBadField(t *testing.T) {
 }
 
 func TestDeviceFilter(t *testing.T) {
+	// On a GPU machine the CUDA backend exposes its devices too.
+	var gpus []string
+	if d, err := openDevices(context.Background(), Config{Devices: "cuda", CPUWorkers: 1}); err == nil {
+		for _, dev := range d.list {
+			gpus = append(gpus, dev.Info().ID.String())
+		}
+		d.close()
+	}
+	all := append(append([]string{"cpu:0"}, gpus...), "fake:0", "fake:1")
+	cuda, cudaErr := gpus, ""
+	if len(gpus) == 0 {
+		cudaErr = "selects none"
+	}
 	tests := []struct {
 		filter  string
 		want    []string // exposed devices
 		wantErr string
 	}{
-		{"", []string{"cpu:0", "fake:0", "fake:1"}, ""},
-		{"all", []string{"cpu:0", "fake:0", "fake:1"}, ""},
+		{"", all, ""},
+		{"all", all, ""},
 		{"cpu", []string{"cpu:0"}, ""},
 		{"fake:1", []string{"fake:1"}, ""},
 		{"cpu, fake:0", []string{"cpu:0", "fake:0"}, ""},
-		{"cuda", nil, "selects none"},
+		{"cuda", cuda, cudaErr},
 		{"gpu", nil, "unknown device kind"},
 		{"fake:x", nil, "must be a number"},
 	}
