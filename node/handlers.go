@@ -154,7 +154,7 @@ func (n *Node) jobFor(from credentials.Identity, id uint64) (*job, error) {
 	j := n.jobs[id]
 	n.mu.Unlock()
 	if j == nil {
-		return nil, reply(proto.CodeNoJob, "job %d is not open on node %s (never opened, closed, or its lease expired)", id, n.cfg.Name)
+		return nil, reply(proto.CodeNoJob, "job %d is not open on node %s (never opened, closed, its lease expired, or the node restarted since it was opened: a restart loses its jobs; run the job again)", id, n.cfg.Name)
 	}
 	if !ownedBy(j, from) {
 		return nil, reply(proto.CodeNotOwner, "job %d belongs to another client; %s may not use it", id, from)
