@@ -17,18 +17,7 @@ import (
 //	CGO_ENABLED=0 go test -c -o .carry/coordinator.test ./coordinator
 //	./.carry/coordinator.test -test.run 'TestGPURunsShippedPTX_C6' -test.v
 func TestGPURunsShippedPTX_C6(t *testing.T) {
-	c := coordtest.Start(t, 1, coordtest.Options{Modify: func(_ int, cfg *node.Config) { cfg.Devices = "cpu,cuda:0" }})
-	j := openJob(t, c, nil)
-	gpu := ""
-	for _, d := range j.Devices() {
-		if d.Kind == "cuda" {
-			gpu = d.String()
-			break
-		}
-	}
-	if gpu == "" {
-		t.Skipf("no GPU on this machine (devices: %v)", j.Devices())
-	}
+	j, gpu := gpuJob(t)
 	if err := j.RegisterKernels(testCtx(t), jobSaxpy("gpu.saxpy")); err != nil {
 		t.Fatalf("RegisterKernels: %v", err)
 	}
@@ -55,4 +44,24 @@ func TestGPURunsShippedPTX_C6(t *testing.T) {
 		t.Errorf("placed %v, want the group on %s", p, gpu)
 	}
 	t.Logf("gpu.saxpy (shipped PTX) ran on %s over %d elements", gpu, n)
+}
+
+// gpuJob starts one node with its CPU and first GPU and opens a job there;
+// it skips the test on a machine without a GPU. It returns the job and
+// the GPU's device name.
+func gpuJob(t *testing.T) (*coordinator.Job, string) {
+	t.Helper()
+	c := coordtest.Start(t, 1, coordtest.Options{Modify: func(_ int, cfg *node.Config) { cfg.Devices = "cpu,cuda:0" }})
+	j := openJob(t, c, nil)
+	gpu := ""
+	for _, d := range j.Devices() {
+		if d.Kind == "cuda" {
+			gpu = d.String()
+			break
+		}
+	}
+	if gpu == "" {
+		t.Skipf("no GPU on this machine (devices: %v)", j.Devices())
+	}
+	return j, gpu
 }

@@ -6,10 +6,8 @@ import (
 	"testing"
 
 	"github.com/acpp/acpp/coordinator"
-	"github.com/acpp/acpp/coordinator/coordtest"
 	_ "github.com/acpp/acpp/cuda" // the CUDA backend: no devices without a driver
 	"github.com/acpp/acpp/device"
-	"github.com/acpp/acpp/node"
 )
 
 // saxpySqCU is a kernel of the job's own in CUDA C: y = a*x + y*y.
@@ -34,18 +32,7 @@ extern "C" __global__ void saxpy_sq(acpp_nd nd, float a, const float *x, float *
 //	CGO_ENABLED=0 go test -c -o bin/coordinator.test ./coordinator
 //	./bin/coordinator.test -test.run 'TestGPURunsShippedCUDAC_C6' -test.v
 func TestGPURunsShippedCUDAC_C6(t *testing.T) {
-	c := coordtest.Start(t, 1, coordtest.Options{Modify: func(_ int, cfg *node.Config) { cfg.Devices = "cpu,cuda:0" }})
-	j := openJob(t, c, nil)
-	gpu := ""
-	for _, d := range j.Devices() {
-		if d.Kind == "cuda" {
-			gpu = d.String()
-			break
-		}
-	}
-	if gpu == "" {
-		t.Skipf("no GPU on this machine (devices: %v)", j.Devices())
-	}
+	j, gpu := gpuJob(t)
 	k := jobSaxpy("gpu.saxpy_sq")
 	k.PTX = nil
 	k.CUDA = &device.CUDA{Source: []byte(saxpySqCU), Entry: "saxpy_sq", File: "kernels/saxpy_sq.cu", Options: []string{"--fmad=false"}}
