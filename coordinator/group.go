@@ -142,7 +142,7 @@ func (j *Job) Submit(ctx context.Context, g Group) ([]GroupID, error) {
 		if len(devs) == 0 {
 			return nil, fmt.Errorf("%w: no device of this job can run kernel %q", ErrNoDevice, g.Kernel)
 		}
-		chunks, chunkDevs, err := g.Split.Cut(g.Offset, g.Range, g.Local, len(devs))
+		chunks, chunkDevs, err := cutSplit(g.Split, g.Offset, g.Range, g.Local, len(devs))
 		if err != nil {
 			return nil, err
 		}

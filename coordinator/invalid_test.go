@@ -35,6 +35,11 @@ func TestInvalidInputRefused(t *testing.T) {
 		{"foreign buffer", coordinator.Group{Kernel: "fill_f32", Range: r16, Args: []coordinator.Arg{acc(coordinator.Accessor{Buffer: foreign, Mode: coordinator.Write}), coordinator.ScalarF32(1)}}, coordinator.ErrInvalid, "not a buffer of this job"},
 		{"read-only no_init", coordinator.Group{Kernel: "fill_f32", Range: r16, Args: []coordinator.Arg{acc(coordinator.Accessor{Buffer: b, Mode: coordinator.Read, NoInit: true}), coordinator.ScalarF32(1)}}, coordinator.ErrInvalid, "cannot be NoInit"},
 		{"accessor outside the buffer", coordinator.Group{Kernel: "fill_f32", Range: r16, Args: []coordinator.Arg{acc(coordinator.Accessor{Buffer: b, Mode: coordinator.Write, Offset: coordinator.Dims{0, 0, 8}, Range: coordinator.Dims{1, 1, 16}}), coordinator.ScalarF32(1)}}, coordinator.ErrInvalid, "range outside the buffer"},
+		{"negative split borders", coordinator.Group{Kernel: "empty", Range: r16, Split: &coordinator.Split{Borders: -1}}, coordinator.ErrInvalid, "Split.Borders -1 is negative"},
+		{"bad split dimension", coordinator.Group{Kernel: "empty", Range: r16, Split: &coordinator.Split{Along: 7}}, coordinator.ErrInvalid, "Split.Along 7"},
+		{"range mapper gives a negative range", coordinator.Group{Kernel: "fill_f32", Range: r16, Split: &coordinator.Split{}, Args: []coordinator.Arg{acc(coordinator.Accessor{Buffer: b, Mode: coordinator.Write, Map: coordinator.MapFunc(func(c coordinator.Chunk, _ coordinator.Dims) (coordinator.Dims, coordinator.Dims) {
+			return c.Offset, coordinator.Dims{1, 1, -1}
+		})}), coordinator.ScalarF32(1)}}, coordinator.ErrInvalid, "range mapper gave a negative range"},
 		{"split without a mapper", coordinator.Group{Kernel: "fill_f32", Range: r16, Split: &coordinator.Split{}, Args: []coordinator.Arg{acc(coordinator.Accessor{Buffer: b, Mode: coordinator.Write}), coordinator.ScalarF32(1)}}, coordinator.ErrInvalid, "no range mapper"},
 		{"unknown device", coordinator.Group{Kernel: "empty", Range: r16, Device: "n9/cpu:0"}, coordinator.ErrNoDevice, `"n9/cpu:0" is not a device of this job`},
 		{"unknown split device", coordinator.Group{Kernel: "empty", Range: r16, Split: &coordinator.Split{Devices: []string{"n0/cuda:0"}}}, coordinator.ErrNoDevice, "not a device of this job"},
