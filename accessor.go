@@ -7,6 +7,7 @@ import (
 
 	"github.com/acpp/acpp/coherence"
 	"github.com/acpp/acpp/device"
+	"github.com/acpp/acpp/internal/engine"
 )
 
 // AccessOption modifies an accessor.
@@ -37,19 +38,16 @@ func Within(off ID, rng Range) AccessOption {
 // req is one requirement of a command group: what an accessor declared.
 // Accessors point to it (core runtime information, V1).
 type req struct {
+	// Access is what the group's record holds: buffer, mode, NoInit, page
+	// range, the (view's) range BRange and element size, and the access
+	// region Off+Rng, all in internal order.
+	engine.Access
 	h      *Handler
 	st     *bufState
-	mode   coherence.Mode
-	noInit bool
-	pages  coherence.Box
 	mem    *device.Mem
-	elem   int
-	brange [3]int // the (view's) buffer range, internal order
-	off    [3]int // access offset, internal order
-	rng    [3]int // access range, internal order
-	ranged bool
-	vdims  int // dimensions of the (view's) range
-	s1, s2 int // brange[1], brange[2]: the strides accessors index with
+	s1, s2 int // BRange[1], BRange[2]: the strides accessors index with
+	// mapper is the range mapper of an accessor of a split group (Map).
+	mapper RangeMapper
 }
 
 // slice is the accessor's view of its memory as []T, or nil when the memory
@@ -110,18 +108,15 @@ func access[T any](h *Handler, b *Buffer[T], mode coherence.Mode, ranged bool, o
 		h.fail(fmt.Errorf("%w: %v", ErrBadRange, err))
 		return nil
 	}
-	mem := clusterMem // a cluster queue's buffers live on the nodes
-	if h.cl == nil {
-		m, err := h.q.rt.Alloc(b.st.id, h.mem)
-		if err != nil {
-			h.fail(fmt.Errorf("acpp: allocate buffer on %s: %w", h.dev.Info().ID, err))
-			return nil
-		}
-		mem = m
+	mem, err := h.t.Bind(b.st.id)
+	if err != nil {
+		h.fail(err)
+		return nil
 	}
 	r := h.newReq()
-	*r = req{h: h, st: b.st, mode: mode, noInit: cfg.noInit, pages: pages, mem: mem, elem: b.elem(),
-		brange: bre, off: ioff, rng: irng, ranged: ranged || cfg.within, vdims: b.rng.dims, s1: bre[1], s2: bre[2]}
+	*r = req{Access: engine.Access{Buffer: b.st.id, Geo: &b.st.geo, Mode: mode, NoInit: cfg.noInit, Pages: pages, Elem: b.elem(),
+		BRange: bre, Off: ioff, Rng: irng, Ranged: ranged || cfg.within, VDims: b.rng.dims},
+		h: h, st: b.st, mem: mem, s1: bre[1], s2: bre[2]}
 	h.reqs = append(h.reqs, r)
 	if cfg.mapper != nil && !h.mapped(r, cfg.mapper, ranged || cfg.within) {
 		return nil
@@ -149,16 +144,24 @@ func (b *Buffer[T]) region(off ID, rng Range) (ioff, irng coherence.Dims, err er
 	return ioff, irng, nil
 }
 
-func (r *req) arg(h *Handler, kind device.ArgKind) (device.Arg, error) {
+func (r *req) arg(c argCtx, kind device.ArgKind) (device.Arg, error) {
 	if r == nil {
 		return device.Arg{}, fmt.Errorf("%w: accessor was not constructed", ErrBadRange)
 	}
-	if r.h != h {
+	if r.h != c.h {
 		return device.Arg{}, fmt.Errorf("%w: accessor belongs to another command group", ErrHandlerDone)
 	}
-	a := device.Arg{Kind: kind, Space: r.mem.Space(), Mem: r.mem, ElemSize: r.elem, Range: r.brange, ReadOnly: r.mode == coherence.Read}
+	mem := r.mem
+	if c.t != c.h.t { // a split chunk's device: its memory
+		m, err := c.t.Bind(r.st.id)
+		if err != nil {
+			return device.Arg{}, err
+		}
+		mem = m
+	}
+	a := device.Arg{Kind: kind, Space: mem.Space(), Mem: mem, ElemSize: r.Elem, Range: r.BRange, ReadOnly: r.Mode == coherence.Read}
 	if kind == device.ArgRangedAccessor {
-		a.AccessOffset, a.AccessRange = r.off, r.rng
+		a.AccessOffset, a.AccessRange = r.Off, r.Rng
 	}
 	return a, nil
 }
@@ -460,28 +463,28 @@ func (r *req) count() int {
 	if r == nil {
 		return 0
 	}
-	return r.brange[0] * r.brange[1] * r.brange[2]
+	return r.BRange[0] * r.BRange[1] * r.BRange[2]
 }
 
 func (r *req) bufRange() [3]int {
 	if r == nil {
 		return [3]int{}
 	}
-	return r.brange
+	return r.BRange
 }
 
 func (r *req) accRange() [3]int {
 	if r == nil {
 		return [3]int{}
 	}
-	return r.rng
+	return r.Rng
 }
 
 func (r *req) accOffset() [3]int {
 	if r == nil {
 		return [3]int{}
 	}
-	return r.off
+	return r.Off
 }
 
 // view returns an accessor's slice: the allocation, from the access offset
@@ -492,7 +495,7 @@ func view[T any](rq *req, fromOffset bool) []T {
 	}
 	p := rqSlice[T](rq)
 	if fromOffset && p != nil {
-		o, r := rq.off, rq.brange
+		o, r := rq.Off, rq.BRange
 		p = p[(o[0]*r[1]+o[1])*r[2]+o[2]:]
 	}
 	return p
@@ -502,7 +505,7 @@ func dimsOf(rq *req) int {
 	if rq == nil {
 		return 1
 	}
-	return rq.vdims
+	return rq.VDims
 }
 
 func rangeOf(rq *req, e [3]int) Range {

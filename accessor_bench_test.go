@@ -1,6 +1,10 @@
 package acpp
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/acpp/acpp/internal/engine"
+)
 
 // BenchmarkAccessorIndexing compares, on one goroutine over 1 Mi float32,
 // a per-item kernel call and a chunk loop through raw and unranged
@@ -11,7 +15,7 @@ func BenchmarkAccessorIndexing(b *testing.B) {
 	n := 1 << 20
 	xs, ys := make([]float32, n), make([]float32, n)
 	xa, ya := RawRO[float32]{p: xs}, Raw[float32]{p: ys}
-	ua, ub := UnrangedRO[float32]{p: xs, rq: &req{s1: 1, s2: n, brange: [3]int{1, 1, n}}}, Unranged[float32]{p: ys, rq: &req{s1: 1, s2: n}}
+	ua, ub := UnrangedRO[float32]{p: xs, rq: &req{s1: 1, s2: n, Access: engine.Access{BRange: [3]int{1, 1, n}}}}, Unranged[float32]{p: ys, rq: &req{s1: 1, s2: n}}
 	a := float32(0.5)
 	rr := &[3]int{n, 1, 1}
 	k := func(it Item) { i := it.ID(0); ya.Set(i, a*xa.At(i)+ya.At(i)) }

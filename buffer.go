@@ -9,8 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/acpp/acpp/coherence"
-	"github.com/acpp/acpp/coordinator"
-	"github.com/acpp/acpp/device"
+	"github.com/acpp/acpp/internal/engine"
 )
 
 // bufState is a buffer's identity, shared by its reinterpreted or reshaped
@@ -20,15 +19,6 @@ type bufState struct {
 	id   coherence.BufferID
 	dims int // dimensions of the owner's range
 	geo  coherence.Geometry
-	host *device.Mem // the user's memory (L1) or nil
-	// writeBack: the buffer was made over a user slice (L1); Close copies
-	// the data back into it.
-	writeBack bool
-	// bound: the buffer lives on one device's memory (a user USM
-	// allocation, B3).
-	bound *coherence.AllocID
-	// cb is the buffer in a cluster queue's job (Connect); nil otherwise.
-	cb *coordinator.Buffer
 
 	mu     sync.Mutex  // serialises close
 	closed atomic.Bool // set once by close
@@ -112,16 +102,14 @@ func (q *Queue) geometry(r Range, elem int, cfg bufferConfig) (coherence.Geometr
 	return coherence.NewGeometry(r.dims3(), elem, ps)
 }
 
-func (q *Queue) addBuffer(st *bufState, user *device.Mem, at coherence.AllocID) error {
+func (q *Queue) addBuffer(st *bufState, spec engine.BufferSpec) error {
+	spec.Geo = st.geo
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
 		return ErrClosed
 	}
-	if q.cl != nil {
-		return q.addClusterBufferLocked(st, user)
-	}
-	id, err := q.rt.AddBuffer(st.geo, user, at)
+	id, err := q.eng.NewBuffer(spec)
 	if err != nil {
 		return err
 	}
@@ -153,7 +141,7 @@ func NewBuffer[T any](q *Queue, r Range, opts ...BufferOption) (*Buffer[T], erro
 		return nil, err
 	}
 	st := &bufState{q: q, geo: geo, dims: r.dims}
-	if err := q.addBuffer(st, nil, coherence.AllocID{}); err != nil {
+	if err := q.addBuffer(st, engine.BufferSpec{}); err != nil {
 		return nil, err
 	}
 	return &Buffer[T]{st: st, rng: r}, nil
@@ -174,30 +162,8 @@ func NewBufferFrom[T any](q *Queue, data []T, r Range, opts ...BufferOption) (*B
 		return nil, fmt.Errorf("%w: slice has %d elements, range %v needs %d", ErrBadRange, len(data), r, r.Count())
 	}
 	raw := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(data))), len(data)*es)
-	if q.cl != nil {
-		// The job keeps a copy to upload from; data gets the contents back
-		// at WriteBack and Close (unless CopyData).
-		st := &bufState{q: q, geo: geo, dims: r.dims, host: &device.Mem{Kind: device.MemHost, Bytes: len(raw), Host: raw}, writeBack: !cfg.copyIn}
-		if err := q.addBuffer(st, st.host, coherence.AllocID{}); err != nil {
-			return nil, err
-		}
-		return &Buffer[T]{st: st, rng: r}, nil
-	}
-	host := q.rt.Host().Info().ID
-	var mem *device.Mem
-	if cfg.copyIn {
-		m, err := q.rt.AllocOwned(q.rt.Host(), device.MemDevice, len(raw), "copy of the data (CopyData)")
-		if err != nil {
-			return nil, fmt.Errorf("acpp: NewBufferFrom: %w", err)
-		}
-		copy(m.Host, raw)
-		mem = m
-	} else {
-		mem = &device.Mem{Device: host, Kind: device.MemDevice, Bytes: len(raw), Host: raw,
-			Addr: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(data))))}
-	}
-	st := &bufState{q: q, geo: geo, dims: r.dims, host: mem, writeBack: !cfg.copyIn}
-	if err := q.addBuffer(st, mem, q.rt.HostAlloc()); err != nil {
+	st := &bufState{q: q, geo: geo, dims: r.dims}
+	if err := q.addBuffer(st, engine.BufferSpec{Data: raw, Copy: cfg.copyIn}); err != nil {
 		return nil, err
 	}
 	return &Buffer[T]{st: st, rng: r}, nil
@@ -211,19 +177,14 @@ func NewBufferOver[T any](q *Queue, p USM[T], r Range, opts ...BufferOption) (*B
 	if err != nil {
 		return nil, err
 	}
-	if q.cl != nil {
-		return nil, fmt.Errorf("%w: NewBufferOver (USM lives on local devices); use NewBufferFrom", ErrNotOnCluster)
-	}
 	if p.mem == nil || p.n < r.Count() {
 		return nil, fmt.Errorf("%w: USM allocation holds %d elements, range %v needs %d", ErrBadRange, p.n, r, r.Count())
 	}
-	mem := p.mem
 	if p.off != 0 {
 		return nil, fmt.Errorf("%w: a buffer must start at the beginning of its USM allocation", ErrBadRange)
 	}
-	at := q.rt.MemOf(mem.Device)
-	st := &bufState{q: q, geo: geo, dims: r.dims, bound: &at}
-	if err := q.addBuffer(st, mem, at); err != nil {
+	st := &bufState{q: q, geo: geo, dims: r.dims}
+	if err := q.addBuffer(st, engine.BufferSpec{Over: p.mem}); err != nil {
 		return nil, err
 	}
 	return &Buffer[T]{st: st, rng: r}, nil
@@ -292,30 +253,7 @@ func (b *Buffer[T]) WriteBack(ctx context.Context) error {
 	if b.st.isClosed() {
 		return ErrBufferClosed
 	}
-	if b.st.cb != nil {
-		return b.st.clusterWriteBack(ctx)
-	}
-	ev, err := b.st.hostTask(ctx, coherence.Read, false, "write-back")
-	if err != nil {
-		return err
-	}
-	return ev.Wait(ctx)
-}
-
-// hostTask submits a host-side group over the whole buffer and returns its
-// event; the group finishes as soon as its copies are done.
-func (st *bufState) hostTask(ctx context.Context, mode coherence.Mode, discard bool, name string) (*Event, error) {
-	g := execGroup(name, []coherence.Access{{Buffer: st.id, Pages: st.geo.All(), Mode: mode, Discard: discard, Target: st.q.rt.HostAlloc()}})
-	g.Host = func(done func(error)) { done(nil) }
-	submit := st.q.rt.Submit
-	if discard { // it reads and writes nothing: it only orders
-		submit = st.q.rt.SubmitBarrier
-	}
-	n, err := submit(g)
-	if err != nil {
-		return nil, err
-	}
-	return &Event{n: n}, nil
+	return b.st.q.eng.WriteBack(ctx, b.st.id)
 }
 
 // Close waits for every command group that uses the buffer, writes the
@@ -335,27 +273,11 @@ func (st *bufState) close(ctx context.Context) error {
 	if st.closed.Swap(true) {
 		return nil
 	}
-	if st.cb != nil {
-		return st.closeCluster(ctx)
-	}
-	// A read-write host group over every page conflicts with every earlier
-	// user, so waiting for it waits for them all; it copies only when the
-	// data must go back to the user's slice (otherwise it discards, T1).
-	ev, err := st.hostTask(ctx, coherence.ReadWrite, !st.writeBack, "close")
-	var werr error
-	if err == nil {
-		werr = ev.Wait(ctx)
-	}
+	err := st.q.eng.CloseBuffer(ctx, st.id)
 	st.q.mu.Lock()
 	delete(st.q.buffers, st)
 	st.q.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	if werr != nil {
-		return werr
-	}
-	return st.q.rt.RemoveBuffer(st.id)
+	return err
 }
 
 // Release frees the buffer's allocation on device id now (B1), after
@@ -366,24 +288,7 @@ func (b *Buffer[T]) Release(ctx context.Context, id DeviceID) error {
 	if b.st.isClosed() {
 		return ErrBufferClosed
 	}
-	d, err := b.st.q.deviceByID(id)
-	if err != nil {
-		return err
-	}
-	at := b.st.q.rt.MemOf(d.Info().ID)
-	if at == b.st.q.rt.HostAlloc() {
-		return fmt.Errorf("%w: %s uses the host allocation, which lives as long as the buffer; Close the buffer to free it", ErrMode, id)
-	}
-	if b.st.bound != nil && *b.st.bound == at {
-		return fmt.Errorf("%w: the buffer is bound to the user's USM allocation on %s (B3); free that yourself after Close", ErrMode, id)
-	}
-	g := execGroup("release", nil)
-	g.Release = &releaseReq{Buffer: b.st.id, Alloc: at}
-	n, err := b.st.q.rt.Submit(g)
-	if err != nil {
-		return err
-	}
-	return (&Event{n: n}).Wait(ctx)
+	return b.st.q.eng.Release(ctx, b.st.id, id)
 }
 
 // USM returns the buffer's allocation on device id as a USM pointer (B3),
@@ -395,15 +300,9 @@ func (b *Buffer[T]) USM(id DeviceID) (USM[T], error) {
 	if b.st.isClosed() {
 		return USM[T]{}, ErrBufferClosed
 	}
-	d, err := b.st.q.deviceByID(id)
+	m, err := b.st.q.eng.BufferUSM(b.st.id, id)
 	if err != nil {
 		return USM[T]{}, err
 	}
-	at := b.st.q.rt.MemOf(d.Info().ID)
-	m, err := b.st.q.rt.Alloc(b.st.id, at)
-	if err != nil {
-		return USM[T]{}, err
-	}
-	b.st.q.rt.Touch(b.st.id, at) // written outside command groups from now on
 	return USM[T]{mem: m, n: b.st.geo.Bytes() / b.elem()}, nil
 }

@@ -109,8 +109,8 @@ func TestCopiesRunAsPlanned_T4(t *testing.T) {
 	waitAll(t, q)
 	st := q.Stats()
 	planned := 0
-	for _, c := range ev.n.Step().Copies {
-		planned += len(c.Boxes)
+	for _, tr := range ev.Transfers() { // one per page box
+		planned += int(tr.Copies)
 	}
 	if planned == 0 || st.CopiesPlanned != int64(planned) || st.Copies != st.CopiesPlanned {
 		t.Fatalf("copies: planned by coherence %d, counted planned %d, run %d; want equal and > 0", planned, st.CopiesPlanned, st.Copies)

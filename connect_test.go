@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/acpp/acpp/coherence"
 	"github.com/acpp/acpp/coordinator"
 	"github.com/acpp/acpp/coordinator/coordtest"
-	"github.com/acpp/acpp/device"
 )
 
 // connect opens a cluster queue on c's nodes with client alice's
@@ -20,9 +19,17 @@ import (
 // the cluster's shared client; it is closed when the test ends.
 func connect(t *testing.T, c *coordtest.Cluster, opts ...Option) *Queue {
 	t.Helper()
+	return connectTraced(t, c, nil, opts...)
+}
+
+// connectTraced is connect with onDone called with each finished group's
+// trace.
+func connectTraced(t *testing.T, c *coordtest.Cluster, onDone func(coordinator.GroupTrace), opts ...Option) *Queue {
+	t.Helper()
 	base := c.Config()
 	opts = append([]Option{WithCredentials(c.Dir, "alice"), WithCoordinator(func(cfg *coordinator.Config) {
 		cfg.Client, cfg.Logger, cfg.LostTimeout, cfg.PollInterval = base.Client, base.Logger, base.LostTimeout, base.PollInterval
+		cfg.OnGroupDone = onDone
 	})}, opts...)
 	q, err := Connect(testCtx(t), c.Addrs(), opts...)
 	if err != nil {
@@ -304,7 +311,17 @@ func TestConnectSplitEqualsUnsplit_C4(t *testing.T) {
 	const n, rows, cols, iters = 3001, 30, 40, 4
 	wantS := saxpyRun(t, local, n, false)
 	wantJ := jacobiRun(t, local, rows, cols, iters, false)
-	q := connect(t, c)
+	var mu sync.Mutex
+	placed := map[string]int{}
+	groups := map[coordinator.GroupID]bool{}
+	q := connectTraced(t, c, func(tr coordinator.GroupTrace) {
+		mu.Lock()
+		defer mu.Unlock()
+		if tr.Device != "" {
+			placed[tr.Device]++
+			groups[tr.ID] = true
+		}
+	})
 	for name, opt := range map[string]SubmitOption{
 		"all devices":         Split(),
 		"cpu:0 of every node": Split(DeviceID{Kind: CPU}),
@@ -319,17 +336,21 @@ func TestConnectSplitEqualsUnsplit_C4(t *testing.T) {
 			t.Errorf("%s: split Jacobi on the cluster differs from unsplit embedded", name)
 		}
 	}
-	placed := q.cl.job.Stats().Placed
+	mu.Lock()
 	for _, d := range []string{"n0/cpu:0", "n1/cpu:0", "n2/cpu:0"} {
 		if placed[d] == 0 {
 			t.Errorf("no chunk ran on %s: %v", d, placed)
 		}
 	}
+	mu.Unlock()
 	if c.PeerBytes() == 0 {
 		t.Errorf("split stencils on three nodes moved no halo pages between them")
 	}
 	// One event for all chunks.
 	b := must(NewBuffer[float32](q, R1(99)))
+	mu.Lock()
+	before := len(groups)
+	mu.Unlock()
 	ev, err := q.Submit(func(h *Handler) error {
 		h.Launch("fill_f32", R1(99), Write(h, b, NoInit, Map(OneToOne())), Scalar(float32(4)))
 		return nil
@@ -337,9 +358,14 @@ func TestConnectSplitEqualsUnsplit_C4(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ev.Wait(testCtx(t)); err != nil || len(ev.c.ids) != 3 || ev.Status() != Complete {
-		t.Fatalf("split fill: %v, %d groups, status %v", err, len(ev.c.ids), ev.Status())
+	if err := ev.Wait(testCtx(t)); err != nil || ev.Status() != Complete {
+		t.Fatalf("split fill: %v, status %v", err, ev.Status())
 	}
+	mu.Lock()
+	if n := len(groups) - before; n != 3 {
+		t.Errorf("split fill ran as %d groups, want one per node's device (3)", n)
+	}
+	mu.Unlock()
 	if got := readAll(t, b); got[0] != 4 || got[98] != 4 {
 		t.Errorf("split fill wrote %v", got)
 	}
@@ -394,7 +420,7 @@ func TestConnectViewsTravel_P5_C3(t *testing.T) {
 		xv, yv := must(x.Reshape(R1(rows*cols))), must(y.Reshape(R1(rows*cols)))
 		for i, a := range []float32{2, -1} {
 			var pin []SubmitOption
-			if q.cl != nil {
+			if q.ClusterDevices() != nil {
 				pin = append(pin, OnNode(fmt.Sprintf("n%d", i), DeviceID{Kind: CPU}))
 			}
 			if _, err := q.Submit(func(h *Handler) error {
@@ -435,35 +461,3 @@ func TestConnectViewsTravel_P5_C3(t *testing.T) {
 	}
 }
 
-// P5: a raw view's region on a cluster is the element box of the view's
-// page range, and a discard survives only for an access to all of it.
-func TestViewOnClusterRegion_P5(t *testing.T) {
-	geo, err := coherence.NewGeometry(coherence.Dims{1, 8, 16}, 4, coherence.Dims{1, 1, 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := &bufState{geo: geo}
-	view := coherence.View{Range: coherence.Dims{1, 1, 128}, ElemSize: 4}
-	for _, tc := range []struct {
-		off, rng     [3]int
-		wOff, wRng   coordinator.Dims
-		noInit, keep bool
-	}{
-		{[3]int{0, 0, 20}, [3]int{1, 1, 30}, coordinator.Dims{0, 1, 0}, coordinator.Dims{1, 3, 16}, true, false},
-		{[3]int{0, 0, 32}, [3]int{1, 1, 16}, coordinator.Dims{0, 2, 0}, coordinator.Dims{1, 1, 16}, false, false},
-		{[3]int{}, [3]int{1, 1, 128}, coordinator.Dims{}, coordinator.Dims{1, 8, 16}, true, true},
-	} {
-		pages, err := geo.ViewPageRange(view, tc.off, tc.rng)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := &req{st: st, brange: view.Range, elem: 4, off: tc.off, rng: tc.rng, pages: pages}
-		acc := coordinator.Accessor{Kind: device.ArgPointer, NoInit: tc.noInit}
-		if err := viewOnCluster(r, &acc, nil); err != nil {
-			t.Fatal(err)
-		}
-		if acc.Offset != tc.wOff || acc.Range != tc.wRng || acc.NoInit != tc.keep {
-			t.Errorf("view region %v+%v: buffer region %v+%v NoInit %v, want %v+%v NoInit %v", tc.off, tc.rng, acc.Offset, acc.Range, acc.NoInit, tc.wOff, tc.wRng, tc.keep)
-		}
-	}
-}

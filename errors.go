@@ -4,22 +4,22 @@ import (
 	"errors"
 
 	"github.com/acpp/acpp/device"
-	"github.com/acpp/acpp/internal/exec"
+	"github.com/acpp/acpp/internal/engine"
 )
 
 // Sentinel errors. Match them with errors.Is; messages add the detail.
 var (
 	// ErrClosed: the queue or buffer was closed; create a new one.
-	ErrClosed = exec.ErrClosed
+	ErrClosed = engine.ErrClosed
 	// ErrBufferClosed: the buffer was closed; accessors, host access and
 	// WriteBack need a live buffer.
 	ErrBufferClosed = errors.New("acpp: buffer closed")
 	// ErrBadRange: a range or offset is malformed or does not fit the
 	// buffer; the message names the bound.
-	ErrBadRange = errors.New("acpp: range does not fit")
+	ErrBadRange = engine.ErrBadRange
 	// ErrMode: an access mode does not allow the operation (writing through
 	// a read accessor, a NoInit read, a fill of a read accessor).
-	ErrMode = errors.New("acpp: access mode does not allow this")
+	ErrMode = engine.ErrMode
 	// ErrNoKernel: a command group declared no work, or more than one; call
 	// exactly one of ParallelFor, ParallelForND, SingleTask, Launch, Copy,
 	// Fill.
@@ -28,7 +28,7 @@ var (
 	// accessors inside the command-group function.
 	ErrHandlerDone = errors.New("acpp: handler used outside its command group")
 	// ErrNoDevice: no device matched the selection.
-	ErrNoDevice = errors.New("acpp: no such device")
+	ErrNoDevice = engine.ErrNoDevice
 	// ErrNoImplementation: the kernel has no implementation for the device
 	// the group runs on (a Go closure on a GPU, a named kernel without one
 	// for this backend). Register one or submit with On(another device).

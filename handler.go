@@ -3,11 +3,11 @@ package acpp
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"unsafe"
 
-	"github.com/acpp/acpp/coherence"
 	"github.com/acpp/acpp/device"
-	"github.com/acpp/acpp/internal/exec"
+	"github.com/acpp/acpp/internal/engine"
 )
 
 // SubmitOption configures one Submit.
@@ -34,32 +34,24 @@ func After(evs ...*Event) SubmitOption {
 // Named names the group in errors, logs and traces.
 func Named(name string) SubmitOption { return func(c *submitConfig) { c.name = name } }
 
-// Handler collects a command group: its accessors and its one action. It
-// is valid only inside the function passed to Submit.
+// Handler records a command group: its accessors and its one action. It
+// is valid only inside the function passed to Submit. It records; the
+// queue's engine runs the record (engine.Group).
 type Handler struct {
 	q     *Queue
-	dev   device.Device
-	mem   coherence.AllocID
-	name  string
+	t     engine.Target // the device the group is recorded for
+	rec   engine.Group  // the record
 	reqs  []*req
-	after []*exec.Node
 	local []device.Arg // local memory arguments of ParallelForND
-	ops   []device.Op
-	act   string // the action declared, "" for none
 	errs  []error
 	done  bool
-	goOK  bool        // dev runs Go closures (set from the queue's cache; else runsGo asks dev)
-	cl    *clusterCG  // a cluster queue's group (Connect)
-	split *splitChunk // a split group's chunk (split.go); nil otherwise
+	split *splitState // a split group's options and mappers (split.go); nil otherwise
 
 	// Inline storage for the common small groups (fewer allocations per
-	// submit). One requirement and one access inline keep a one-accessor
-	// group's memory (handler, event and node: cgroup) at 896 bytes, a size
-	// class of its own; a second accessor allocates its requirement and
-	// the access list.
+	// submit): one requirement, two accessor slots and one op.
 	reqStore [1]req
 	reqBuf   [2]*req
-	accBuf   [1]coherence.Access
+	accBuf   [2]*engine.Access
 	opBuf    [1]device.Op
 }
 
@@ -80,20 +72,16 @@ func (h *Handler) usable() error {
 
 func (h *Handler) fail(err error) { h.errs = append(h.errs, err) }
 
-// Device describes the device the group runs on.
-func (h *Handler) Device() device.Info { return h.dev.Info() }
+// Device describes the device the group runs on. On a cluster queue it is
+// the pinned device (OnNode), or a stand-in when the coordinator places
+// the group.
+func (h *Handler) Device() device.Info { return h.t.Info() }
 
 // DependsOn adds explicit dependencies, like the After option.
 func (h *Handler) DependsOn(evs ...*Event) {
 	for _, e := range evs {
-		switch {
-		case e == nil:
-		case e.c != nil && h.cl != nil:
-			h.cl.after = append(h.cl.after, e)
-		case e.c != nil || h.cl != nil:
-			h.fail(fmt.Errorf("%w: an event of a cluster queue and a group of a local queue (or the other way round) cannot be ordered; Wait for the event first", ErrNotOnCluster))
-		default:
-			h.after = append(h.after, e.n)
+		if e != nil {
+			h.rec.After = append(h.rec.After, e.e)
 		}
 	}
 }
@@ -123,42 +111,37 @@ func (h *Handler) checkAction(name string) bool {
 		h.fail(err)
 		return false
 	}
-	if h.act != "" {
-		h.fail(fmt.Errorf("%w: %s after %s", ErrNoKernel, name, h.act))
+	if h.rec.Action != "" {
+		h.fail(fmt.Errorf("%w: %s after %s", ErrNoKernel, name, h.rec.Action))
 		return false
 	}
 	return true
 }
 
 func (h *Handler) recordAction(name string, ops []device.Op) {
-	h.act = name
-	h.ops = ops
-	if h.name == "" {
-		h.name = name
+	h.rec.Action = name
+	h.rec.Ops = ops
+	if h.rec.Name == "" {
+		h.rec.Name = name
 	}
 }
 
+// runsGo reports whether the group's device runs Go closures, after
+// recording the engine's reason when not.
 func (h *Handler) runsGo(what string) bool {
-	if h.goOK {
-		return true
-	}
-	if h.cl != nil {
-		h.fail(fmt.Errorf("%w (%s)", ErrClosureOnCluster, what))
+	if err := h.t.Closure(what); err != nil {
+		h.fail(err)
 		return false
 	}
-	if h.dev.Info().Caps.Runs(device.FormGo) {
-		return true
-	}
-	h.fail(fmt.Errorf("%w: %s is a Go closure and %s runs no Go code; submit with acpp.On(a CPU device) or register a named kernel with an implementation for it", ErrNoImplementation, what, h.dev.Info().ID))
-	return false
+	return true
 }
 
-// Submit runs cgf to collect a command group and submits it. The group
-// runs once the groups it conflicts with (D1–D3) and the events it waits
-// for have finished; independent groups run concurrently (D4). Errors in
-// declaring the group (an accessor outside its buffer, a closed buffer, a
-// kernel without an implementation for the device, ...) are returned here;
-// errors while it runs are on the event.
+// Submit runs cgf to record a command group and hands the record to the
+// queue's engine. The group runs once the groups it conflicts with (D1–D3)
+// and the events it waits for have finished; independent groups run
+// concurrently (D4). Errors in declaring the group (an accessor outside
+// its buffer, a closed buffer, a kernel without an implementation for the
+// device, ...) are returned here; errors while it runs are on the event.
 func (q *Queue) Submit(cgf func(h *Handler) error, opts ...SubmitOption) (*Event, error) {
 	if cgf == nil {
 		return nil, fmt.Errorf("%w: Submit got a nil command-group function", ErrNoKernel)
@@ -171,26 +154,27 @@ func (q *Queue) Submit(cgf func(h *Handler) error, opts ...SubmitOption) (*Event
 		}
 		cfg = *c
 	}
-	if q.cl != nil {
-		return q.submitCluster(cgf, cfg)
-	}
-	if cfg.split != nil {
-		return q.submitSplit(cgf, cfg)
-	}
-	dev, mem, goOK := q.devs[0], q.defMem, q.defGo
-	if cfg.dev != nil {
-		d, err := q.deviceByID(*cfg.dev)
-		if err != nil {
+	t := q.def
+	if t == nil || cfg.dev != nil || cfg.node != "" || cfg.split != nil {
+		p := engine.Place{Device: cfg.dev, Node: cfg.node}
+		if cfg.split != nil {
+			p.Split = cfg.split.record()
+		}
+		var err error
+		if t, err = q.eng.Target(p); err != nil {
 			return nil, err
 		}
-		dev, mem, goOK = d, q.rt.MemOf(d.Info().ID), false
 	}
 	// One allocation holds the handler (which the kernel's accessors point
-	// into), the event and the executor's node.
-	cg := new(cgroup)
+	// into), the event and the engine's part (its node).
+	cg, slot := q.eng.NewGroup()
 	h := &cg.h
-	h.q, h.dev, h.mem, h.name, h.goOK = q, dev, mem, cfg.name, goOK
+	h.q, h.t = q, t
+	h.rec.Name, h.rec.Target = cfg.name, t
 	h.reqs = h.reqBuf[:0]
+	if cfg.split != nil {
+		h.split = &splitState{opts: cfg.split}
+	}
 	if len(cfg.after) > 0 {
 		h.DependsOn(cfg.after...)
 	}
@@ -202,60 +186,41 @@ func (q *Queue) Submit(cgf func(h *Handler) error, opts ...SubmitOption) (*Event
 	if len(h.errs) > 0 {
 		return nil, errors.Join(h.errs...)
 	}
-	if h.act == "" {
+	if h.rec.Action == "" {
 		return nil, fmt.Errorf("%w: the group declared none", ErrNoKernel)
 	}
-	return q.submitGroup(cg)
-}
-
-// cgroup is a command group's memory: handler, event and node.
-type cgroup struct {
-	h    Handler
-	ev   Event
-	node exec.Node
-}
-
-func (q *Queue) submitGroup(cg *cgroup) (*Event, error) {
-	h := &cg.h
-	acc := h.accBuf[:0]
-	if len(h.reqs) > len(h.accBuf) {
-		acc = make([]coherence.Access, 0, len(h.reqs))
-	}
-	for _, r := range h.reqs {
-		a := coherence.Access{Buffer: r.st.id, Pages: r.pages, Mode: r.mode, Target: h.mem}
-		if r.noInit {
-			acc = appendDiscard(acc, a, r)
-			continue
-		}
-		acc = append(acc, a)
-	}
-	if err := q.rt.SubmitNode(&cg.node, exec.Group{Name: h.name, Accesses: acc, After: h.after, Device: h.dev, Ops: h.ops, OnFinish: h.split.finisher()}); err != nil {
+	if err := h.seal(); err != nil {
 		return nil, err
 	}
-	cg.ev.n = &cg.node
+	ev, err := q.eng.Submit(slot, &h.rec)
+	if err != nil {
+		return nil, err
+	}
+	cg.ev.e = ev
 	return &cg.ev, nil
 }
 
-// appendDiscard appends the coherence accesses of a NoInit accessor. The core
-// tracks whole pages, and a discard access marks its whole page range valid
-// on the target without a transfer (T1). Where the accessor covers a page only
-// in part, the rest of that page must survive, so such edge pages become a
-// plain write: their current contents are brought to the target first (T3)
-// and nothing outside the accessor is lost. Page-aligned accessors (and
-// whole-buffer ones) stay pure discards.
-func appendDiscard(acc []coherence.Access, a coherence.Access, r *req) []coherence.Access {
-	geo := r.st.geo
-	if r.brange != geo.Range || r.elem != geo.ElemSize {
-		// A reinterpreted or reshaped view: its page range is a bounding box
-		// (P5), so only an access to all of its bytes may discard.
-		a.Discard = r.off == [3]int{} && r.rng == r.brange
-		return append(acc, a)
+// cgroup is a command group's memory: handler and event.
+type cgroup struct {
+	h  Handler
+	ev Event
+}
+
+// seal completes the record: the accessors' accesses, and a split's
+// options and range mappers.
+func (h *Handler) seal() error {
+	acc := h.accBuf[:0]
+	if len(h.reqs) > len(h.accBuf) {
+		acc = make([]*engine.Access, 0, len(h.reqs))
 	}
-	out, err := geo.AppendNoInit(acc, a, r.off, r.rng)
-	if err != nil { // cannot happen for a validated accessor; stay safe
-		return append(acc, a)
+	for _, r := range h.reqs {
+		acc = append(acc, &r.Access)
 	}
-	return out
+	h.rec.Accesses = acc
+	if h.split != nil {
+		return h.sealSplit()
+	}
+	return nil
 }
 
 // ---- kernels ----
@@ -328,8 +293,8 @@ func (h *Handler) ParallelForChunks(r Range, k func(lo, hi ID)) {
 }
 
 func (h *Handler) nameOr(s string) string {
-	if h.name != "" {
-		return h.name
+	if h.rec.Name != "" {
+		return h.rec.Name
 	}
 	return s
 }
@@ -488,9 +453,9 @@ func (h *Handler) ndRange(global, local Range) (device.NDRange, error) {
 			return device.NDRange{}, fmt.Errorf("%w: global range %v is not a multiple of the work-group size %v", ErrBadRange, global, local)
 		}
 	}
-	caps := h.dev.Info().Caps
-	if caps.MaxGroupSize > 0 && local.Count() > caps.MaxGroupSize {
-		return device.NDRange{}, fmt.Errorf("%w: work-group of %d items, %s allows %d", ErrBadRange, local.Count(), h.dev.Info().ID, caps.MaxGroupSize)
+	info := h.t.Info()
+	if caps := info.Caps; caps.MaxGroupSize > 0 && local.Count() > caps.MaxGroupSize {
+		return device.NDRange{}, fmt.Errorf("%w: work-group of %d items, %s allows %d", ErrBadRange, local.Count(), info.ID, caps.MaxGroupSize)
 	}
 	return device.NDRange{Global: global.dims3(), Local: local.dims3(), Dims: global.dims}, nil
 }
@@ -501,7 +466,7 @@ func (h *Handler) ndRange(global, local Range) (device.NDRange, error) {
 // accessor, a USM pointer, a Scalar, or one of those cast with Generic or
 // Cast.
 type KernelArg interface {
-	kernelArg(h *Handler) (device.Arg, error)
+	kernelArg(c argCtx) (device.Arg, error)
 }
 
 // Launch runs the named kernel over r (a flat launch). The kernel must have
@@ -526,60 +491,62 @@ func (h *Handler) LaunchND(name string, global, local Range, args ...KernelArg) 
 }
 
 func (h *Handler) launch(name string, nd device.NDRange, args []KernelArg) {
-	if h.split != nil && h.split.deferLaunch(h, name, nd, args) {
+	if !h.checkAction("launch " + name) {
 		return
 	}
-	if h.cl != nil {
-		h.launchCluster(name, nd, args)
-		return
-	}
-	k, err := device.Kernels.Lookup(name)
+	dargs, idx, err := h.kernelArgs(name, args, argCtx{h: h, t: h.t})
 	if err != nil {
 		h.fail(err)
 		return
 	}
-	caps := h.dev.Info().Caps
-	if !caps.RunsKernel(k) {
-		h.fail(fmt.Errorf("%w: kernel %q has no implementation that %s runs; register one or submit with acpp.On(another device)", ErrNoImplementation, name, h.dev.Info().ID))
-		return
-	}
-	dargs, ok := h.kernelArgs(name, args)
-	if !ok {
-		return
-	}
-	conv, err := device.ValidateArgs(k, dargs, caps.LocalMemBytes)
+	conv, def, err := h.t.Kernel(name, dargs)
 	if err != nil {
 		h.fail(err)
 		return
 	}
-	h.setAction1("launch "+name, device.LaunchOp{Name: name, Kernel: k, Range: nd, Args: conv})
+	// A split's chunks run on other devices: the engine rebinds the
+	// arguments for each (the same accessors over that device's memory).
+	args = slices.Clone(args)
+	rebind := func(t engine.Target) ([]device.Arg, error) {
+		a, _, err := h.kernelArgs(name, args, argCtx{h: h, t: t})
+		return a, err
+	}
+	h.rec.Kernel = &engine.Kernel{Name: name, ND: nd, Def: def, Args: conv, ArgAccess: idx, Rebind: rebind}
+	h.recordAction("launch "+name, nil)
 }
 
-func (a Raw[T]) kernelArg(h *Handler) (device.Arg, error)   { return a.rq.arg(h, device.ArgPointer) }
-func (a RawRO[T]) kernelArg(h *Handler) (device.Arg, error) { return a.rq.arg(h, device.ArgPointer) }
-func (a Unranged[T]) kernelArg(h *Handler) (device.Arg, error) {
-	return a.rq.arg(h, device.ArgAccessor)
-}
-func (a UnrangedRO[T]) kernelArg(h *Handler) (device.Arg, error) {
-	return a.rq.arg(h, device.ArgAccessor)
-}
-func (a Ranged[T]) kernelArg(h *Handler) (device.Arg, error) {
-	return a.rq.arg(h, device.ArgRangedAccessor)
-}
-func (a RangedRO[T]) kernelArg(h *Handler) (device.Arg, error) {
-	return a.rq.arg(h, device.ArgRangedAccessor)
+// argCtx is what a kernel argument resolves against: the group, and the
+// target whose memory its accessors pass (the group's, or a split chunk's).
+type argCtx struct {
+	h *Handler
+	t engine.Target
 }
 
-func (l Local[T]) kernelArg(h *Handler) (device.Arg, error) {
-	if l.n == 0 || l.idx >= len(h.local) {
+func (a Raw[T]) kernelArg(c argCtx) (device.Arg, error)   { return a.rq.arg(c, device.ArgPointer) }
+func (a RawRO[T]) kernelArg(c argCtx) (device.Arg, error) { return a.rq.arg(c, device.ArgPointer) }
+func (a Unranged[T]) kernelArg(c argCtx) (device.Arg, error) {
+	return a.rq.arg(c, device.ArgAccessor)
+}
+func (a UnrangedRO[T]) kernelArg(c argCtx) (device.Arg, error) {
+	return a.rq.arg(c, device.ArgAccessor)
+}
+func (a Ranged[T]) kernelArg(c argCtx) (device.Arg, error) {
+	return a.rq.arg(c, device.ArgRangedAccessor)
+}
+func (a RangedRO[T]) kernelArg(c argCtx) (device.Arg, error) {
+	return a.rq.arg(c, device.ArgRangedAccessor)
+}
+
+func (l Local[T]) kernelArg(c argCtx) (device.Arg, error) {
+	if l.n == 0 || l.idx >= len(c.h.local) {
 		return device.Arg{}, fmt.Errorf("%w: local accessor not declared in this group", ErrBadRange)
 	}
-	return h.local[l.idx], nil
+	return c.h.local[l.idx], nil
 }
 
 type scalarArg struct{ b []byte }
 
-func (s scalarArg) kernelArg(*Handler) (device.Arg, error) {
+func (s scalarArg) kernelArg(argCtx) (device.Arg, error) {
 	return device.Arg{Kind: device.ArgScalar, Space: device.Private, Scalar: s.b, ElemSize: len(s.b)}, nil
 }
 
@@ -596,8 +563,8 @@ type spaceArg struct {
 	cast  bool
 }
 
-func (s spaceArg) kernelArg(h *Handler) (device.Arg, error) {
-	a, err := s.inner.kernelArg(h)
+func (s spaceArg) kernelArg(c argCtx) (device.Arg, error) {
+	a, err := s.inner.kernelArg(c)
 	if err != nil {
 		return a, err
 	}
@@ -672,7 +639,7 @@ func (h *Handler) own(r *req, what string) bool {
 }
 
 func (r *req) region() device.Region {
-	return device.Region{Mem: r.mem, Extent: r.brange, Origin: r.off}
+	return device.Region{Mem: r.mem, Extent: r.BRange, Origin: r.Off}
 }
 
 // Copy copies src's access region to dst's (same size) on the group's
@@ -682,17 +649,17 @@ func Copy[T any](h *Handler, src Readable[T], dst Writable[T]) {
 	if !h.own(s, "source") || !h.own(d, "destination") {
 		return
 	}
-	if s.rng != d.rng {
-		h.fail(fmt.Errorf("%w: copy from a %v region to a %v region", ErrBadRange, s.rng, d.rng))
+	if s.Rng != d.Rng {
+		h.fail(fmt.Errorf("%w: copy from a %v region to a %v region", ErrBadRange, s.Rng, d.Rng))
 		return
 	}
-	h.setAction1("copy", device.CopyOp{Src: s.region(), Dst: d.region(), Size: s.rng, ElemSize: s.elem})
+	h.setAction1("copy", device.CopyOp{Src: s.region(), Dst: d.region(), Size: s.Rng, ElemSize: s.Elem})
 }
 
 func hostMem[T any](h *Handler, s []T) *device.Mem {
 	var z T
 	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(z)))
-	return &device.Mem{Device: h.q.rt.Host().Info().ID, Kind: device.MemHost, Bytes: len(b), Host: b}
+	return &device.Mem{Device: device.ID{Kind: device.KindCPU}, Kind: device.MemHost, Bytes: len(b), Host: b}
 }
 
 // CopyToHost copies src's access region into dst (dense, row-major).
@@ -701,13 +668,13 @@ func CopyToHost[T any](h *Handler, src Readable[T], dst []T) {
 	if !h.own(s, "source") {
 		return
 	}
-	n := s.rng[0] * s.rng[1] * s.rng[2]
+	n := s.Rng[0] * s.Rng[1] * s.Rng[2]
 	if len(dst) < n {
 		h.fail(fmt.Errorf("%w: destination slice has %d elements, the copy %d", ErrBadRange, len(dst), n))
 		return
 	}
-	h.setAction1("copy", device.CopyOp{Src: s.region(), Dst: device.Region{Mem: hostMem(h, dst[:n]), Extent: s.rng},
-		Size: s.rng, ElemSize: s.elem})
+	h.setAction1("copy", device.CopyOp{Src: s.region(), Dst: device.Region{Mem: hostMem(h, dst[:n]), Extent: s.Rng},
+		Size: s.Rng, ElemSize: s.Elem})
 }
 
 // CopyFromHost copies src (dense, row-major) into dst's access region.
@@ -716,13 +683,13 @@ func CopyFromHost[T any](h *Handler, src []T, dst Writable[T]) {
 	if !h.own(d, "destination") {
 		return
 	}
-	n := d.rng[0] * d.rng[1] * d.rng[2]
+	n := d.Rng[0] * d.Rng[1] * d.Rng[2]
 	if len(src) < n {
 		h.fail(fmt.Errorf("%w: source slice has %d elements, the copy %d", ErrBadRange, len(src), n))
 		return
 	}
-	h.setAction1("copy", device.CopyOp{Src: device.Region{Mem: hostMem(h, src[:n]), Extent: d.rng}, Dst: d.region(),
-		Size: d.rng, ElemSize: d.elem})
+	h.setAction1("copy", device.CopyOp{Src: device.Region{Mem: hostMem(h, src[:n]), Extent: d.Rng}, Dst: d.region(),
+		Size: d.Rng, ElemSize: d.Elem})
 }
 
 // Fill sets every element of dst's access region to v.
@@ -731,48 +698,61 @@ func Fill[T any](h *Handler, dst Writable[T], v T) {
 	if !h.own(d, "destination") {
 		return
 	}
-	pat := make([]byte, d.elem)
-	copy(pat, unsafe.Slice((*byte)(unsafe.Pointer(&v)), d.elem))
+	pat := make([]byte, d.Elem)
+	copy(pat, unsafe.Slice((*byte)(unsafe.Pointer(&v)), d.Elem))
 	h.setAction("fill", fillOps(d, pat)...)
 }
 
 // fillOps covers a box with as few contiguous fills as its shape allows.
 func fillOps(r *req, pat []byte) []device.Op {
-	e, o, s := r.brange, r.off, r.rng
-	at := func(z, y, x int) int { return ((z*e[1]+y)*e[2] + x) * r.elem }
+	e, o, s := r.BRange, r.Off, r.Rng
+	at := func(z, y, x int) int { return ((z*e[1]+y)*e[2] + x) * r.Elem }
 	var ops []device.Op
 	switch {
 	case s[2] == e[2] && s[1] == e[1]:
-		ops = append(ops, device.FillOp{Dst: r.mem, Offset: at(o[0], 0, 0), Bytes: s[0] * e[1] * e[2] * r.elem, Pattern: pat})
+		ops = append(ops, device.FillOp{Dst: r.mem, Offset: at(o[0], 0, 0), Bytes: s[0] * e[1] * e[2] * r.Elem, Pattern: pat})
 	case s[2] == e[2]:
 		for z := o[0]; z < o[0]+s[0]; z++ {
-			ops = append(ops, device.FillOp{Dst: r.mem, Offset: at(z, o[1], 0), Bytes: s[1] * e[2] * r.elem, Pattern: pat})
+			ops = append(ops, device.FillOp{Dst: r.mem, Offset: at(z, o[1], 0), Bytes: s[1] * e[2] * r.Elem, Pattern: pat})
 		}
 	default:
 		for z := o[0]; z < o[0]+s[0]; z++ {
 			for y := o[1]; y < o[1]+s[1]; y++ {
-				ops = append(ops, device.FillOp{Dst: r.mem, Offset: at(z, y, o[2]), Bytes: s[2] * r.elem, Pattern: pat})
+				ops = append(ops, device.FillOp{Dst: r.mem, Offset: at(z, y, o[2]), Bytes: s[2] * r.Elem, Pattern: pat})
 			}
 		}
 	}
 	return ops
 }
 
-// kernelArgs declares kernel name's arguments; on a nil or bad argument it
-// fails h and reports false.
-func (h *Handler) kernelArgs(name string, args []KernelArg) ([]device.Arg, bool) {
+// kernelArgs resolves kernel name's arguments against c, and says for
+// each the index of the accessor it passes in h.reqs (-1 for none).
+func (h *Handler) kernelArgs(name string, args []KernelArg, c argCtx) ([]device.Arg, []int, error) {
 	dargs := make([]device.Arg, len(args))
+	idx := make([]int, len(args))
 	for i, a := range args {
 		if a == nil {
-			h.fail(fmt.Errorf("%w: kernel %q argument %d is nil", device.ErrBadArg, name, i))
-			return nil, false
+			return nil, nil, fmt.Errorf("%w: kernel %q argument %d is nil", device.ErrBadArg, name, i)
 		}
-		da, err := a.kernelArg(h)
+		da, err := a.kernelArg(c)
 		if err != nil {
-			h.fail(fmt.Errorf("kernel %q argument %d: %w", name, i, err))
-			return nil, false
+			return nil, nil, fmt.Errorf("kernel %q argument %d: %w", name, i, err)
 		}
 		dargs[i] = da
+		idx[i] = -1
+		for {
+			s, ok := a.(spaceArg)
+			if !ok {
+				break
+			}
+			a = s.inner
+		}
+		if rq, ok := a.(requester); ok {
+			idx[i] = slices.Index(h.reqs, rq.request())
+		}
 	}
-	return dargs, true
+	return dargs, idx, nil
 }
+
+// requester is every buffer accessor.
+type requester interface{ request() *req }

@@ -8,7 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/acpp/acpp/coherence"
-	"github.com/acpp/acpp/internal/exec"
+	"github.com/acpp/acpp/internal/engine"
 )
 
 // hostView is what a host accessor holds: the accessed region of a buffer
@@ -116,61 +116,57 @@ func hostAccess[T any](ctx context.Context, b *Buffer[T], mode Mode, opts []Acce
 	if b == nil || b.st == nil {
 		return hostView[T]{}, fmt.Errorf("%w: nil buffer", ErrBadRange)
 	}
-	st := b.st
-	if st.isClosed() {
+	if b.st.isClosed() {
 		return hostView[T]{}, ErrBufferClosed
 	}
 	off, rng, noInit, err := hostRegion(b, mode, opts)
 	if err != nil {
 		return hostView[T]{}, err
 	}
-	if st.cb != nil {
-		return hostAccessCluster(ctx, b, mode, noInit, off, rng)
-	}
-	host := st.q.rt.HostAlloc()
-	m, err := st.q.rt.Alloc(st.id, host)
+	r, err := hostRequest(b, mode, noInit, off, rng)
 	if err != nil {
 		return hostView[T]{}, err
 	}
+	v, err := b.st.q.eng.HostAccess(ctx, r)
+	if err != nil {
+		return hostView[T]{}, err
+	}
+	p := sliceOfBytes[T](v.Data)
+	if v.Whole {
+		return bufferView(p, b, off, rng, v.Done), nil
+	}
+	// Just the region, row-major.
+	return hostView[T]{p: p, s1: rng[1], s2: rng[2], off: off, rng: rng, dims: b.rng.dims, done: v.Done}, nil
+}
+
+// hostRequest is the engine's form of a host access to the region off+rng
+// of b.
+func hostRequest[T any](b *Buffer[T], mode Mode, noInit bool, off, rng coherence.Dims) (*engine.HostRequest, error) {
+	st := b.st
 	pages, err := b.pageRange(off, rng)
 	if err != nil {
-		return hostView[T]{}, fmt.Errorf("%w: %v", ErrBadRange, err)
+		return nil, fmt.Errorf("%w: %v", ErrBadRange, err)
 	}
-	acc := coherence.Access{Buffer: st.id, Pages: pages, Mode: mode.coherence(), Target: host}
-	accs := []coherence.Access{acc}
-	if noInit {
-		// As a NoInit accessor (appendDiscard): pages the region covers in
-		// part keep the rest of their contents.
-		if b.rng.dims3() == st.geo.Range && b.elem() == st.geo.ElemSize {
-			if accs, err = st.geo.AppendNoInit(nil, acc, off, rng); err != nil {
-				return hostView[T]{}, fmt.Errorf("%w: %v", ErrBadRange, err)
-			}
-		} else {
-			accs[0].Discard = off == (coherence.Dims{}) && rng == b.rng.dims3()
-		}
+	return &engine.HostRequest{
+		Access: engine.Access{Buffer: st.id, Geo: &st.geo, Mode: mode.coherence(), NoInit: noInit, Pages: pages,
+			Elem: b.elem(), BRange: b.rng.dims3(), Off: off, Rng: rng, VDims: b.rng.dims, Ranged: true},
+		Alloc: func(n int) []byte { return bytesOf(make([]T, n/b.elem())) },
+	}, nil
+}
+
+// sliceOfBytes views bytes as []T (the engines hand out host memory or
+// copies made by HostRequest.Alloc, aligned for T).
+func sliceOfBytes[T any](b []byte) []T {
+	var z T
+	if len(b) == 0 {
+		return nil
 	}
-	ready := make(chan func(error), 1)
-	g := exec.Group{Name: "host access", Accesses: accs, Host: func(done func(error)) { ready <- done }}
-	n, err := st.q.rt.Submit(g)
-	if err != nil {
-		return hostView[T]{}, err
-	}
-	select {
-	case done := <-ready:
-		return bufferView(sliceOf[T](m), b, off, rng, done), nil
-	case <-n.Done():
-		return hostView[T]{}, n.Err()
-	case <-ctx.Done():
-		// Release the access as soon as it is granted.
-		go func() {
-			select {
-			case done := <-ready:
-				done(nil)
-			case <-n.Done():
-			}
-		}()
-		return hostView[T]{}, ctx.Err()
-	}
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/int(unsafe.Sizeof(z)))
+}
+
+func bytesOf[T any](s []T) []byte {
+	var z T
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(z)))
 }
 
 // bufferView is a host view of the region off+rng of b in p, which holds
@@ -179,93 +175,6 @@ func bufferView[T any](p []T, b *Buffer[T], off, rng coherence.Dims, done func(e
 	br := b.rng.dims3()
 	return hostView[T]{p: p, base: (off[0]*br[1]+off[1])*br[2] + off[2], s1: br[1], s2: br[2],
 		off: off, rng: rng, dims: b.rng.dims, done: done}
-}
-
-// hostAccessCluster reads the region back from the nodes (only its pages
-// travel, T3) into a copy; a writable access writes the region back at
-// Close. A view of another shape than its buffer's reads the element box
-// of its pages (the coordinator tracks the buffer's own shape) into a copy
-// of the whole buffer.
-func hostAccessCluster[T any](ctx context.Context, b *Buffer[T], mode Mode, noInit bool, off, rng coherence.Dims) (hostView[T], error) {
-	st := b.st
-	job := st.q.cl.job
-	br := b.rng.dims3()
-	whole := off == (coherence.Dims{}) && rng == br
-	if rng.Volume() == 0 {
-		return hostView[T]{s1: rng[1], s2: rng[2], off: off, rng: rng, dims: b.rng.dims, done: func(error) {}}, nil
-	}
-	if whole || (br == st.geo.Range && b.elem() == st.geo.ElemSize) {
-		// The region in the buffer's own coordinates.
-		var data []T
-		if mode == ModeWrite && noInit {
-			data = make([]T, rng.Volume())
-		} else {
-			raw, err := job.Read(ctx, st.cb, off, rng)
-			if err != nil {
-				return hostView[T]{}, err
-			}
-			data = elemsOf[T](raw)
-		}
-		v := hostView[T]{p: data, s1: rng[1], s2: rng[2], off: off, rng: rng, dims: b.rng.dims, done: func(error) {}}
-		if whole {
-			// The whole buffer, whatever the view's shape: the zero region.
-			off, rng = coherence.Dims{}, coherence.Dims{}
-		}
-		if mode != ModeRead {
-			v.done = func(error) {
-				if err := job.Write(context.Background(), st.cb, off, rng, bytesOf(data)); err != nil {
-					st.q.cl.addErr(fmt.Errorf("acpp: host access of a cluster buffer: write back at Close: %w", err))
-				}
-			}
-		}
-		return v, nil
-	}
-	// A region of a view of another shape: its pages' element box in the
-	// buffer's coordinates, placed into a copy of the whole buffer.
-	pages, err := b.pageRange(off, rng)
-	if err != nil {
-		return hostView[T]{}, fmt.Errorf("%w: %v", ErrBadRange, err)
-	}
-	eb := st.geo.ElementBox(pages)
-	eo, er := eb.Lo, coherence.Dims{eb.Hi[0] - eb.Lo[0], eb.Hi[1] - eb.Lo[1], eb.Hi[2] - eb.Lo[2]}
-	raw, err := job.Read(ctx, st.cb, eo, er)
-	if err != nil {
-		return hostView[T]{}, err
-	}
-	data := make([]T, b.Len()) // b.Len()*elem is the buffer's size (Reshape, Reinterpret)
-	all := bytesOf(data)
-	boxBytes(all, st.geo, eo, er, raw, true)
-	v := bufferView(data, b, off, rng, func(error) {})
-	if mode != ModeRead {
-		v.done = func(error) {
-			box := make([]byte, len(raw))
-			boxBytes(all, st.geo, eo, er, box, false)
-			if err := job.Write(context.Background(), st.cb, eo, er, box); err != nil {
-				st.q.cl.addErr(fmt.Errorf("acpp: host access of a cluster buffer: write back at Close: %w", err))
-			}
-		}
-	}
-	return v, nil
-}
-
-// boxBytes copies the element box off+rng of a buffer with geometry geo
-// between all (the whole buffer's bytes) and box (the box's bytes,
-// row-major): into all when in, out of it otherwise.
-func boxBytes(all []byte, geo coherence.Geometry, off, rng coherence.Dims, box []byte, in bool) {
-	es, br := geo.ElemSize, geo.Range
-	k := 0
-	for z := off[0]; z < off[0]+rng[0]; z++ {
-		for y := off[1]; y < off[1]+rng[1]; y++ {
-			s := ((z*br[1]+y)*br[2] + off[2]) * es
-			n := rng[2] * es
-			if in {
-				copy(all[s:s+n], box[k:k+n])
-			} else {
-				copy(box[k:k+n], all[s:s+n])
-			}
-			k += n
-		}
-	}
 }
 
 // ---- reading ----
@@ -474,27 +383,28 @@ func (a *HostAccessor[T]) CopyFrom(src []T) int {
 // writers). With Within(off, rng) it reads just that region (row-major),
 // and only the region's pages move (T3); NoInit is an error.
 func (b *Buffer[T]) Read(ctx context.Context, opts ...AccessOption) ([]T, error) {
-	if b != nil && b.st != nil && b.st.cb != nil && !b.st.isClosed() && b.rng.dims3() == b.st.geo.Range && b.elem() == b.st.geo.ElemSize {
-		// A copy of the region straight from the coordinator.
-		off, rng, _, err := hostRegion(b, ModeRead, opts)
-		if err != nil {
-			return nil, err
-		}
-		if rng.Volume() == 0 {
-			return []T{}, nil
-		}
-		raw, err := b.st.q.cl.job.Read(ctx, b.st.cb, off, rng)
-		if err != nil {
-			return nil, err
-		}
-		return elemsOf[T](raw), nil
+	if b == nil || b.st == nil {
+		return nil, fmt.Errorf("%w: nil buffer", ErrBadRange)
 	}
-	ha, err := HostRead(ctx, b, opts...)
+	if b.st.isClosed() {
+		return nil, ErrBufferClosed
+	}
+	off, rng, _, err := hostRegion(b, ModeRead, opts)
 	if err != nil {
 		return nil, err
 	}
-	defer ha.Close()
-	return ha.Copy(), nil
+	out := make([]T, rng.Volume())
+	if len(out) == 0 {
+		return out, nil
+	}
+	r, err := hostRequest(b, ModeRead, false, off, rng)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.st.q.eng.ReadInto(ctx, r, bytesOf(out)); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // Write replaces the buffer's contents with data (len must be Len()). With
@@ -511,14 +421,15 @@ func (b *Buffer[T]) Write(ctx context.Context, data []T, opts ...AccessOption) e
 	if len(data) != rng.Volume() {
 		return fmt.Errorf("%w: %d elements for a region of %d (range %v)", ErrBadRange, len(data), rng.Volume(), Range{b.rng.dims, fromInternal(b.rng.dims, rng, 1)})
 	}
-	if b.st.cb != nil && !b.st.isClosed() && b.rng.dims3() == b.st.geo.Range && b.elem() == b.st.geo.ElemSize {
-		return b.st.q.cl.job.Write(ctx, b.st.cb, off, rng, bytesOf(data))
+	if b.st.isClosed() {
+		return ErrBufferClosed
 	}
-	ha, err := HostAccess(ctx, b, ModeWrite, append([]AccessOption{NoInit}, opts...)...)
+	if len(data) == 0 {
+		return nil
+	}
+	r, err := hostRequest(b, ModeWrite, true, off, rng)
 	if err != nil {
 		return err
 	}
-	defer ha.Close()
-	ha.CopyFrom(data)
-	return nil
+	return b.st.q.eng.WriteFrom(ctx, r, bytesOf(data))
 }

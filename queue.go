@@ -8,10 +8,9 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/acpp/acpp/coherence"
-	"github.com/acpp/acpp/cpu"
 	"github.com/acpp/acpp/device"
-	"github.com/acpp/acpp/internal/exec"
+	"github.com/acpp/acpp/internal/engine"
+	"github.com/acpp/acpp/internal/engine/embedded"
 )
 
 // Device kinds, for WithDevice and On.
@@ -103,24 +102,30 @@ func WithDevices(devs ...device.Device) Option {
 	return func(c *queueConfig) { c.devices = append(c.devices, devs...) }
 }
 
-// Queue submits command groups to the devices of this machine. It is safe
-// for concurrent use.
+// Queue submits command groups to the devices of this machine (NewQueue)
+// or of a cluster (Connect). It records each command group once and hands
+// the record to its engine, which runs it. It is safe for concurrent use.
 type Queue struct {
-	rt      *exec.Runtime
-	cl      *clusterQueue   // set by Connect: the queue forwards to a cluster job
-	devs    []device.Device // selected, default first
-	owned   []device.Device // closed by Close
+	eng     engine.Engine[cgroup]
 	onError func(error)
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
-	// The default device's memory and whether it runs Go closures, looked
-	// up once (Submit would otherwise ask the device and a map per group).
-	defMem coherence.AllocID
-	defGo  bool
+	// The default target, resolved once (Submit would otherwise ask the
+	// engine per group); nil where the engine resolves each group's.
+	def engine.Target
 
 	mu      sync.Mutex
 	buffers map[*bufState]struct{} // open buffers, written back by Close; guarded by mu
 	closed  bool                   // guarded by mu
+}
+
+// openQueue wraps an opened engine.
+func openQueue(eng engine.Engine[cgroup], ctx context.Context, cancel context.CancelCauseFunc, onError func(error), cacheDefault bool) *Queue {
+	q := &Queue{eng: eng, onError: onError, ctx: ctx, cancel: cancel, buffers: map[*bufState]struct{}{}}
+	if cacheDefault {
+		q.def, _ = eng.Target(engine.Place{})
+	}
+	return q
 }
 
 // NewQueue opens the local devices (the CPU always; CUDA devices when the
@@ -141,118 +146,28 @@ func NewQueue(ctx context.Context, opts ...Option) (*Queue, error) {
 	if cfg.cpus < 0 || cfg.workers < 0 {
 		return nil, fmt.Errorf("acpp: WithCPUDevices (%d) and WithWorkers (%d) must be >= 0", cfg.cpus, cfg.workers)
 	}
-	oc := device.OpenConfig{Workers: cfg.workers, Devices: cfg.cpus}
-	var all, owned []device.Device
-	cpus, err := cpu.Open(ctx, oc)
-	if err != nil {
-		return nil, err
-	}
-	owned = append(owned, cpus...)
-	for _, b := range device.Backends() {
-		if b.Kind == device.KindCPU {
-			continue
-		}
-		devs, err := b.Open(ctx, device.OpenConfig{})
-		if err != nil {
-			closeAll(owned)
-			return nil, fmt.Errorf("acpp: open %s backend: %w", b.Kind, err)
-		}
-		owned = append(owned, devs...)
-	}
-	// Default order: CPUs (the default device: every kernel form runs
-	// there), then caller devices, then accelerators.
-	all = append(all, cpus...)
-	all = append(all, cfg.devices...)
-	all = append(all, owned[len(cpus):]...)
-
-	var sel []device.Device
-	switch {
-	case len(cfg.selected) > 0 || len(cfg.kinds) > 0:
-		for _, id := range cfg.selected {
-			i := slices.IndexFunc(all, func(d device.Device) bool { return d.Info().ID == id })
-			if i < 0 {
-				closeAll(owned)
-				return nil, fmt.Errorf("%w: %s (have %v); import the backend (e.g. _ \"github.com/acpp/acpp/cuda\") or pick another", ErrNoDevice, id, ids(all))
-			}
-			sel = append(sel, all[i])
-		}
-		for _, k := range cfg.kinds {
-			for _, d := range all {
-				if d.Info().ID.Kind == k && !slices.Contains(sel, d) {
-					sel = append(sel, d)
-				}
-			}
-		}
-		if len(sel) == 0 {
-			closeAll(owned)
-			return nil, fmt.Errorf("%w: none of kinds %v (have %v)", ErrNoDevice, cfg.kinds, ids(all))
-		}
-	case cfg.accFirst:
-		sel = append(slices.Clone(all[len(cpus):]), cpus...)
-	default:
-		sel = all
-	}
 	qctx, cancel := context.WithCancelCause(ctx)
-	hostSize, _, _ := cpu.HostMemory() // 0 where unknown: no default host budget
-	rt, err := exec.New(exec.Config{Devices: all, Logger: cfg.log, Context: qctx, MemoryLimit: cfg.mem, HostMemory: hostSize})
+	eng, err := embedded.Open[cgroup](qctx, embedded.Config{Selected: cfg.selected, Kinds: cfg.kinds, CPUs: cfg.cpus, Workers: cfg.workers,
+		Devices: cfg.devices, AcceleratorsFirst: cfg.accFirst, MemoryLimit: cfg.mem, Logger: cfg.log})
 	if err != nil {
 		cancel(err)
-		closeAll(owned)
 		return nil, err
 	}
-	def := sel[0].Info()
-	return &Queue{rt: rt, devs: sel, owned: owned, onError: cfg.onError, ctx: qctx, cancel: cancel,
-		defMem: rt.MemOf(def.ID), defGo: def.Caps.Runs(device.FormGo),
-		buffers: map[*bufState]struct{}{}}, nil
+	return openQueue(eng, qctx, cancel, cfg.onError, true), nil
 }
 
-func ids(ds []device.Device) []DeviceID {
-	out := make([]DeviceID, len(ds))
-	for i, d := range ds {
-		out[i] = d.Info().ID
-	}
-	return out
-}
-
-func closeAll(ds []device.Device) {
-	for _, d := range ds {
-		d.Close()
-	}
-}
-
-// Devices describes the queue's selected devices; the first is the default.
-func (q *Queue) Devices() []device.Info {
-	if q.cl != nil {
-		return q.clusterDevices()
-	}
-	out := make([]device.Info, len(q.devs))
-	for i, d := range q.devs {
-		out[i] = d.Info()
-	}
-	return out
-}
+// Devices describes the queue's devices; the first is the default. On a
+// cluster queue they are the job's devices (Name is "node/kind:index").
+func (q *Queue) Devices() []device.Info { return q.eng.Devices() }
 
 // Device describes the default device.
 // On a cluster queue it is the job's first device (placement chooses where
 // groups run unless they are pinned with OnNode).
-func (q *Queue) Device() device.Info {
-	if q.cl != nil {
-		return q.clusterDevices()[0]
-	}
-	return q.devs[0].Info()
-}
+func (q *Queue) Device() device.Info { return q.eng.Devices()[0] }
 
-func (q *Queue) deviceByID(id DeviceID) (device.Device, error) {
-	if q.cl != nil {
-		return nil, fmt.Errorf("%w: %s: a cluster queue's buffers live on the nodes and the coordinator manages their allocations", ErrNotOnCluster, id)
-	}
-	for _, d := range q.devs {
-		if d.Info().ID == id {
-			return d, nil
-		}
-	}
-	return nil, fmt.Errorf("%w: %s is not one of the queue's devices %v", ErrNoDevice, id, ids(q.devs))
-}
+// ClusterDevices names the devices of a cluster queue ("node/kind:index"),
+// in job order; nil for a queue made by NewQueue.
+func (q *Queue) ClusterDevices() []string { return q.eng.ClusterDevices() }
 
 // MemoryBudget is the budget of one memory of a queue (WithMemoryLimit).
 type MemoryBudget struct {
@@ -270,39 +185,27 @@ type MemoryBudget struct {
 // MemoryBudgets lists the budget of each memory of the queue, host memory
 // first. A cluster queue has none (the nodes keep them).
 func (q *Queue) MemoryBudgets() []MemoryBudget {
-	if q.cl != nil {
-		return nil
-	}
 	var out []MemoryBudget
-	for _, b := range q.rt.MemoryBudgets() {
-		out = append(out, MemoryBudget{Device: b.Device, Host: b.Mem == coherence.HostMem, Size: b.Size, Budget: b.Budget, Used: b.Used, How: b.How})
+	for _, b := range q.eng.MemoryBudgets() {
+		out = append(out, MemoryBudget(b))
 	}
 	return out
 }
 
 // Stats returns the queue's counters (see Stats for what a cluster queue
 // counts).
-func (q *Queue) Stats() Stats {
-	if q.cl != nil {
-		return q.cl.stats()
-	}
-	return statsFromExec(q.rt.Stats())
-}
+func (q *Queue) Stats() Stats { return statsOf(q.eng.Stats()) }
 
 // Wait blocks until every submitted command group has finished and returns
 // the errors of those that failed since the last Wait (unless an async
 // handler takes them). It returns ctx's error if ctx ends first.
 func (q *Queue) Wait(ctx context.Context) error {
-	if q.cl != nil {
-		return q.clusterWait(ctx)
-	}
-	if err := q.rt.Wait(ctx); err != nil {
+	failed, err := q.eng.Wait(ctx)
+	if err != nil {
 		return err
 	}
-	return q.takeErrors()
+	return q.report(failed)
 }
-
-func (q *Queue) takeErrors() error { return q.report(q.rt.TakeErrors()) }
 
 // report hands errs to the async handler if there is one (and returns
 // nil), or joins them.
@@ -337,23 +240,20 @@ func (q *Queue) markClosed() (open []*bufState, ok bool) {
 }
 
 // Close writes back and closes the buffers still open, waits for all work,
-// and closes the devices the queue opened. Calling it twice is safe. Close
-// any HostAccessor first: an open host access holds its buffer, and Close
-// waits for it.
+// and closes the devices the queue opened (or the cluster job). Calling it
+// twice is safe. Close any HostAccessor first: an open host access holds
+// its buffer, and Close waits for it.
 func (q *Queue) Close() error {
-	if q.cl != nil {
-		return q.clusterClose()
-	}
 	open, ok := q.markClosed()
 	if !ok {
 		return nil
 	}
 	var errs []error
+	ctx := context.Background()
 	for _, b := range open {
-		errs = append(errs, b.close(context.Background()))
+		errs = append(errs, b.close(ctx))
 	}
-	errs = append(errs, q.rt.Close(context.Background()), q.takeErrors())
+	errs = append(errs, q.eng.Close(ctx), q.report(q.eng.TakeErrors()))
 	q.cancel(ErrClosed)
-	closeAll(q.owned)
 	return errors.Join(errs...)
 }

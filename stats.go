@@ -3,8 +3,7 @@ package acpp
 import (
 	"slices"
 
-	"github.com/acpp/acpp/coordinator"
-	"github.com/acpp/acpp/internal/exec"
+	"github.com/acpp/acpp/internal/engine"
 )
 
 // Stats counts what a queue did since it was made.
@@ -64,18 +63,6 @@ type Transfer struct {
 	Copies, Bytes int64
 }
 
-// addTransfer adds n copies of b bytes from → to to ts.
-func addTransfer(ts []Transfer, from, to string, n, b int64) []Transfer {
-	i := slices.IndexFunc(ts, func(t Transfer) bool { return t.From == from && t.To == to })
-	if i < 0 {
-		ts = append(ts, Transfer{From: from, To: to})
-		i = len(ts) - 1
-	}
-	ts[i].Copies += n
-	ts[i].Bytes += b
-	return ts
-}
-
 // sortTransfers orders ts by From, then To.
 func sortTransfers(ts []Transfer) []Transfer {
 	slices.SortFunc(ts, func(a, b Transfer) int {
@@ -96,52 +83,22 @@ func sortTransfers(ts []Transfer) []Transfer {
 	return ts
 }
 
-func fromExec(ts []exec.Transfer) []Transfer {
-	var out []Transfer
-	for _, t := range ts {
-		out = addTransfer(out, t.From, t.To, t.Copies, t.Bytes)
-	}
-	return out
-}
-
-func statsFromExec(s exec.Stats) Stats {
+// statsOf is an engine's counters as Stats.
+func statsOf(s engine.Stats) Stats {
 	return Stats{Groups: s.Groups, CopiesPlanned: s.CopiesPlanned, Copies: s.Copies,
 		BytesCopied: s.BytesCopied, BytesHostToDevice: s.BytesHostToDevice, BytesDeviceToHost: s.BytesDeviceToHost,
-		Allocations: s.Allocations, Links: sortTransfers(fromExec(s.Links))}
+		Allocations: s.Allocations, Links: sortTransfers(transfersOf(s.Links))}
 }
 
-// traceTransfers are the page transfers among a finished cluster group's
-// instructions: a recv (the payload arriving at its node from the peer),
-// an upload (client → node), a copy within a node, a read-back (node →
-// client). Sends are the other half of a recv and are not counted twice.
-func traceTransfers(ts []Transfer, tr coordinator.GroupTrace) []Transfer {
-	for _, in := range tr.Instrs {
-		switch in.Kind {
-		case "recv":
-			ts = addTransfer(ts, in.Peer, in.Node, 1, in.Bytes)
-		case "upload":
-			ts = addTransfer(ts, "client", in.Node, 1, in.Bytes)
-		case "copy":
-			ts = addTransfer(ts, in.Node, in.Node, 1, in.Bytes)
-		case "readback":
-			ts = addTransfer(ts, in.Node, "client", 1, in.Bytes)
-		}
+func transfersOf(ts []engine.Transfer) []Transfer {
+	if len(ts) == 0 {
+		return nil
 	}
-	return ts
-}
-
-// stats are a cluster queue's counters: its job's groups and the
-// transfers of its finished groups.
-func (cq *clusterQueue) stats() Stats {
-	s := Stats{Groups: int64(cq.job.Stats().Groups)}
-	cq.mu.Lock()
-	s.Links = sortTransfers(slices.Clone(cq.links))
-	cq.mu.Unlock()
-	for _, t := range s.Links {
-		s.Copies += t.Copies
-		s.BytesCopied += t.Bytes
+	out := make([]Transfer, len(ts))
+	for i, t := range ts {
+		out[i] = Transfer(t)
 	}
-	return s
+	return out
 }
 
 // Transfers are the page copies this command group's prologue ran, per
@@ -150,23 +107,4 @@ func (cq *clusterQueue) stats() Stats {
 // them run once the group is Complete (a failed group may have run only
 // some); on a cluster queue, as the nodes reported them once the group
 // finished (nil before). A split group's are the sum of its chunks'.
-func (e *Event) Transfers() []Transfer {
-	if e.c == nil {
-		return fromExec(e.n.Transfers())
-	}
-	if len(e.c.chunks) > 0 {
-		var out []Transfer
-		for _, n := range e.c.chunks {
-			for _, t := range n.Transfers() {
-				out = addTransfer(out, t.From, t.To, t.Copies, t.Bytes)
-			}
-		}
-		return out
-	}
-	select {
-	case <-e.c.done: // transfers are no longer written
-		return slices.Clone(e.c.transfers)
-	default:
-		return nil
-	}
-}
+func (e *Event) Transfers() []Transfer { return transfersOf(e.e.Transfers()) }

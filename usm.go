@@ -5,7 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/acpp/acpp/device"
-	"github.com/acpp/acpp/internal/exec"
+	"github.com/acpp/acpp/internal/engine"
 )
 
 // USM kinds for Malloc (B3).
@@ -34,29 +34,15 @@ func Malloc[T any](q *Queue, n int, kind device.MemKind, opts ...SubmitOption) (
 	if n <= 0 {
 		return USM[T]{}, fmt.Errorf("%w: Malloc of %d elements", ErrBadRange, n)
 	}
-	d, err := q.submitDevice(opts)
-	if err != nil {
-		return USM[T]{}, err
-	}
-	m, err := q.rt.AllocOwned(d, kind, n*es, "USM allocation")
-	if err != nil {
-		return USM[T]{}, fmt.Errorf("acpp: Malloc %d×%d bytes of %s memory on %s: %w", n, es, kind, d.Info().ID, err)
-	}
-	return USM[T]{mem: m, n: n}, nil
-}
-
-func (q *Queue) submitDevice(opts []SubmitOption) (device.Device, error) {
-	if q.cl != nil {
-		return nil, fmt.Errorf("%w: USM memory lives on local devices", ErrNotOnCluster)
-	}
 	var cfg submitConfig
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if cfg.dev == nil {
-		return q.devs[0], nil
+	m, err := q.eng.Malloc(cfg.dev, kind, n*es)
+	if err != nil {
+		return USM[T]{}, err
 	}
-	return q.deviceByID(*cfg.dev)
+	return USM[T]{mem: m, n: n}, nil
 }
 
 // Free frees p's allocation. p must come from Malloc, and no operation may
@@ -65,15 +51,7 @@ func Free[T any](q *Queue, p USM[T]) error {
 	if p.mem == nil {
 		return fmt.Errorf("%w: Free of a nil USM pointer", ErrBadRange)
 	}
-	if q.cl != nil {
-		return fmt.Errorf("%w: Free of USM memory", ErrNotOnCluster)
-	}
-	for _, d := range q.rt.Devices() {
-		if d.Info().ID == p.mem.Device {
-			return q.rt.FreeOwned(d, p.mem)
-		}
-	}
-	return fmt.Errorf("%w: %s", ErrNoDevice, p.mem.Device)
+	return q.eng.Free(p.mem)
 }
 
 // Len is the number of elements from the pointer to the allocation's end.
@@ -114,7 +92,7 @@ func (p USM[T]) byteOff() int {
 	return p.off * int(unsafe.Sizeof(z))
 }
 
-func (p USM[T]) kernelArg(*Handler) (device.Arg, error) {
+func (p USM[T]) kernelArg(argCtx) (device.Arg, error) {
 	if p.mem == nil {
 		return device.Arg{}, fmt.Errorf("%w: nil USM pointer", ErrBadRange)
 	}
@@ -123,46 +101,28 @@ func (p USM[T]) kernelArg(*Handler) (device.Arg, error) {
 }
 
 // usmOp submits one USM op as a group without accessors, ordered by After.
-func (q *Queue) usmOp(name string, d device.Device, op device.Op, opts []SubmitOption) (*Event, error) {
+func (q *Queue) usmOp(name string, op device.Op, mems []*device.Mem, opts []SubmitOption) (*Event, error) {
 	var cfg submitConfig
 	for _, o := range opts {
 		o(&cfg)
 	}
-	var after []*exec.Node
+	after := make([]engine.Event, 0, len(cfg.after))
 	for _, e := range cfg.after {
 		if e != nil {
-			after = append(after, e.n)
+			after = append(after, e.e)
 		}
 	}
-	n, err := q.rt.Submit(exec.Group{Name: name, After: after, Device: d, Ops: []device.Op{op}})
+	ev, err := q.eng.USMOp(name, op, mems, after)
 	if err != nil {
 		return nil, err
 	}
-	return &Event{n: n}, nil
-}
-
-// copyDevice picks the device that runs a copy between two memories: the
-// one that cannot be reached from the host, else the host device.
-func (q *Queue) copyDevice(a, b *device.Mem) device.Device {
-	for _, m := range []*device.Mem{a, b} {
-		if m.Host == nil {
-			for _, d := range q.rt.Devices() {
-				if d.Info().ID == m.Device {
-					return d
-				}
-			}
-		}
-	}
-	return q.rt.Host()
+	return &Event{ev}, nil
 }
 
 // Memcpy copies n elements from src to dst (any USM kinds and devices).
 func Memcpy[T any](q *Queue, dst, src USM[T], n int, opts ...SubmitOption) (*Event, error) {
 	if dst.mem == nil || src.mem == nil {
 		return nil, fmt.Errorf("%w: nil USM pointer", ErrBadRange)
-	}
-	if q.cl != nil {
-		return nil, fmt.Errorf("%w: Memcpy of USM memory", ErrNotOnCluster)
 	}
 	if n < 0 || n > dst.n || n > src.n {
 		return nil, fmt.Errorf("%w: Memcpy of %d elements (source has %d, destination %d)", ErrBadRange, n, src.n, dst.n)
@@ -178,7 +138,7 @@ func Memcpy[T any](q *Queue, dst, src USM[T], n int, opts ...SubmitOption) (*Eve
 		op.Src.Extent, op.Dst.Extent = [3]int{1, 1, 1}, [3]int{1, 1, 1}
 		op.Size = [3]int{1, 1, 0}
 	}
-	return q.usmOp("memcpy", q.copyDevice(src.mem, dst.mem), op, opts)
+	return q.usmOp("memcpy", op, []*device.Mem{src.mem, dst.mem}, opts)
 }
 
 // Memset sets n elements' bytes to b.
@@ -199,11 +159,8 @@ func (q *Queue) fillUSM(name string, m *device.Mem, off, n, have, es int, pat []
 	if m == nil {
 		return nil, fmt.Errorf("%w: nil USM pointer", ErrBadRange)
 	}
-	if q.cl != nil {
-		return nil, fmt.Errorf("%w: %s of USM memory", ErrNotOnCluster, name)
-	}
 	if n < 0 || n > have {
 		return nil, fmt.Errorf("%w: %s of %d elements, the pointer has %d", ErrBadRange, name, n, have)
 	}
-	return q.usmOp(name, q.copyDevice(m, m), device.FillOp{Dst: m, Offset: off, Bytes: n * es, Pattern: pat}, opts)
+	return q.usmOp(name, device.FillOp{Dst: m, Offset: off, Bytes: n * es, Pattern: pat}, []*device.Mem{m}, opts)
 }

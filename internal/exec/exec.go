@@ -13,10 +13,12 @@ import (
 
 	"github.com/acpp/acpp/coherence"
 	"github.com/acpp/acpp/device"
+	"github.com/acpp/acpp/internal/engine"
 )
 
-// ErrClosed: the runtime was closed; create a new queue.
-var ErrClosed = errors.New("acpp: queue closed")
+// ErrClosed: the runtime was closed; create a new queue. It is the
+// engine's sentinel, which the root package exports.
+var ErrClosed = engine.ErrClosed
 
 // Config configures a Runtime.
 type Config struct {
@@ -497,20 +499,16 @@ type ReleaseReq struct {
 	Alloc  coherence.AllocID
 }
 
-// State is a node's life-cycle state.
-type State int32
+// State is a node's life-cycle state: the engine's Status.
+type State = engine.Status
 
 // Node states.
 const (
-	Submitted State = iota // waiting for dependencies
-	Running                // copies or work under way
-	Complete               // finished without error
-	Failed                 // finished with an error
+	Submitted = engine.Submitted // waiting for dependencies
+	Running   = engine.Running   // copies or work under way
+	Complete  = engine.Complete  // finished without error
+	Failed    = engine.Failed    // finished with an error
 )
-
-func (s State) String() string {
-	return [...]string{"submitted", "running", "complete", "failed"}[s]
-}
 
 // Node is one submitted command group.
 type Node struct {
@@ -630,6 +628,10 @@ func (n *Node) Step() coherence.Step {
 	}
 	return coherence.Step{ID: n.ID, Deps: n.deps}
 }
+
+// Device is the device that runs the node's ops; nil for host tasks and
+// releases.
+func (n *Node) Device() device.Device { return n.g.Device }
 
 // Transfers are the copies of the node's prologue per pair of memories,
 // in plan order: backend transfers (one per page box) and their bytes.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
 	"github.com/acpp/acpp"
@@ -107,9 +106,7 @@ func (e *embeddedEngine) submit(g *Group, dev string, record bool, cgf func(h *a
 		}
 		opts = append(opts, acpp.On(id))
 	}
-	var devs []string // a split group's function runs once per chunk, in chunk order
 	ev, err := e.q.Submit(func(h *acpp.Handler) error {
-		devs = append(devs, h.Device().ID.String())
 		cgf(h)
 		return nil
 	}, opts...)
@@ -117,7 +114,11 @@ func (e *embeddedEngine) submit(g *Group, dev string, record bool, cgf func(h *a
 		return nil, err
 	}
 	g.ID = ev.ID()
-	g.Device = strings.Join(slices.Compact(slices.Clone(devs)), ",")
+	g.Device = ev.Device()
+	var devs []string // the device of each chunk, in chunk order
+	for _, c := range ev.Chunks() {
+		devs = append(devs, c.Device())
+	}
 	if record {
 		g.RuntimeDeps = ev.Deps()
 	}

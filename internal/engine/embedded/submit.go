@@ -1,0 +1,262 @@
+package embedded
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+	"unsafe"
+
+	"github.com/acpp/acpp/coherence"
+	"github.com/acpp/acpp/device"
+	"github.com/acpp/acpp/internal/engine"
+	"github.com/acpp/acpp/internal/exec"
+)
+
+// cgroup is one submitted group's memory: the executor's node, its event
+// and room for the common small group's access and op (one allocation).
+type cgroup struct {
+	node exec.Node
+	ev   event
+	acc  [1]coherence.Access
+	ops  [1]device.Op
+}
+
+// slot is one group's memory: its user's part and the engine's.
+type slot[G any] struct {
+	user G
+	cg   cgroup
+}
+
+// NewGroup implements engine.Engine.
+func (e *Engine[G]) NewGroup() (*G, engine.Slot) {
+	s := new(slot[G])
+	return &s.user, &s.cg
+}
+
+// Submit implements engine.Engine.
+func (e *Engine[G]) Submit(s engine.Slot, g *engine.Group) (engine.Event, error) {
+	t, ok := g.Target.(*target)
+	if !ok || t.rt != e.rt {
+		return nil, fmt.Errorf("%w: the group was recorded for another queue's device", engine.ErrNoDevice)
+	}
+	if g.Split != nil {
+		return e.submitSplit(g, t)
+	}
+	cg, _ := s.(*cgroup)
+	if cg == nil || cg.ev.n != nil {
+		cg = new(cgroup) // not from NewGroup, or used already
+	}
+	after, err := nodesOf(g.After)
+	if err != nil {
+		return nil, err
+	}
+	ops := g.Ops
+	if k := g.Kernel; k != nil {
+		cg.ops[0] = device.LaunchOp{Name: k.Name, Kernel: k.Def, Range: k.ND, Args: k.Args}
+		ops = cg.ops[:1]
+	}
+	acc := cg.acc[:0]
+	if len(g.Accesses) > len(cg.acc) {
+		acc = make([]coherence.Access, 0, len(g.Accesses))
+	}
+	for _, a := range g.Accesses {
+		acc = appendAccess(acc, a, t.mem)
+	}
+	if err := e.rt.SubmitNode(&cg.node, exec.Group{Name: g.Name, Accesses: acc, After: after, Device: t.dev, Ops: ops}); err != nil {
+		return nil, err
+	}
+	cg.ev.n = &cg.node
+	return &cg.ev, nil
+}
+
+// nodesOf are the executor's nodes of explicit dependencies.
+func nodesOf(evs []engine.Event) ([]*exec.Node, error) {
+	var out []*exec.Node
+	for _, ev := range evs {
+		switch x := ev.(type) {
+		case *event:
+			out = append(out, x.n)
+		case *splitEvent:
+			out = append(out, x.nodes...)
+		default:
+			return nil, fmt.Errorf("%w: an event of a cluster queue and a group of a local queue cannot be ordered; Wait for the event first", engine.ErrNotOnCluster)
+		}
+	}
+	return out, nil
+}
+
+// appendAccess appends the coherence accesses of a on memory at. The core
+// tracks whole pages, and a discard access marks its whole page range
+// valid on the target without a transfer (T1). Where a NoInit accessor
+// covers a page only in part, the rest of that page must survive, so such
+// edge pages become a plain write: their current contents are brought to
+// the target first (T3) and nothing outside the accessor is lost.
+// Page-aligned accessors (and whole-buffer ones) stay pure discards.
+func appendAccess(acc []coherence.Access, a *engine.Access, at coherence.AllocID) []coherence.Access {
+	ca := coherence.Access{Buffer: a.Buffer, Pages: a.Pages, Mode: a.Mode, Target: at}
+	if !a.NoInit {
+		return append(acc, ca)
+	}
+	if a.IsView() {
+		// A reinterpreted or reshaped view: its page range is a bounding box
+		// (P5), so only an access to all of its bytes may discard.
+		ca.Discard = a.Off == (engine.Dims{}) && a.Rng == a.BRange
+		return append(acc, ca)
+	}
+	out, err := a.Geo.AppendNoInit(acc, ca, a.Off, a.Rng)
+	if err != nil { // cannot happen for a validated accessor; stay safe
+		return append(acc, ca)
+	}
+	return out
+}
+
+// ---- events ----
+
+// event is an unsplit group's event: its node.
+type event struct{ n *exec.Node }
+
+func (v *event) Wait(ctx context.Context) error { return v.n.Wait(ctx) }
+func (v *event) Done() <-chan struct{}          { return v.n.Done() }
+func (v *event) Err() error                     { return v.n.Err() }
+func (v *event) Status() engine.Status          { return v.n.State() }
+func (v *event) ID() uint64                     { return uint64(v.n.ID) }
+func (v *event) Chunks() []engine.Event         { return nil }
+
+func (v *event) Device() string {
+	if d := v.n.Device(); d != nil {
+		return d.Info().ID.String()
+	}
+	return "host"
+}
+func (v *event) Transfers() []engine.Transfer   { return transfers(v.n.Transfers()) }
+
+func (v *event) Timing() engine.Timing {
+	s, st, en := v.n.Times()
+	return engine.Timing{Submitted: s, Started: st, Ended: en}
+}
+
+func (v *event) Deps() []uint64 {
+	d := v.n.Deps()
+	out := make([]uint64, len(d))
+	for i, x := range d {
+		out[i] = uint64(x)
+	}
+	return out
+}
+
+// ---- host access ----
+
+// HostAccess implements engine.Engine: the host allocation itself, once
+// the region's pages are up to date there and no group conflicts.
+func (e *Engine[G]) HostAccess(ctx context.Context, r *engine.HostRequest) (engine.HostView, error) {
+	host := e.rt.HostAlloc()
+	m, err := e.rt.Alloc(r.Buffer, host)
+	if err != nil {
+		return engine.HostView{}, err
+	}
+	a := r.Access
+	a.Mode = r.Mode
+	accs := appendAccess(nil, &a, host)
+	ready := make(chan func(error), 1)
+	n, err := e.rt.Submit(exec.Group{Name: "host access", Accesses: accs, Host: func(done func(error)) { ready <- done }})
+	if err != nil {
+		return engine.HostView{}, err
+	}
+	select {
+	case done := <-ready:
+		return engine.HostView{Data: m.Host, Whole: true, Done: done}, nil
+	case <-n.Done():
+		return engine.HostView{}, n.Err()
+	case <-ctx.Done():
+		// Release the access as soon as it is granted.
+		go func() {
+			select {
+			case done := <-ready:
+				done(nil)
+			case <-n.Done():
+			}
+		}()
+		return engine.HostView{}, ctx.Err()
+	}
+}
+
+// ReadInto implements engine.Engine.
+func (e *Engine[G]) ReadInto(ctx context.Context, r *engine.HostRequest, dst []byte) error {
+	v, err := e.HostAccess(ctx, r)
+	if err != nil {
+		return err
+	}
+	engine.CopyBox(v.Data, r.BRange, r.Elem, r.Off, r.Rng, dst, false)
+	v.Done(nil)
+	return nil
+}
+
+// WriteFrom implements engine.Engine.
+func (e *Engine[G]) WriteFrom(ctx context.Context, r *engine.HostRequest, src []byte) error {
+	v, err := e.HostAccess(ctx, r)
+	if err != nil {
+		return err
+	}
+	engine.CopyBox(v.Data, r.BRange, r.Elem, r.Off, r.Rng, src, true)
+	v.Done(nil)
+	return nil
+}
+
+// ---- USM ----
+
+// Malloc implements engine.Engine.
+func (e *Engine[G]) Malloc(dev *device.ID, kind device.MemKind, bytes int) (*device.Mem, error) {
+	t := e.targets[0]
+	if dev != nil {
+		i, err := e.deviceIndex(*dev)
+		if err != nil {
+			return nil, err
+		}
+		t = e.targets[i]
+	}
+	m, err := e.rt.AllocOwned(t.dev, kind, bytes, "USM allocation")
+	if err != nil {
+		return nil, fmt.Errorf("acpp: Malloc %d bytes of %s memory on %s: %w", bytes, kind, t.info.ID, err)
+	}
+	return m, nil
+}
+
+// Free implements engine.Engine.
+func (e *Engine[G]) Free(m *device.Mem) error {
+	for _, d := range e.rt.Devices() {
+		if d.Info().ID == m.Device {
+			return e.rt.FreeOwned(d, m)
+		}
+	}
+	return fmt.Errorf("%w: %s", engine.ErrNoDevice, m.Device)
+}
+
+// USMOp implements engine.Engine: the op runs on the device of the first
+// memory the host cannot reach, or on the host.
+func (e *Engine[G]) USMOp(name string, op device.Op, mems []*device.Mem, after []engine.Event) (engine.Event, error) {
+	deps, err := nodesOf(after)
+	if err != nil {
+		return nil, err
+	}
+	d := e.rt.Host()
+	for _, m := range mems {
+		if m.Host != nil {
+			continue
+		}
+		if i := slices.IndexFunc(e.rt.Devices(), func(x device.Device) bool { return x.Info().ID == m.Device }); i >= 0 {
+			d = e.rt.Devices()[i]
+			break
+		}
+	}
+	n, err := e.rt.Submit(exec.Group{Name: name, After: deps, Device: d, Ops: []device.Op{op}})
+	if err != nil {
+		return nil, err
+	}
+	return &event{n}, nil
+}
+
+func addrOf(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b)))) }
+
+// earlier is the earlier of two start times, ignoring zero ones.
+func earlier(a, b time.Time) time.Time { return engine.EarlierStart(a, b) }

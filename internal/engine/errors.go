@@ -1,0 +1,15 @@
+package engine
+
+import "errors"
+
+// Sentinel errors the engines return; the root package exports them under
+// the same names (acpp.ErrBadRange is ErrBadRange), with their docs.
+var (
+	ErrClosed           = errors.New("acpp: queue closed")
+	ErrBadRange         = errors.New("acpp: range does not fit")
+	ErrMode             = errors.New("acpp: access mode does not allow this")
+	ErrNoDevice         = errors.New("acpp: no such device")
+	ErrSplit            = errors.New("acpp: cannot split this command group")
+	ErrNotOnCluster     = errors.New("acpp: not available on a cluster queue")
+	ErrClosureOnCluster = errors.New("acpp: closures cannot run on a cluster; register a named kernel with Go and PTX implementations and use h.Launch")
+)

@@ -1,0 +1,102 @@
+package lint
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The seam between the API and the runtimes (docs/ARCHITECTURE.md, "One
+// API, two engines"): the root package records command groups and hands
+// them to an engine through internal/engine; internal/engine/embedded runs
+// them on local devices, internal/engine/cluster on a cluster job.
+
+// rootForbidden are the runtimes' machinery, which the root package
+// reaches only through an engine.
+var rootForbidden = map[string]string{
+	module + "/coordinator":   "the cluster engine (internal/engine/cluster) drives the coordinator",
+	module + "/internal/exec": "the embedded engine (internal/engine/embedded) drives the executor",
+	module + "/node":          "the root package is the client API; nodes are reached through the cluster engine",
+	module + "/transport":     "the root package is the client API; nodes are reached through the cluster engine",
+	module + "/cluster":       "membership is the nodes' business",
+	module + "/cpu":           "the embedded engine opens the devices",
+	module + "/cuda":          "the embedded engine opens the devices (programs import the CUDA backend themselves)",
+}
+
+// engineOpeners: the one root file that may import each engine
+// implementation, to open it (NewQueue, Connect).
+var engineOpeners = map[string]string{
+	module + "/internal/engine/embedded": "queue.go",
+	module + "/internal/engine/cluster":  "connect.go",
+}
+
+func TestRootPackageHoldsTheAPI(t *testing.T) {
+	var root *goPackage
+	for _, p := range loadPackages(t) {
+		if p.dir == "." {
+			root = p
+		}
+	}
+	if root == nil {
+		t.Fatal("root package not found")
+	}
+	for ip, files := range root.imports {
+		for prefix, why := range rootForbidden {
+			if hasPathPrefix(ip, prefix) {
+				t.Errorf("root package (%s) imports %q: %s", strings.Join(files, ","), ip, why)
+			}
+		}
+		if want, ok := engineOpeners[ip]; ok && !slices.Equal(files, []string{want}) {
+			t.Errorf("root package files %v import %q: only %s opens that engine; the rest of the package sees internal/engine", files, ip, want)
+		}
+	}
+}
+
+// engineRules: what each part of the seam may not import.
+var engineRules = []struct {
+	dir       string
+	exact     bool // dir itself, not its subpackages
+	forbidden map[string]string
+}{
+	{"internal/engine", true, map[string]string{
+		module + "/coordinator":   "internal/engine is the interface both engines implement: plain data, no runtime",
+		module + "/internal/exec": "internal/engine is the interface both engines implement: plain data, no runtime",
+		module + "/cpu":           "internal/engine opens no devices",
+		module + "/cuda":          "internal/engine opens no devices",
+		module + "/node":          "internal/engine talks to no node",
+		module + "/transport":     "internal/engine talks to no node",
+	}},
+	{"internal/engine/embedded", true, map[string]string{
+		module + "/coordinator": "the embedded engine runs on local devices; the cluster engine owns the coordinator",
+		module + "/transport":   "the embedded engine runs on local devices",
+	}},
+	{"internal/engine/cluster", true, map[string]string{
+		module + "/internal/exec": "the cluster engine runs on the nodes; the embedded engine owns the executor",
+		module + "/cpu":           "the cluster engine opens no local device",
+		module + "/cuda":          "the cluster engine opens no local device",
+	}},
+	{"cmd", false, map[string]string{
+		module + "/internal/exec":   "commands use the public API (acpp) or the node package, not a runtime's internals",
+		module + "/internal/engine": "commands use the public API (acpp), not the engines behind it",
+	}},
+	{"examples", false, map[string]string{
+		module + "/internal": "examples show the public API",
+	}},
+}
+
+func TestEngineSeam(t *testing.T) {
+	for _, p := range loadPackages(t) {
+		for _, r := range engineRules {
+			if r.exact && p.dir != r.dir || !r.exact && !under(p.dir, r.dir) {
+				continue
+			}
+			for ip, files := range p.imports {
+				for prefix, why := range r.forbidden {
+					if hasPathPrefix(ip, prefix) {
+						t.Errorf("%s (%s) imports %q: %s", p.dir, strings.Join(files, ","), ip, why)
+					}
+				}
+			}
+		}
+	}
+}
