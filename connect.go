@@ -11,8 +11,9 @@ import (
 )
 
 // ErrClosureOnCluster: a command group of a cluster queue (Connect) declared
-// a Go closure (ParallelFor, ParallelForChunks, SingleTask, ParallelForND)
-// or a host-side Copy/Fill. Only named kernels travel to the nodes.
+// a Go closure (ParallelFor, ParallelForChunks, SingleTask, ParallelForND).
+// Only named kernels travel to the nodes; Copy, CopyToHost, CopyFromHost
+// and Fill run there too (as built-in kernels, or through the client).
 var ErrClosureOnCluster = engine.ErrClosureOnCluster
 
 // ErrNotOnCluster: the operation needs local devices (USM, per-device
@@ -80,9 +81,11 @@ func OnNode(node string, id DeviceID) SubmitOption {
 // Connect opens a job on the acpp-node agents at addrs (their QUIC
 // addresses) and returns a queue over their devices: all of them, or those
 // WithKind, WithNodes and WithLabels select. The job's coordinator runs in
-// this process. Buffers, accessors, named kernels (h.Launch), host access,
-// events, Wait and Close work as on NewQueue's queue; Go closures cannot
-// travel and are refused at Submit (ErrClosureOnCluster). A node lost
+// this process. Buffers, accessors, named kernels (h.Launch), Copy and
+// Fill, host access, events, Wait and Close work as on NewQueue's queue;
+// Go closures cannot travel and are refused at Submit (ErrClosureOnCluster).
+// A kernel registered in this process with PTX or CUDA C only is sent to
+// the nodes on its first use. A node lost
 // during the job fails the groups that need it with an error matching
 // coordinator.ErrNodeLost (*coordinator.NodeLostError names the node and
 // the lost ranges). ctx bounds the queue's life as for NewQueue. Split

@@ -199,7 +199,6 @@ func TestConnectRefusesClosures(t *testing.T) {
 		},
 		"SingleTask":    func(h *Handler) error { h.SingleTask(func() {}); return nil },
 		"ParallelForND": func(h *Handler) error { h.ParallelForND(R1(64), R1(16), func(Group) {}); return nil },
-		"Fill":          func(h *Handler) error { Fill(h, Write(h, b), 2); return nil },
 	} {
 		_, err := q.Submit(cgf)
 		if !errors.Is(err, ErrClosureOnCluster) || !strings.Contains(err.Error(), "closures cannot run on a cluster; register a named kernel with Go and PTX implementations and use h.Launch") {
@@ -461,3 +460,63 @@ func TestConnectViewsTravel_P5_C3(t *testing.T) {
 	}
 }
 
+
+// The same program of copies and fills on an embedded and a cluster queue
+// gives the same buffers: Fill, Copy, CopyToHost and CopyFromHost run on a
+// cluster too, as the nodes' fill_f32 and copy_f32 kernels for 4-byte
+// elements (any 4-byte type: they move bytes) and through the client for
+// other sizes, whole buffers and regions (T3).
+func TestClusterCopyAndFill(t *testing.T) {
+	c := coordtest.Start(t, 2, coordtest.Options{})
+	program := func(q *Queue) (f32 []float32, i32 []int32, f64 []float64, host []float64) {
+		a := must(NewBuffer[float32](q, R2(6, 10)))
+		b := must(NewBuffer[float32](q, R2(6, 10)))
+		n := must(NewBuffer[int32](q, R1(40)))
+		x := must(NewBuffer[float64](q, R2(4, 8)))
+		y := must(NewBuffer[float64](q, R2(4, 8)))
+		host = make([]float64, 2*3)
+		src := []float64{1, 2, 3, 4, 5, 6}
+		for _, cgf := range []func(h *Handler) error{
+			func(h *Handler) error { Fill(h, Write(h, a, NoInit), 1.5); return nil },
+			func(h *Handler) error { Fill(h, WriteRange(h, a, R2(2, 3), I2(1, 4)), -2); return nil },
+			func(h *Handler) error { Fill(h, Write(h, b), 7); return nil },
+			func(h *Handler) error { Copy(h, ReadRange(h, a, R2(3, 5), I2(0, 2)), WriteRange(h, b, R2(3, 5), I2(2, 5))); return nil },
+			func(h *Handler) error { Fill(h, Write(h, n, NoInit), -9); return nil },
+			func(h *Handler) error { Fill(h, WriteRange(h, n, R1(5), I1(30)), 1<<30); return nil },
+			func(h *Handler) error { Fill(h, Write(h, x, NoInit), 0.25); return nil },
+			func(h *Handler) error { CopyFromHost(h, src, WriteRange(h, x, R2(2, 3), I2(1, 2))); return nil },
+			func(h *Handler) error { Fill(h, Write(h, y, NoInit), -1); return nil },
+			func(h *Handler) error { Copy(h, ReadRange(h, x, R2(3, 4), I2(0, 1)), WriteRange(h, y, R2(3, 4), I2(1, 4))); return nil },
+			func(h *Handler) error { CopyToHost(h, ReadRange(h, y, R2(2, 3), I2(2, 4)), host); return nil },
+		} {
+			ev, err := q.Submit(cgf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := ev.Wait(testCtx(t)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return readAll(t, b), readAll(t, n), readAll(t, y), host
+	}
+	wf, wi, wd, wh := program(newQueue(t))
+	var mu sync.Mutex
+	kernels := map[string]int{}
+	q := connectTraced(t, c, func(tr coordinator.GroupTrace) {
+		mu.Lock()
+		kernels[tr.Kernel]++
+		mu.Unlock()
+	})
+	gf, gi, gd, gh := program(q)
+	if !slices.Equal(gf, wf) || !slices.Equal(gi, wi) || !slices.Equal(gd, wd) || !slices.Equal(gh, wh) {
+		t.Fatalf("copies and fills on the cluster differ from embedded:\nfloat32 %v\nwant    %v\nint32 %v\nwant  %v\nfloat64 %v\nwant    %v\nhost %v\nwant %v", gf, wf, gi, wi, gd, wd, gh, wh)
+	}
+	if slices.Contains(wh, 0) {
+		t.Errorf("CopyToHost left zeros: %v", wh)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if kernels["fill_f32"] != 5 || kernels["copy_f32"] != 1 {
+		t.Errorf("node-side groups %v, want 5 fill_f32 (float32 and int32) and 1 copy_f32", kernels)
+	}
+}

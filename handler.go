@@ -53,6 +53,7 @@ type Handler struct {
 	reqBuf   [2]*req
 	accBuf   [2]*engine.Access
 	opBuf    [1]device.Op
+	opAcc    [2]int
 }
 
 // newReq returns a zeroed requirement owned by h.
@@ -654,6 +655,7 @@ func Copy[T any](h *Handler, src Readable[T], dst Writable[T]) {
 		return
 	}
 	h.setAction1("copy", device.CopyOp{Src: s.region(), Dst: d.region(), Size: s.Rng, ElemSize: s.Elem})
+	h.opSides(s, d)
 }
 
 func hostMem[T any](h *Handler, s []T) *device.Mem {
@@ -673,6 +675,7 @@ func CopyToHost[T any](h *Handler, src Readable[T], dst []T) {
 		h.fail(fmt.Errorf("%w: destination slice has %d elements, the copy %d", ErrBadRange, len(dst), n))
 		return
 	}
+	h.opSides(s, nil)
 	h.setAction1("copy", device.CopyOp{Src: s.region(), Dst: device.Region{Mem: hostMem(h, dst[:n]), Extent: s.Rng},
 		Size: s.Rng, ElemSize: s.Elem})
 }
@@ -688,6 +691,7 @@ func CopyFromHost[T any](h *Handler, src []T, dst Writable[T]) {
 		h.fail(fmt.Errorf("%w: source slice has %d elements, the copy %d", ErrBadRange, len(src), n))
 		return
 	}
+	h.opSides(nil, d)
 	h.setAction1("copy", device.CopyOp{Src: device.Region{Mem: hostMem(h, src[:n]), Extent: d.Rng}, Dst: d.region(),
 		Size: d.Rng, ElemSize: d.Elem})
 }
@@ -700,7 +704,18 @@ func Fill[T any](h *Handler, dst Writable[T], v T) {
 	}
 	pat := make([]byte, d.Elem)
 	copy(pat, unsafe.Slice((*byte)(unsafe.Pointer(&v)), d.Elem))
+	h.opSides(d)
 	h.setAction("fill", fillOps(d, pat)...)
+}
+
+// opSides records which accessors a copy's or fill's sides are (nil: host
+// memory), for an engine that runs them in its own way (engine.Group.OpAccess).
+func (h *Handler) opSides(sides ...*req) {
+	out := h.opAcc[:0]
+	for _, r := range sides {
+		out = append(out, slices.Index(h.reqs, r))
+	}
+	h.rec.OpAccess = out
 }
 
 // fillOps covers a box with as few contiguous fills as its shape allows.

@@ -173,6 +173,10 @@ type Group struct {
 	// Ops run a Go closure, a copy or a fill, over the memory the
 	// accessors bound on Target. Empty for a named kernel.
 	Ops []device.Op
+	// OpAccess says, for a copy (source, destination) or a fill
+	// (destination), the index in Accesses of each side's accessor, or -1
+	// for the host memory of CopyToHost and CopyFromHost.
+	OpAccess []int
 	// Kernel is a named kernel's launch; nil otherwise.
 	Kernel *Kernel
 	// Split divides the group's range across devices; nil otherwise.

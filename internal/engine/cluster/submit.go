@@ -27,25 +27,31 @@ func (e *Engine[G]) Submit(_ engine.Slot, g *engine.Group) (engine.Event, error)
 	if !ok {
 		return nil, fmt.Errorf("%w: the group was recorded for a local queue's device", engine.ErrNotOnCluster)
 	}
-	if g.Kernel == nil {
+	var cg *coordinator.Group
+	var err error
+	switch {
+	case g.Kernel != nil:
+		cg, err = e.group(g)
+	case g.Action == "fill" || g.Action == "copy":
+		cg, err = e.opGroup(g)
+	default:
 		return nil, fmt.Errorf("%w (the group declared %s)", engine.ErrClosureOnCluster, g.Action)
 	}
-	cg, err := e.group(g)
 	if err != nil {
 		return nil, err
 	}
-	// The coordinator orders groups by their accessors; explicit
-	// dependencies on other events are met by waiting for them here.
-	for _, a := range g.After {
-		ev, ok := a.(*event)
-		if !ok {
-			return nil, fmt.Errorf("%w: an event of a local queue and a group of a cluster queue cannot be ordered; Wait for the event first", engine.ErrNotOnCluster)
-		}
-		if err := ev.Wait(e.ctx); err != nil {
-			return nil, fmt.Errorf("acpp: an event group %q waits for failed: %w", g.Name, err)
-		}
+	if err := e.waitAfter(g); err != nil {
+		return nil, err
+	}
+	if cg == nil { // a copy or fill the client does itself
+		return e.clientOp(g)
 	}
 	cg.Device = t.pin
+	// A kernel registered in this process with PTX or CUDA C only goes to
+	// the nodes that lack it on its first use.
+	if err := e.job.ShipKernel(e.ctx, cg.Kernel); err != nil {
+		return nil, fmt.Errorf("acpp: submit %q to the cluster: %w", g.Name, err)
+	}
 	now := time.Now()
 	ids, err := e.job.Submit(e.ctx, *cg)
 	if err != nil && len(ids) == 0 {
@@ -57,6 +63,114 @@ func (e *Engine[G]) Submit(_ engine.Slot, g *engine.Group) (engine.Event, error)
 		ev.finishLocked(err)
 		e.mu.Unlock()
 	}
+	return ev, nil
+}
+
+// waitAfter meets g's explicit dependencies by waiting for them: the
+// coordinator orders groups by their accessors, not by events.
+func (e *Engine[G]) waitAfter(g *engine.Group) error {
+	for _, a := range g.After {
+		ev, ok := a.(*event)
+		if !ok {
+			return fmt.Errorf("%w: an event of a local queue and a group of a cluster queue cannot be ordered; Wait for the event first", engine.ErrNotOnCluster)
+		}
+		if err := ev.Wait(e.ctx); err != nil {
+			return fmt.Errorf("acpp: an event group %q waits for failed: %w", g.Name, err)
+		}
+	}
+	return nil
+}
+
+// opGroup is the coordinator's form of a copy or fill between buffers of
+// 4-byte elements: the nodes' built-in fill_f32 and copy_f32 kernels
+// (they move bytes: any 4-byte type). It is nil for the others, which the
+// client does itself (clientOp).
+func (e *Engine[G]) opGroup(g *engine.Group) (*coordinator.Group, error) {
+	side := func(i int) *engine.Access {
+		if i < len(g.OpAccess) && g.OpAccess[i] >= 0 {
+			return g.Accesses[g.OpAccess[i]]
+		}
+		return nil
+	}
+	onNodes := func(a *engine.Access) bool { return a != nil && a.Elem == 4 && !a.IsView() }
+	whole := func(a *engine.Access) bool { return a.Off == (engine.Dims{}) && a.Rng == a.BRange }
+	if g.Action == "fill" {
+		d := side(0)
+		if !onNodes(d) {
+			return nil, nil
+		}
+		b, err := e.buffer(d.Buffer)
+		if err != nil {
+			return nil, err
+		}
+		op := g.Ops[0].(device.FillOp)
+		acc := coordinator.Accessor{Buffer: b.cb, Mode: coherence.Write, Offset: d.Off, Range: d.Rng, NoInit: whole(d), Map: coordinator.OneToOne()}
+		return &coordinator.Group{Kernel: "fill_f32", Range: d.Rng, Offset: d.Off, Args: []coordinator.Arg{coordinator.Acc(acc), coordinator.Scalar(op.Pattern)}}, nil
+	}
+	s, d := side(0), side(1)
+	if !onNodes(s) || !onNodes(d) {
+		return nil, nil
+	}
+	sb, err := e.buffer(s.Buffer)
+	if err != nil {
+		return nil, err
+	}
+	db, err := e.buffer(d.Buffer)
+	if err != nil {
+		return nil, err
+	}
+	return &coordinator.Group{Kernel: "copy_f32", Range: s.Rng, Args: []coordinator.Arg{
+		coordinator.Acc(coordinator.Accessor{Buffer: sb.cb, Mode: coherence.Read, Offset: s.Off, Range: s.Rng, Kind: device.ArgRangedAccessor}),
+		coordinator.Acc(coordinator.Accessor{Buffer: db.cb, Mode: coherence.Write, Offset: d.Off, Range: d.Rng, NoInit: whole(d), Kind: device.ArgRangedAccessor}),
+	}}, nil
+}
+
+// clientOp runs a copy or fill through the client before it returns: a
+// region read back from the nodes and written to them (only its pages
+// travel, ordered with the job's groups as host reads and writes are).
+// Copies to and from host slices (CopyToHost, CopyFromHost) go this way,
+// and fills and copies of elements other than 4 bytes.
+func (e *Engine[G]) clientOp(g *engine.Group) (engine.Event, error) {
+	start := time.Now()
+	req := func(i int, mode coherence.Mode) *engine.HostRequest {
+		a := *g.Accesses[g.OpAccess[i]]
+		a.Mode, a.NoInit = mode, mode == coherence.Write
+		return &engine.HostRequest{Access: a, Alloc: func(n int) []byte { return make([]byte, n) }}
+	}
+	var err error
+	switch op := g.Ops[0].(type) {
+	case device.FillOp:
+		r := req(0, coherence.Write)
+		data := make([]byte, 0, r.Rng.Volume()*r.Elem)
+		for range r.Rng.Volume() {
+			data = append(data, op.Pattern...)
+		}
+		err = e.WriteFrom(e.ctx, r, data)
+	case device.CopyOp:
+		src, dst := g.OpAccess[0], g.OpAccess[1]
+		var data []byte
+		if src < 0 {
+			data = op.Src.Mem.Host
+		} else {
+			r := req(0, coherence.Read)
+			if dst < 0 {
+				data = op.Dst.Mem.Host
+			} else {
+				data = make([]byte, r.Rng.Volume()*r.Elem)
+			}
+			err = e.ReadInto(e.ctx, r, data)
+		}
+		if err == nil && dst >= 0 {
+			err = e.WriteFrom(e.ctx, req(1, coherence.Write), data)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("acpp: %s %q through the client: %w", g.Action, g.Name, err)
+	}
+	ev := &event{done: make(chan struct{}), submitted: start, issued: start, devices: []string{"client"}}
+	e.mu.Lock()
+	ev.finishLocked(nil)
+	e.mu.Unlock()
 	return ev, nil
 }
 
