@@ -73,7 +73,8 @@ func WithCoordinator(f func(*cluster.CoordinatorConfig)) Option {
 
 // OnNode runs the command group on device id of the named node of a
 // cluster queue (a pinned device). On(id) alone picks the first device of
-// the job with that kind and index.
+// the job with that kind and index. A queue of local devices has no nodes:
+// there Submit refuses OnNode with ErrNoDevice (use On).
 func OnNode(node string, id DeviceID) SubmitOption {
 	return func(c *submitConfig) { c.dev, c.node = &id, node }
 }

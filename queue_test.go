@@ -2,7 +2,11 @@ package acpp
 
 import (
 	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestSaxpyInPlace_L1_L2(t *testing.T) {
@@ -40,5 +44,47 @@ func TestSaxpyInPlace_L1_L2(t *testing.T) {
 	}
 	if st := q.Stats(); st.Copies != 0 || st.BytesCopied != 0 {
 		t.Errorf("Stats() = %+v, want no copies between host and CPU", st)
+	}
+}
+
+// Options that cannot apply to a queue of local devices fail loudly: OnNode
+// names a node of a cluster queue.
+func TestOnNodeRefusedOnLocalQueue(t *testing.T) {
+	q := newQueue(t)
+	b := must(NewBuffer[int32](q, R1(4)))
+	_, err := q.Submit(func(h *Handler) error { Fill(h, Write(h, b), 1); return nil }, OnNode("n0", DeviceID{Kind: CPU}))
+	if !errors.Is(err, ErrNoDevice) || !strings.Contains(err.Error(), "use On") {
+		t.Fatalf("OnNode on a local queue: %v, want ErrNoDevice saying to use On", err)
+	}
+}
+
+// D1: an explicit dependency on a split group's event waits for all of its
+// chunks (the event stands for every chunk).
+func TestAfterSplitEventWaitsForEveryChunk_D1(t *testing.T) {
+	q := newQueue(t, WithCPUDevices(3))
+	const n = 300
+	b := must(NewBuffer[int32](q, R1(n)))
+	var done atomic.Int64 // items the split's chunks ran
+	split := must(q.Submit(func(h *Handler) error {
+		w := Write(h, b, NoInit, Map(OneToOne()))
+		h.ParallelForChunks(R1(n), func(lo, hi ID) {
+			time.Sleep(5 * time.Millisecond)
+			for i := lo[0]; i < hi[0]; i++ {
+				w.Set(i, 1)
+			}
+			done.Add(int64(hi[0] - lo[0]))
+		})
+		return nil
+	}, Split()))
+	var saw int64 = -1
+	after := must(q.Submit(func(h *Handler) error {
+		h.SingleTask(func() { saw = done.Load() }) // no accessor: only After orders it
+		return nil
+	}, After(split)))
+	if err := after.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if saw != n || len(split.Chunks()) != 3 {
+		t.Fatalf("the group after a split saw %d of its %d items done (chunks %d)", saw, n, len(split.Chunks()))
 	}
 }

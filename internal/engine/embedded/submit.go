@@ -155,9 +155,7 @@ func (e *Engine[G]) HostAccess(ctx context.Context, r *engine.HostRequest) (engi
 	if err != nil {
 		return engine.HostView{}, err
 	}
-	a := r.Access
-	a.Mode = r.Mode
-	accs := appendAccess(nil, &a, host)
+	accs := appendAccess(nil, &r.Access, host)
 	ready := make(chan func(error), 1)
 	n, err := e.rt.Submit(exec.Group{Name: "host access", Accesses: accs, Host: func(done func(error)) { ready <- done }})
 	if err != nil {
