@@ -53,7 +53,6 @@ type Handler struct {
 	reqBuf   [2]*req
 	accBuf   [2]*engine.Access
 	opBuf    [1]device.Op
-	opAcc    [2]int
 }
 
 // newReq returns a zeroed requirement owned by h.
@@ -513,7 +512,8 @@ func (h *Handler) launch(name string, nd device.NDRange, args []KernelArg) {
 		return a, err
 	}
 	h.rec.Kernel = &engine.Kernel{Name: name, ND: nd, Def: def, Args: conv, ArgAccess: idx, Rebind: rebind}
-	h.recordAction("launch "+name, nil)
+	h.opBuf[0] = device.LaunchOp{Name: name, Kernel: def, Range: nd, Args: conv}
+	h.recordAction("launch "+name, h.opBuf[:1])
 }
 
 // argCtx is what a kernel argument resolves against: the group, and the
@@ -704,18 +704,15 @@ func Fill[T any](h *Handler, dst Writable[T], v T) {
 	}
 	pat := make([]byte, d.Elem)
 	copy(pat, unsafe.Slice((*byte)(unsafe.Pointer(&v)), d.Elem))
-	h.opSides(d)
+	h.opSides(nil, d)
 	h.setAction("fill", fillOps(d, pat)...)
 }
 
 // opSides records which accessors a copy's or fill's sides are (nil: host
-// memory), for an engine that runs them in its own way (engine.Group.OpAccess).
-func (h *Handler) opSides(sides ...*req) {
-	out := h.opAcc[:0]
-	for _, r := range sides {
-		out = append(out, slices.Index(h.reqs, r))
-	}
-	h.rec.OpAccess = out
+// memory, or a fill's missing source), for an engine that runs them its
+// own way (engine.Group.Sides).
+func (h *Handler) opSides(src, dst *req) {
+	h.rec.Sides = &engine.Sides{Src: slices.Index(h.reqs, src), Dst: slices.Index(h.reqs, dst)}
 }
 
 // fillOps covers a box with as few contiguous fills as its shape allows.

@@ -170,18 +170,23 @@ type Group struct {
 	// Action names what the group does ("parallel_for", "launch NAME",
 	// "copy", "fill", "single_task", "parallel_for_nd").
 	Action string
-	// Ops run a Go closure, a copy or a fill, over the memory the
-	// accessors bound on Target. Empty for a named kernel.
+	// Ops run the group on Target, over the memory its accessors bound
+	// there: a Go closure, copies, fills, or the named kernel's launch
+	// (then Kernel says more).
 	Ops []device.Op
-	// OpAccess says, for a copy (source, destination) or a fill
-	// (destination), the index in Accesses of each side's accessor, or -1
-	// for the host memory of CopyToHost and CopyFromHost.
-	OpAccess []int
+	// Sides says which accessors a copy's or fill's sides are; nil for
+	// other groups.
+	Sides *Sides
 	// Kernel is a named kernel's launch; nil otherwise.
 	Kernel *Kernel
 	// Split divides the group's range across devices; nil otherwise.
 	Split *Split
 }
+
+// Sides are the index in Group.Accesses of a copy's source and
+// destination accessors (a fill has a destination only), or -1: host
+// memory (CopyToHost, CopyFromHost), or no source.
+type Sides struct{ Src, Dst int }
 
 // Kernel is a named kernel's launch.
 type Kernel struct {

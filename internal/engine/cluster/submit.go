@@ -86,16 +86,19 @@ func (e *Engine[G]) waitAfter(g *engine.Group) error {
 // (they move bytes: any 4-byte type). It is nil for the others, which the
 // client does itself (clientOp).
 func (e *Engine[G]) opGroup(g *engine.Group) (*coordinator.Group, error) {
+	if g.Sides == nil {
+		return nil, fmt.Errorf("%w: the %s group does not say which accessors it copies between", engine.ErrBadRange, g.Action)
+	}
 	side := func(i int) *engine.Access {
-		if i < len(g.OpAccess) && g.OpAccess[i] >= 0 {
-			return g.Accesses[g.OpAccess[i]]
+		if i >= 0 {
+			return g.Accesses[i]
 		}
 		return nil
 	}
 	onNodes := func(a *engine.Access) bool { return a != nil && a.Elem == 4 && !a.IsView() }
 	whole := func(a *engine.Access) bool { return a.Off == (engine.Dims{}) && a.Rng == a.BRange }
 	if g.Action == "fill" {
-		d := side(0)
+		d := side(g.Sides.Dst)
 		if !onNodes(d) {
 			return nil, nil
 		}
@@ -107,7 +110,7 @@ func (e *Engine[G]) opGroup(g *engine.Group) (*coordinator.Group, error) {
 		acc := coordinator.Accessor{Buffer: b.cb, Mode: coherence.Write, Offset: d.Off, Range: d.Rng, NoInit: whole(d), Map: coordinator.OneToOne()}
 		return &coordinator.Group{Kernel: "fill_f32", Range: d.Rng, Offset: d.Off, Args: []coordinator.Arg{coordinator.Acc(acc), coordinator.Scalar(op.Pattern)}}, nil
 	}
-	s, d := side(0), side(1)
+	s, d := side(g.Sides.Src), side(g.Sides.Dst)
 	if !onNodes(s) || !onNodes(d) {
 		return nil, nil
 	}
@@ -133,26 +136,26 @@ func (e *Engine[G]) opGroup(g *engine.Group) (*coordinator.Group, error) {
 func (e *Engine[G]) clientOp(g *engine.Group) (engine.Event, error) {
 	start := time.Now()
 	req := func(i int, mode coherence.Mode) *engine.HostRequest {
-		a := *g.Accesses[g.OpAccess[i]]
+		a := *g.Accesses[i]
 		a.Mode, a.NoInit = mode, mode == coherence.Write
 		return &engine.HostRequest{Access: a, Alloc: func(n int) []byte { return make([]byte, n) }}
 	}
 	var err error
 	switch op := g.Ops[0].(type) {
 	case device.FillOp:
-		r := req(0, coherence.Write)
+		r := req(g.Sides.Dst, coherence.Write)
 		data := make([]byte, 0, r.Rng.Volume()*r.Elem)
 		for range r.Rng.Volume() {
 			data = append(data, op.Pattern...)
 		}
 		err = e.WriteFrom(e.ctx, r, data)
 	case device.CopyOp:
-		src, dst := g.OpAccess[0], g.OpAccess[1]
+		src, dst := g.Sides.Src, g.Sides.Dst
 		var data []byte
 		if src < 0 {
 			data = op.Src.Mem.Host
 		} else {
-			r := req(0, coherence.Read)
+			r := req(src, coherence.Read)
 			if dst < 0 {
 				data = op.Dst.Mem.Host
 			} else {
@@ -161,7 +164,7 @@ func (e *Engine[G]) clientOp(g *engine.Group) (engine.Event, error) {
 			err = e.ReadInto(e.ctx, r, data)
 		}
 		if err == nil && dst >= 0 {
-			err = e.WriteFrom(e.ctx, req(1, coherence.Write), data)
+			err = e.WriteFrom(e.ctx, req(dst, coherence.Write), data)
 		}
 	}
 	if err != nil {

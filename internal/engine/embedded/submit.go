@@ -14,13 +14,17 @@ import (
 )
 
 // cgroup is one submitted group's memory: the executor's node, its event
-// and room for the common small group's access and op (one allocation).
+// and room for the common small group's access.
 type cgroup struct {
 	node exec.Node
 	ev   event
 	acc  [1]coherence.Access
-	ops  [1]device.Op
 }
+
+// GroupBytes is the size of one group's memory with a user part G: one
+// allocation, which the root package keeps within a size class
+// (TestGroupMemorySize).
+func GroupBytes[G any]() uintptr { return unsafe.Sizeof(slot[G]{}) }
 
 // slot is one group's memory: its user's part and the engine's.
 type slot[G any] struct {
@@ -51,11 +55,6 @@ func (e *Engine[G]) Submit(s engine.Slot, g *engine.Group) (engine.Event, error)
 	if err != nil {
 		return nil, err
 	}
-	ops := g.Ops
-	if k := g.Kernel; k != nil {
-		cg.ops[0] = device.LaunchOp{Name: k.Name, Kernel: k.Def, Range: k.ND, Args: k.Args}
-		ops = cg.ops[:1]
-	}
 	acc := cg.acc[:0]
 	if len(g.Accesses) > len(cg.acc) {
 		acc = make([]coherence.Access, 0, len(g.Accesses))
@@ -63,7 +62,7 @@ func (e *Engine[G]) Submit(s engine.Slot, g *engine.Group) (engine.Event, error)
 	for _, a := range g.Accesses {
 		acc = appendAccess(acc, a, t.mem)
 	}
-	if err := e.rt.SubmitNode(&cg.node, exec.Group{Name: g.Name, Accesses: acc, After: after, Device: t.dev, Ops: ops}); err != nil {
+	if err := e.rt.SubmitNode(&cg.node, exec.Group{Name: g.Name, Accesses: acc, After: after, Device: t.dev, Ops: g.Ops}); err != nil {
 		return nil, err
 	}
 	cg.ev.n = &cg.node
