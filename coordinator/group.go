@@ -212,7 +212,7 @@ func (j *Job) Submit(ctx context.Context, g Group) ([]GroupID, error) {
 		if j.err != nil {
 			return ids, j.err
 		}
-		id, err := j.submitLocked(&g, params, p, capable)
+		id, err := j.submitLocked(&g, params, p, capable, len(plans))
 		if err != nil {
 			return ids, err
 		}
@@ -309,7 +309,7 @@ func (j *Job) capable(kernel string) []int {
 
 // submitLocked plans one command group on the core and queues its
 // instructions for the nodes.
-func (j *Job) submitLocked(g *Group, params []device.Param, p chunkPlan, capable []int) (GroupID, error) {
+func (j *Job) submitLocked(g *Group, params []device.Param, p chunkPlan, capable []int, chunks int) (GroupID, error) {
 	dev := p.dev
 	if dev >= 0 && j.devices[dev].lost {
 		return 0, fmt.Errorf("%w: device %s is on a lost node", ErrNoDevice, j.devices[dev])
@@ -354,7 +354,7 @@ func (j *Job) submitLocked(g *Group, params []device.Param, p chunkPlan, capable
 		j.log.Debug("plan", "group", id, "kernel", g.Kernel, "device", d.String(), "accesses", fmt.Sprint(cg.Accesses), "step", fmt.Sprintf("%+v", step))
 	}
 	items := p.chunk.Range.Volume()
-	gs := &groupState{id: id, kernel: g.Kernel, dev: dev, items: items, submitted: time.Now()}
+	gs := &groupState{id: id, kernel: g.Kernel, dev: dev, items: items, chunks: chunks, submitted: time.Now()}
 	gs.estimate = j.est.estimate(g.Kernel, *d, items)
 	j.queued[dev] += gs.estimate
 	j.pending[dev]++
@@ -685,6 +685,7 @@ func (j *Job) issueLocked(g *groupState, step coherence.Step, x *nodeState, laun
 	}
 	if len(ex.gate) > 0 {
 		j.stats.Gated++
+		g.gated = true
 	}
 	j.enqueueLocked(bd)
 }

@@ -149,6 +149,10 @@ type groupState struct {
 	issued    time.Time // when its launch went out
 	estimate  float64
 	instrs    []InstrTrace // finished instructions, kept for OnGroupDone
+	// chunks is the number of groups its Submit made (GroupTrace.Chunks);
+	// gated: its launch waited for a gate (GroupTrace.Gated).
+	chunks int
+	gated  bool
 	// recvs are the pages this group brings from other nodes: if the
 	// source is lost before the group finishes, they never arrive.
 	recvs []recvRec
@@ -709,7 +713,7 @@ func (j *Job) finishLocked(g *groupState, now time.Time) []GroupTrace {
 		delete(j.live, g.id)
 		j.core.Complete(g.id)
 		j.stats.Completed++
-		tr := GroupTrace{ID: g.id, Kernel: g.kernel, Submitted: g.submitted, Issued: g.issued, Done: now, Instrs: g.instrs}
+		tr := GroupTrace{ID: g.id, Kernel: g.kernel, Chunks: g.chunks, Gated: g.gated, Submitted: g.submitted, Issued: g.issued, Done: now, Instrs: g.instrs}
 		g.instrs = nil
 		if g.dev >= 0 {
 			tr.Device = j.devices[g.dev].String()
@@ -730,6 +734,15 @@ type GroupTrace struct {
 	ID     GroupID
 	Kernel string // the kernel, or "host read" / "host write"
 	Device string // "node/kind:index"; empty for host accesses
+	// Chunks is the number of groups the Submit that made this one
+	// returned: the chunks of a split group, whose IDs are consecutive
+	// from the first; 1 for an unsplit group, 0 for host accesses and
+	// releases. With it a caller knows when every chunk has reported.
+	Chunks int
+	// Gated: the coordinator held the group's launch back until an earlier
+	// group on another node finished (an ordering with no data path
+	// between them, D3); Stats.Gated counts these.
+	Gated bool
 	// Submitted is when Submit planned it, Issued when its launch went to
 	// the node (zero for host accesses), Done when its last completion
 	// event arrived.

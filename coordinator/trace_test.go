@@ -81,4 +81,65 @@ func TestGroupTraceHasInstructions_C3_C4(t *testing.T) {
 			t.Errorf("transfer %s: %d more sends than recvs", k, n)
 		}
 	}
+	// Each iteration is one Submit of two chunks with consecutive IDs:
+	// every kernel trace says so, and the first chunk's ID is odd (the
+	// buffers take no group IDs, so the chunks pair up from 1).
+	chunks := map[coordinator.GroupID]bool{}
+	for _, tr := range traces {
+		if tr.Device == "" {
+			continue
+		}
+		if tr.Chunks != 2 {
+			t.Errorf("group %d (%s): Chunks = %d, want the 2 chunks of its split", tr.ID, tr.Kernel, tr.Chunks)
+		}
+		chunks[tr.ID] = true
+	}
+	for id := range chunks {
+		if id%2 == 1 && !chunks[id+1] {
+			t.Errorf("chunk %d has no sibling %d", id, id+1)
+		}
+	}
+}
+
+// GroupTrace.Gated marks the groups whose launch the coordinator held back
+// for an earlier group on another node (discard writes of one buffer
+// pinned round the nodes: no data path orders them, the gate does), as
+// many as Stats.Gated counts; an unsplit group is one chunk (D3).
+func TestGroupTraceGated_D3(t *testing.T) {
+	c := coordtest.Start(t, 2, coordtest.Options{})
+	var mu sync.Mutex
+	var traces []coordinator.GroupTrace
+	j := openJob(t, c, func(cfg *coordinator.Config) {
+		cfg.OnGroupDone = func(tr coordinator.GroupTrace) { mu.Lock(); traces = append(traces, tr); mu.Unlock() }
+	})
+	ctx := testCtx(t)
+	buf, err := j.NewBuffer(coordinator.BufferSpec{Range: coordinator.Dims{1, 1, 1}, ElemSize: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 4
+	for i := range n {
+		if _, err := j.Submit(ctx, coordinator.Group{Kernel: "test_mark", Range: coordinator.Dims{1, 1, 1}, Device: []string{"n0/cpu:0", "n1/cpu:0"}[i%2],
+			Args: []coordinator.Arg{coordinator.ScalarU64(uint64(i + 1)), coordinator.Acc(coordinator.Accessor{Buffer: buf, Mode: coordinator.Write, NoInit: true})}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	takeSpans()
+	mu.Lock()
+	defer mu.Unlock()
+	gated := 0
+	for _, tr := range traces {
+		if tr.Gated {
+			gated++
+		}
+		if tr.Device != "" && tr.Chunks != 1 {
+			t.Errorf("group %d: Chunks = %d, want 1 (not split)", tr.ID, tr.Chunks)
+		}
+	}
+	if st := j.Stats(); gated != st.Gated || gated == 0 {
+		t.Errorf("%d traces gated, Stats.Gated %d; want the same, at least 1", gated, st.Gated)
+	}
 }
