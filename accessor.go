@@ -108,7 +108,7 @@ func access[T any](h *Handler, b *Buffer[T], mode coherence.Mode, ranged bool, o
 		h.fail(fmt.Errorf("%w: %v", ErrBadRange, err))
 		return nil
 	}
-	mem, err := h.t.Bind(b.st.id)
+	mem, err := h.rec.Target.Bind(b.st.id)
 	if err != nil {
 		h.fail(err)
 		return nil
@@ -152,7 +152,7 @@ func (r *req) arg(c argCtx, kind device.ArgKind) (device.Arg, error) {
 		return device.Arg{}, fmt.Errorf("%w: accessor belongs to another command group", ErrHandlerDone)
 	}
 	mem := r.mem
-	if c.t != c.h.t { // a split chunk's device: its memory
+	if c.t != c.h.rec.Target { // a split chunk's device: its memory
 		m, err := c.t.Bind(r.st.id)
 		if err != nil {
 			return device.Arg{}, err

@@ -86,8 +86,8 @@ func TestSubmitErrors(t *testing.T) {
 	var late *Handler
 	must(q.Submit(func(h *Handler) error { late = h; h.SingleTask(func() {}); return nil }))
 	late.SingleTask(func() {})
-	if !errors.Is(errors.Join(late.errs...), ErrHandlerDone) {
-		t.Errorf("using a handler after Submit: %v, want ErrHandlerDone", late.errs)
+	if !errors.Is(errors.Join(late.declErrs()...), ErrHandlerDone) {
+		t.Errorf("using a handler after Submit: %v, want ErrHandlerDone", late.declErrs())
 	}
 	waitAll(t, q)
 }

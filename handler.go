@@ -39,13 +39,11 @@ func Named(name string) SubmitOption { return func(c *submitConfig) { c.name = n
 // queue's engine runs the record (engine.Group).
 type Handler struct {
 	q     *Queue
-	t     engine.Target // the device the group is recorded for
-	rec   engine.Group  // the record
+	rec   engine.Group // the record; rec.Target is the device it is recorded for
 	reqs  []*req
-	local []device.Arg // local memory arguments of ParallelForND
-	errs  []error
 	done  bool
-	split *splitState // a split group's options and mappers (split.go); nil otherwise
+	split *splitState     // a split group's options and mappers (split.go); nil otherwise
+	more  *handlerExtras // what few groups need; nil until then
 
 	// Inline storage for the common small groups (fewer allocations per
 	// submit): one requirement, two accessor slots and one op.
@@ -53,6 +51,36 @@ type Handler struct {
 	reqBuf   [2]*req
 	accBuf   [2]*engine.Access
 	opBuf    [1]device.Op
+}
+
+// handlerExtras hold what few groups need, out of the group's one
+// allocation (TestGroupMemorySize).
+type handlerExtras struct {
+	local []device.Arg // local memory arguments of ParallelForND and LaunchND
+	errs  []error      // errors recorded while declaring the group
+}
+
+func (h *Handler) extras() *handlerExtras {
+	if h.more == nil {
+		h.more = new(handlerExtras)
+	}
+	return h.more
+}
+
+// declErrs are the errors recorded while declaring the group.
+func (h *Handler) declErrs() []error {
+	if h.more == nil {
+		return nil
+	}
+	return h.more.errs
+}
+
+// localArgs are the local memory arguments declared so far.
+func (h *Handler) localArgs() []device.Arg {
+	if h.more == nil {
+		return nil
+	}
+	return h.more.local
 }
 
 // newReq returns a zeroed requirement owned by h.
@@ -70,12 +98,12 @@ func (h *Handler) usable() error {
 	return nil
 }
 
-func (h *Handler) fail(err error) { h.errs = append(h.errs, err) }
+func (h *Handler) fail(err error) { x := h.extras(); x.errs = append(x.errs, err) }
 
 // Device describes the device the group runs on. On a cluster queue it is
 // the pinned device (OnNode), or a stand-in when the coordinator places
 // the group.
-func (h *Handler) Device() device.Info { return h.t.Info() }
+func (h *Handler) Device() device.Info { return h.rec.Target.Info() }
 
 // DependsOn adds explicit dependencies, like the After option.
 func (h *Handler) DependsOn(evs ...*Event) {
@@ -129,7 +157,7 @@ func (h *Handler) recordAction(name string, ops []device.Op) {
 // runsGo reports whether the group's device runs Go closures, after
 // recording the engine's reason when not.
 func (h *Handler) runsGo(what string) bool {
-	if err := h.t.Closure(what); err != nil {
+	if err := h.rec.Target.Closure(what); err != nil {
 		h.fail(err)
 		return false
 	}
@@ -169,7 +197,7 @@ func (q *Queue) Submit(cgf func(h *Handler) error, opts ...SubmitOption) (*Event
 	// into), the event and the engine's part (its node).
 	cg, slot := q.eng.NewGroup()
 	h := &cg.h
-	h.q, h.t = q, t
+	h.q = q
 	h.rec.Name, h.rec.Target = cfg.name, t
 	h.reqs = h.reqBuf[:0]
 	if cfg.split != nil {
@@ -183,8 +211,8 @@ func (q *Queue) Submit(cgf func(h *Handler) error, opts ...SubmitOption) (*Event
 	if err != nil {
 		return nil, err
 	}
-	if len(h.errs) > 0 {
-		return nil, errors.Join(h.errs...)
+	if errs := h.declErrs(); len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	if h.rec.Action == "" {
 		return nil, fmt.Errorf("%w: the group declared none", ErrNoKernel)
@@ -410,8 +438,9 @@ func LocalAccessor[T any](h *Handler, n int) Local[T] {
 		h.fail(fmt.Errorf("%w: local accessor of %d elements", ErrBadRange, n))
 		return Local[T]{}
 	}
-	h.local = append(h.local, device.Arg{Kind: device.ArgLocal, Space: device.Local, LocalBytes: n * es})
-	return Local[T]{idx: len(h.local) - 1, n: n}
+	x := h.extras()
+	x.local = append(x.local, device.Arg{Kind: device.ArgLocal, Space: device.Local, LocalBytes: n * es})
+	return Local[T]{idx: len(x.local) - 1, n: n}
 }
 
 // Slice is the group's local memory.
@@ -434,7 +463,7 @@ func (h *Handler) ParallelForND(global, local Range, k func(g Group)) {
 	if !h.runsGo("ParallelForND") {
 		return
 	}
-	h.setAction1("parallel_for_nd", device.LaunchOp{Name: h.nameOr("parallel_for_nd"), Range: nd, Args: h.local,
+	h.setAction1("parallel_for_nd", device.LaunchOp{Name: h.nameOr("parallel_for_nd"), Range: nd, Args: h.localArgs(),
 		Func: func(w *device.Work) { k(Group{w: w}) }})
 }
 
@@ -453,7 +482,7 @@ func (h *Handler) ndRange(global, local Range) (device.NDRange, error) {
 			return device.NDRange{}, fmt.Errorf("%w: global range %v is not a multiple of the work-group size %v", ErrBadRange, global, local)
 		}
 	}
-	info := h.t.Info()
+	info := h.rec.Target.Info()
 	if caps := info.Caps; caps.MaxGroupSize > 0 && local.Count() > caps.MaxGroupSize {
 		return device.NDRange{}, fmt.Errorf("%w: work-group of %d items, %s allows %d", ErrBadRange, local.Count(), info.ID, caps.MaxGroupSize)
 	}
@@ -491,29 +520,32 @@ func (h *Handler) LaunchND(name string, global, local Range, args ...KernelArg) 
 }
 
 func (h *Handler) launch(name string, nd device.NDRange, args []KernelArg) {
-	if !h.checkAction("launch " + name) {
+	act := "launch " + name
+	if !h.checkAction(act) {
 		return
 	}
-	dargs, idx, err := h.kernelArgs(name, args, argCtx{h: h, t: h.t})
+	dargs, idx, err := h.kernelArgs(name, args, argCtx{h: h, t: h.rec.Target})
 	if err != nil {
 		h.fail(err)
 		return
 	}
-	conv, def, err := h.t.Kernel(name, dargs)
+	conv, def, err := h.rec.Target.Kernel(name, dargs)
 	if err != nil {
 		h.fail(err)
 		return
 	}
-	// A split's chunks run on other devices: the engine rebinds the
-	// arguments for each (the same accessors over that device's memory).
-	args = slices.Clone(args)
-	rebind := func(t engine.Target) ([]device.Arg, error) {
-		a, _, err := h.kernelArgs(name, args, argCtx{h: h, t: t})
-		return a, err
+	h.rec.ArgAccess = idx
+	if h.split != nil {
+		// A split's chunks run on other devices: the engine rebinds the
+		// arguments for each (the same accessors over that device's memory).
+		args = slices.Clone(args)
+		h.rec.Rebind = func(t engine.Target) ([]device.Arg, error) {
+			a, _, err := h.kernelArgs(name, args, argCtx{h: h, t: t})
+			return a, err
+		}
 	}
-	h.rec.Kernel = &engine.Kernel{Name: name, ND: nd, Def: def, Args: conv, ArgAccess: idx, Rebind: rebind}
 	h.opBuf[0] = device.LaunchOp{Name: name, Kernel: def, Range: nd, Args: conv}
-	h.recordAction("launch "+name, h.opBuf[:1])
+	h.recordAction(act, h.opBuf[:1])
 }
 
 // argCtx is what a kernel argument resolves against: the group, and the
@@ -539,10 +571,11 @@ func (a RangedRO[T]) kernelArg(c argCtx) (device.Arg, error) {
 }
 
 func (l Local[T]) kernelArg(c argCtx) (device.Arg, error) {
-	if l.n == 0 || l.idx >= len(c.h.local) {
+	local := c.h.localArgs()
+	if l.n == 0 || l.idx >= len(local) {
 		return device.Arg{}, fmt.Errorf("%w: local accessor not declared in this group", ErrBadRange)
 	}
-	return c.h.local[l.idx], nil
+	return local[l.idx], nil
 }
 
 type scalarArg struct{ b []byte }
@@ -627,7 +660,7 @@ func (a RangedRO[T]) request() *req   { return a.rq }
 
 func (h *Handler) own(r *req, what string) bool {
 	if r == nil {
-		if len(h.errs) == 0 { // else its construction failed, and said why
+		if len(h.declErrs()) == 0 { // else its construction failed, and said why
 			h.fail(fmt.Errorf("%w: %s accessor was not constructed", ErrBadRange, what))
 		}
 		return false
@@ -740,6 +773,9 @@ func fillOps(r *req, pat []byte) []device.Op {
 // kernelArgs resolves kernel name's arguments against c, and says for
 // each the index of the accessor it passes in h.reqs (-1 for none).
 func (h *Handler) kernelArgs(name string, args []KernelArg, c argCtx) ([]device.Arg, []int, error) {
+	if len(args) == 0 {
+		return nil, nil, nil
+	}
 	dargs := make([]device.Arg, len(args))
 	idx := make([]int, len(args))
 	for i, a := range args {

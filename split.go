@@ -263,6 +263,8 @@ func (h *Handler) mapped(r *req, m RangeMapper, ranged bool) bool {
 	return false
 }
 
+func isLaunch(g *engine.Group) bool { _, ok := g.Launch(); return ok }
+
 // sealSplit completes a split group's record: the split dimension, from
 // the kernel's range, and each accessor's mapper for its buffer. The
 // engine cuts the range into chunks: the command-group function runs once
@@ -270,8 +272,9 @@ func (h *Handler) mapped(r *req, m RangeMapper, ranged bool) bool {
 func (h *Handler) sealSplit() error {
 	var nd device.NDRange
 	switch {
-	case h.rec.Kernel != nil:
-		nd = h.rec.Kernel.ND
+	case isLaunch(&h.rec):
+		op, _ := h.rec.Launch()
+		nd = op.Range
 	case h.rec.Action == "parallel_for" || h.rec.Action == "parallel_for_nd":
 		nd = h.rec.Ops[0].(device.LaunchOp).Range
 	default:

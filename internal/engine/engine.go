@@ -171,14 +171,19 @@ type Group struct {
 	// "copy", "fill", "single_task", "parallel_for_nd").
 	Action string
 	// Ops run the group on Target, over the memory its accessors bound
-	// there: a Go closure, copies, fills, or the named kernel's launch
-	// (then Kernel says more).
+	// there: a Go closure, copies, fills, or a named kernel's launch
+	// (Launch).
 	Ops []device.Op
 	// Sides says which accessors a copy's or fill's sides are; nil for
 	// other groups.
 	Sides *Sides
-	// Kernel is a named kernel's launch; nil otherwise.
-	Kernel *Kernel
+	// ArgAccess is, for a named kernel's launch (Launch), per argument
+	// the index in Accesses of the accessor it passes, or -1.
+	ArgAccess []int
+	// Rebind makes a named kernel's arguments for another target (a split
+	// chunk's device): the same accessors over that target's memory. Set
+	// for split groups only.
+	Rebind func(t Target) ([]device.Arg, error)
 	// Split divides the group's range across devices; nil otherwise.
 	Split *Split
 }
@@ -188,18 +193,17 @@ type Group struct {
 // memory (CopyToHost, CopyFromHost), or no source.
 type Sides struct{ Src, Dst int }
 
-// Kernel is a named kernel's launch.
-type Kernel struct {
-	Name string
-	ND   device.NDRange
-	Def  *device.Kernel // nil where the kernel is not registered here
-	Args []device.Arg   // converted for Group.Target
-	// ArgAccess is, per argument, the index in Group.Accesses of the
-	// accessor it passes, or -1.
-	ArgAccess []int
-	// Rebind makes the arguments for another target (a split chunk's
-	// device): the same accessors over that target's memory.
-	Rebind func(t Target) ([]device.Arg, error)
+// Launch returns the group's named kernel launch (its one op, a
+// device.LaunchOp without a Go closure: name, kernel where registered
+// here, range and arguments converted for Target); ok is false for other
+// groups.
+func (g *Group) Launch() (op device.LaunchOp, ok bool) {
+	if len(g.Ops) == 1 {
+		if op, ok := g.Ops[0].(device.LaunchOp); ok && op.Func == nil {
+			return op, true
+		}
+	}
+	return device.LaunchOp{}, false
 }
 
 // Split says how to divide a group's range across devices.

@@ -29,9 +29,10 @@ func (e *Engine[G]) Submit(_ engine.Slot, g *engine.Group) (engine.Event, error)
 	}
 	var cg *coordinator.Group
 	var err error
+	op, named := g.Launch()
 	switch {
-	case g.Kernel != nil:
-		cg, err = e.group(g)
+	case named:
+		cg, err = e.group(g, op)
 	case g.Action == "fill" || g.Action == "copy":
 		cg, err = e.opGroup(g)
 	default:
@@ -178,11 +179,10 @@ func (e *Engine[G]) clientOp(g *engine.Group) (engine.Event, error) {
 }
 
 // group is the coordinator's form of a recorded named kernel launch.
-func (e *Engine[G]) group(g *engine.Group) (*coordinator.Group, error) {
-	k := g.Kernel
+func (e *Engine[G]) group(g *engine.Group, k device.LaunchOp) (*coordinator.Group, error) {
 	var params []device.Param
-	if k.Def != nil {
-		params = k.Def.Params
+	if k.Kernel != nil {
+		params = k.Kernel.Params
 	}
 	cargs := make([]coordinator.Arg, len(k.Args))
 	for i, a := range k.Args {
@@ -195,8 +195,8 @@ func (e *Engine[G]) group(g *engine.Group) (*coordinator.Group, error) {
 			continue
 		}
 		ai := -1
-		if i < len(k.ArgAccess) {
-			ai = k.ArgAccess[i]
+		if i < len(g.ArgAccess) {
+			ai = g.ArgAccess[i]
 		}
 		if ai < 0 {
 			return nil, fmt.Errorf("%w: kernel %q argument %d is not an accessor of a buffer of this queue; USM pointers cannot travel to a cluster", device.ErrBadArg, k.Name, i)
@@ -227,9 +227,9 @@ func (e *Engine[G]) group(g *engine.Group) (*coordinator.Group, error) {
 		}
 		cargs[i] = coordinator.Acc(acc)
 	}
-	cg := &coordinator.Group{Kernel: k.Name, Range: k.ND.Global, Args: cargs}
-	if k.ND.Local != ([3]int{}) {
-		cg.Local = k.ND.Local
+	cg := &coordinator.Group{Kernel: k.Name, Range: k.Range.Global, Args: cargs}
+	if k.Range.Local != ([3]int{}) {
+		cg.Local = k.Range.Local
 	}
 	if g.Split != nil {
 		cs, err := e.split(g.Split)

@@ -39,16 +39,16 @@ func (e *Engine[G]) splitDevices(sp *engine.Split) ([]*target, error) {
 
 // runs reports whether t runs g's action.
 func runs(g *engine.Group, t *target) bool {
-	if g.Kernel != nil {
-		return g.Kernel.Def != nil && t.info.Caps.RunsKernel(g.Kernel.Def)
+	if op, ok := g.Launch(); ok {
+		return op.Kernel != nil && t.info.Caps.RunsKernel(op.Kernel)
 	}
 	return t.goOK
 }
 
 // splitRange is the range of a split group's action.
 func splitRange(g *engine.Group) (device.NDRange, error) {
-	if g.Kernel != nil {
-		return g.Kernel.ND, nil
+	if op, ok := g.Launch(); ok {
+		return op.Range, nil
 	}
 	if len(g.Ops) == 1 {
 		if op, ok := g.Ops[0].(device.LaunchOp); ok && op.Func != nil {
@@ -120,8 +120,11 @@ func chunkGroup(g *engine.Group, t *target, nd device.NDRange, c partition.Chunk
 		}
 		xg.Accesses = appendAccess(xg.Accesses, &ca, t.mem)
 	}
-	if k := g.Kernel; k != nil {
-		args, err := k.Rebind(t)
+	if k, ok := g.Launch(); ok {
+		if g.Rebind == nil {
+			return xg, fmt.Errorf("%w: the split launch of %q cannot be rebound to %s", engine.ErrSplit, k.Name, t.info.ID)
+		}
+		args, err := g.Rebind(t)
 		if err != nil {
 			return xg, err
 		}
@@ -131,12 +134,12 @@ func chunkGroup(g *engine.Group, t *target, nd device.NDRange, c partition.Chunk
 		}
 		// A kernel parameter declared ranged gets the chunk's region, as
 		// the coordinator passes it.
-		for i, ai := range k.ArgAccess {
+		for i, ai := range g.ArgAccess {
 			if ai >= 0 && conv[i].Kind == device.ArgRangedAccessor {
 				conv[i].AccessOffset, conv[i].AccessRange = regions[ai].Off, regions[ai].Rng
 			}
 		}
-		cnd := k.ND
+		cnd := k.Range
 		cnd.Global, cnd.Offset = c.Range, c.Offset
 		xg.Ops = []device.Op{device.LaunchOp{Name: k.Name, Kernel: def, Range: cnd, Args: conv}}
 		return xg, nil
