@@ -14,23 +14,21 @@ import (
 	"github.com/acpp/acpp/jobfile/npy"
 )
 
-// buf is a job buffer as the runner sees it, whatever engine holds it.
+// buf is a job buffer of any element type, an acpp.Buffer of that type:
+// the engine works through it so that one code path serves every type.
 type buf interface {
 	spec() *jobfile.Buffer
-}
-
-// ebuf is a buffer of the embedded engine, of any element type: the engine
-// works through it so that one code path serves every type.
-type ebuf interface {
-	buf
 	// arg declares the accessor a for a kernel parameter of the given kind;
 	// split: the group is split, and a gets its range mapper instead of a
 	// region.
 	arg(h *acpp.Handler, kind device.ArgKind, a *jobfile.Accessor, split bool) acpp.KernelArg
 	// fill declares a fill of a region with the encoded value v.
 	fill(h *acpp.Handler, off, rng []int, v []byte)
+	// fillSplit declares a fill of the whole buffer with the encoded
+	// 4-byte value v by the fill_f32 kernel, for a split group.
+	fillSplit(h *acpp.Handler, v []byte)
 	// copyTo declares a copy of the region (off, rng) into dst at dstOff.
-	copyTo(h *acpp.Handler, off, rng []int, dst ebuf, dstOff []int)
+	copyTo(h *acpp.Handler, off, rng []int, dst buf, dstOff []int)
 	// writeTo writes the buffer's contents to w (waiting for its writers),
 	// straight from its host copy (output.go).
 	writeTo(ctx context.Context, w io.Writer) error
@@ -47,29 +45,36 @@ type tbuf[T number] struct {
 }
 
 // newBuf makes the buffer of spec s; data, when not nil, is its initial
-// contents (len(data) == s.Bytes()), used in place.
-func newBuf(q *acpp.Queue, s *jobfile.Buffer, data []byte) (ebuf, error) {
+// contents (len(data) == s.Bytes()), used in place unless copyData.
+func newBuf(q *acpp.Queue, s *jobfile.Buffer, data []byte, copyData bool) (buf, error) {
+	var opts []acpp.BufferOption
+	if s.PageSize != nil {
+		opts = append(opts, acpp.PageSize(s.PageSize...))
+	}
+	if copyData {
+		opts = append(opts, acpp.CopyData())
+	}
 	switch s.Type {
 	case "float32":
-		return makeBuf[float32](q, s, data)
+		return makeBuf[float32](q, s, data, opts)
 	case "float64":
-		return makeBuf[float64](q, s, data)
+		return makeBuf[float64](q, s, data, opts)
 	case "int8":
-		return makeBuf[int8](q, s, data)
+		return makeBuf[int8](q, s, data, opts)
 	case "int16":
-		return makeBuf[int16](q, s, data)
+		return makeBuf[int16](q, s, data, opts)
 	case "int32":
-		return makeBuf[int32](q, s, data)
+		return makeBuf[int32](q, s, data, opts)
 	case "int64":
-		return makeBuf[int64](q, s, data)
+		return makeBuf[int64](q, s, data, opts)
 	case "uint8":
-		return makeBuf[uint8](q, s, data)
+		return makeBuf[uint8](q, s, data, opts)
 	case "uint16":
-		return makeBuf[uint16](q, s, data)
+		return makeBuf[uint16](q, s, data, opts)
 	case "uint32":
-		return makeBuf[uint32](q, s, data)
+		return makeBuf[uint32](q, s, data, opts)
 	case "uint64":
-		return makeBuf[uint64](q, s, data)
+		return makeBuf[uint64](q, s, data, opts)
 	}
 	return nil, fmt.Errorf("element type %q is not supported", s.Type)
 }
@@ -85,11 +90,7 @@ func allocData(s *jobfile.Buffer) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), n)
 }
 
-func makeBuf[T number](q *acpp.Queue, s *jobfile.Buffer, data []byte) (ebuf, error) {
-	var opts []acpp.BufferOption
-	if s.PageSize != nil {
-		opts = append(opts, acpp.PageSize(s.PageSize...))
-	}
+func makeBuf[T number](q *acpp.Queue, s *jobfile.Buffer, data []byte, opts []acpp.BufferOption) (buf, error) {
 	r := toRange(s.Range)
 	var b *acpp.Buffer[T]
 	var err error
@@ -255,7 +256,11 @@ func (t *tbuf[T]) fill(h *acpp.Handler, off, rng []int, v []byte) {
 	acpp.Fill(h, acc, *(*T)(unsafe.Pointer(unsafe.SliceData(v))))
 }
 
-func (t *tbuf[T]) copyTo(h *acpp.Handler, off, rng []int, dst ebuf, dstOff []int) {
+func (t *tbuf[T]) fillSplit(h *acpp.Handler, v []byte) {
+	h.Launch("fill_f32", toRange(t.s.Range), acpp.Write(h, t.b, acpp.NoInit, acpp.Map(acpp.OneToOne())), scalarArg(v))
+}
+
+func (t *tbuf[T]) copyTo(h *acpp.Handler, off, rng []int, dst buf, dstOff []int) {
 	d := dst.(*tbuf[T]) // the job was validated: same type
 	so, sr, _ := t.region(off, rng)
 	full := make([]int, sr.Dims())

@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -17,7 +15,6 @@ import (
 	"github.com/acpp/acpp/coordinator"
 	"github.com/acpp/acpp/credentials"
 	"github.com/acpp/acpp/device"
-	"github.com/acpp/acpp/jobfile"
 	"github.com/acpp/acpp/node/nodeclient"
 	"github.com/acpp/acpp/proto"
 )
@@ -48,19 +45,23 @@ type ClusterConfig struct {
 
 // ClusterStats are what a cluster run adds to the summary.
 type ClusterStats struct {
-	// Nodes are the node names, in job order.
+	// Nodes are the names of the nodes of the job's devices, in job order.
 	Nodes []string
 	// Bytes are the bytes moved per link "src->dst" (node names, "client"),
-	// as the coordinator planned and issued them: pages travel only where
-	// the plan sends them (C3).
+	// as the nodes reported them (the queue's Stats().Links): pages travel
+	// only where the coordinator's plan sends them (C3).
 	Bytes map[string]int64
-	// KernelTime is the kernel time per device the coordinator observed.
+	// KernelTime is the kernel time per device, from the groups' traces
+	// (the node's times of each kernel, from no earlier than the end of the
+	// device's previous one).
 	KernelTime map[string]time.Duration
-	// Groups is the number of coordinator command groups (a split step
-	// counts one per chunk); Gated those held back for ordering (D3).
+	// Groups is the number of coordinator command groups submitted (a
+	// split step counts one per chunk; host reads and writes count too);
+	// Gated those whose launch was held back for ordering (D3).
 	Groups, Gated int
-	// HostOps counts steps done through the client (fills and copies of
-	// element types without a node-side kernel).
+	// HostOps counts the fills and copies the cluster queue did through
+	// the client (their events' Device() is "client": element sizes other
+	// than 4 bytes, which the nodes' fill_f32 and copy_f32 do not move).
 	HostOps int
 }
 
@@ -91,35 +92,57 @@ func (c *ClusterStats) summary(b *strings.Builder) {
 	}
 }
 
+var errNoAddrs = usageError{errors.New("--cluster needs at least one address (host:port) of an acpp-node's QUIC listener")}
+
+// clusterCredentials checks cfg's addresses and client name and loads
+// the client's credentials.
+func clusterCredentials(cfg *ClusterConfig) (*credentials.Credentials, error) {
+	if len(cfg.Addrs) == 0 {
+		return nil, errNoAddrs
+	}
+	if cfg.Client == "" {
+		return nil, usageError{errors.New("--client NAME (or ACPP_CLIENT) is required with --cluster: the client name issued by acpp-node credentials --dir DIR client NAME")}
+	}
+	dir := cfg.CredentialsDir
+	if dir == "" {
+		dir = "/etc/acpp"
+	}
+	creds, err := credentials.LoadClient(dir, cfg.Client)
+	if err != nil {
+		return nil, fmt.Errorf("load client credentials %q from %s: %w (make them with acpp-node credentials --dir %s client %s, or pass --credentials DIR)", cfg.Client, dir, err, dir, cfg.Client)
+	}
+	return creds, nil
+}
+
 // Dial starts a node client with the credentials of cfg and connects to
 // its addresses; with one address it asks that node for the members and
 // returns every alive member's QUIC address, else the addresses as given.
 // The caller closes the client.
 func Dial(ctx context.Context, cfg *ClusterConfig, log *slog.Logger) (*nodeclient.Client, []string, *proto.Members, error) {
+	var creds *credentials.Credentials
+	if cfg.client == nil {
+		var err error
+		if creds, err = clusterCredentials(cfg); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	return dial(ctx, cfg, creds, log)
+}
+
+// dial is Dial with the credentials loaded (nil with cfg.client).
+func dial(ctx context.Context, cfg *ClusterConfig, creds *credentials.Credentials, log *slog.Logger) (*nodeclient.Client, []string, *proto.Members, error) {
 	if len(cfg.Addrs) == 0 {
-		return nil, nil, nil, usageError{errors.New("--cluster needs at least one address (host:port) of an acpp-node's QUIC listener")}
+		return nil, nil, nil, errNoAddrs
 	}
 	cl := cfg.client
-	own := false
 	if cl == nil {
-		if cfg.Client == "" {
-			return nil, nil, nil, usageError{errors.New("--client NAME (or ACPP_CLIENT) is required with --cluster: the client name issued by acpp-node credentials --dir DIR client NAME")}
-		}
-		dir := cfg.CredentialsDir
-		if dir == "" {
-			dir = "/etc/acpp"
-		}
-		creds, err := credentials.LoadClient(dir, cfg.Client)
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("load client credentials %q from %s: %w (make them with acpp-node credentials --dir %s client %s, or pass --credentials DIR)", cfg.Client, dir, err, dir, cfg.Client)
-		}
+		var err error
 		if cl, err = nodeclient.Start(nodeclient.Config{Credentials: creds, Logger: log, DialTimeout: 5 * time.Second}); err != nil {
 			return nil, nil, nil, err
 		}
-		own = true
 	}
 	fail := func(err error) (*nodeclient.Client, []string, *proto.Members, error) {
-		if own {
+		if cfg.client == nil {
 			cl.Close()
 		}
 		return nil, nil, nil, err
@@ -152,461 +175,249 @@ func Dial(ctx context.Context, cfg *ClusterConfig, log *slog.Logger) (*nodeclien
 	return cl, append([]string{cfg.Addrs[0]}, addrs...), ms, nil
 }
 
-// ---- the cluster engine ----
-
-type clusterEngine struct {
-	job   *coordinator.Job
-	cl    *nodeclient.Client
-	ownCl bool
-	stats ClusterStats
-	devs  []coordinator.Device
-	mu    sync.Mutex // guards done
-	done  map[coordinator.GroupID]coordinator.GroupTrace
-	// lastDone is, per device, the end of the last group recorded there:
-	// groups are issued ahead, so a group's busy time starts at the later
-	// of its issue and its predecessor's end on the device (the same
-	// correction the coordinator's duration estimates make).
-	lastDone map[string]time.Time
-	// record: keep per-group link counters for the trace.
-	record bool
-	signal chan struct{} // receives a value when a group is done (buffer 1: wake-ups coalesce)
-}
-
-type cbuf struct {
-	s *jobfile.Buffer
-	b *coordinator.Buffer
-}
-
-func (c *cbuf) spec() *jobfile.Buffer { return c.s }
-
-func openCluster(ctx context.Context, cfg Config, log *slog.Logger) (engine, error) {
+// openCluster opens the engine over a cluster queue: acpp.Connect to the
+// members Dial finds, through Dial's node client (one client per identity
+// in a process), with the run's device selection and placement, and with
+// the coordinator's group traces going to a clusterRun.
+func openCluster(ctx context.Context, cfg Config, log *slog.Logger) (*engine, error) {
 	cc := cfg.Cluster
-	cl, addrs, _, err := Dial(ctx, cc, log)
+	creds, err := clusterCredentials(cc) // Connect wants them, with a client given too
 	if err != nil {
 		return nil, err
 	}
-	e := &clusterEngine{cl: cl, ownCl: cc.client == nil, done: map[coordinator.GroupID]coordinator.GroupTrace{}, lastDone: map[string]time.Time{}, signal: make(chan struct{}, 1)}
-	job, err := coordinator.Open(ctx, coordinator.Config{
-		Nodes: addrs, Client: cl, Devices: coordinator.DeviceFilter{Nodes: cc.Nodes, Kinds: cc.Kinds},
-		Placement: cc.Placement, Logger: log,
-		OnGroupDone: func(tr coordinator.GroupTrace) {
-			e.mu.Lock()
-			e.done[tr.ID] = tr
-			e.mu.Unlock()
-			select {
-			case e.signal <- struct{}{}:
-			default:
-			}
-		},
-	})
+	cl, addrs, _, err := dial(ctx, cc, creds, log)
 	if err != nil {
-		if e.ownCl {
-			cl.Close()
+		return nil, err
+	}
+	run := &clusterRun{cl: cl, ownCl: cc.client == nil, keep: cfg.Record, signal: make(chan struct{}, 1),
+		byID: map[coordinator.GroupID]traced{}, lastDone: map[string]time.Time{}, kernelTime: map[string]time.Duration{}}
+	opts := []acpp.Option{acpp.WithClientCredentials(creds), acpp.WithLogger(log),
+		acpp.WithCoordinator(func(c *coordinator.Config) {
+			c.Client, c.Placement, c.OnGroupDone = cl, cc.Placement, run.groupDone
+		})}
+	if len(cc.Nodes) > 0 {
+		opts = append(opts, acpp.WithNodes(cc.Nodes...))
+	}
+	for _, k := range cc.Kinds {
+		kind, err := device.ParseKind(k)
+		if err != nil {
+			run.closeClient()
+			return nil, usageError{fmt.Errorf("--kinds: %w", err)}
 		}
+		opts = append(opts, acpp.WithKind(kind))
+	}
+	q, err := acpp.Connect(ctx, addrs, opts...)
+	if err != nil {
+		run.closeClient()
 		if errors.Is(err, coordinator.ErrNoDevice) {
 			return nil, fmt.Errorf("--nodes/--kinds: %w", err)
 		}
 		return nil, fmt.Errorf("%w: %w", ErrCluster, err)
 	}
-	e.job = job
-	e.record = cfg.Record
-	e.devs = job.Devices()
-	for _, n := range job.Nodes() {
-		e.stats.Nodes = append(e.stats.Nodes, n.Name)
+	for _, d := range q.ClusterDevices() {
+		if n, _, _ := strings.Cut(d, "/"); !slices.Contains(run.stats.Nodes, n) {
+			run.stats.Nodes = append(run.stats.Nodes, n)
+		}
 	}
-	return e, nil
+	return &engine{q: q, cluster: run}, nil
 }
 
-func (e *clusterEngine) devices() []string {
-	out := make([]string, len(e.devs))
-	for i, d := range e.devs {
-		out[i] = d.String()
+// clusterRun is what a cluster run collects beside its queue: the
+// coordinator's trace of each finished group (WithCoordinator's
+// OnGroupDone), which times the group by its node's clock and gives the
+// summary's per-device kernel time, group counts and, for the trace,
+// each group's transfers.
+type clusterRun struct {
+	cl    *nodeclient.Client
+	ownCl bool
+	keep  bool // keep the instructions of each group (Config.Record: transfers for the trace)
+	stats ClusterStats
+
+	// signal receives a value when a trace arrived (buffer 1: wake-ups
+	// coalesce; the runner is the only waiter).
+	signal chan struct{}
+
+	mu sync.Mutex // guards what follows
+	// byID are the traces of finished groups not recorded yet.
+	byID map[coordinator.GroupID]traced
+	// lastDone is, per device, the end of the last group traced there:
+	// groups are issued ahead, so a group's busy time starts at the later
+	// of its start and its predecessor's end on the device (the same
+	// correction the coordinator's duration estimates make).
+	lastDone   map[string]time.Time
+	kernelTime map[string]time.Duration
+	gated      int
+}
+
+// traced is a finished coordinator group and its timing.
+type traced struct {
+	tr     coordinator.GroupTrace
+	timing acpp.Timing
+}
+
+// groupDone takes a finished group's trace (coordinator.Config.OnGroupDone).
+func (c *clusterRun) groupDone(tr coordinator.GroupTrace) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if tr.Gated {
+		c.gated++
+	}
+	if tr.Device == "" { // host reads and writes, releases: no group of the run
+		return
+	}
+	t := traced{tr: tr, timing: c.timingLocked(tr)}
+	c.kernelTime[tr.Device] += t.timing.Duration()
+	if !c.keep {
+		t.tr.Instrs = nil
+	}
+	c.byID[tr.ID] = t
+	select {
+	case c.signal <- struct{}{}:
+	default:
+	}
+}
+
+// timingLocked is a group's timing: its kernel's times on the node, where
+// the node sent them, else from its issue to its completion reaching the
+// client; either way from no earlier than the end of the previous group
+// on the device (it queued behind it).
+func (c *clusterRun) timingLocked(tr coordinator.GroupTrace) acpp.Timing {
+	for _, in := range tr.Instrs {
+		// The node's own times of the kernel, where it sent them.
+		if in.Kind == "kernel" && !in.Start.IsZero() {
+			start := in.Start
+			if last := c.lastDone[tr.Device]; last.After(start) && last.Before(in.End) {
+				start = last // it queued behind the previous kernel
+			}
+			c.lastDone[tr.Device] = in.End
+			return acpp.Timing{Submitted: tr.Submitted, Started: start, Ended: in.End}
+		}
+	}
+	start := tr.Issued
+	if start.IsZero() {
+		start = tr.Submitted
+	}
+	if last := c.lastDone[tr.Device]; last.After(start) && last.Before(tr.Done) {
+		start = last
+	}
+	if tr.Done.After(c.lastDone[tr.Device]) {
+		c.lastDone[tr.Device] = tr.Done
+	}
+	return acpp.Timing{Submitted: tr.Submitted, Started: start, Ended: tr.Done}
+}
+
+// take removes and returns the traces of ev's coordinator groups (one, or
+// one per chunk of a split group: Chunks consecutive IDs from ev.ID()), in
+// ID order. The queue completes an event just before OnGroupDone gets the
+// trace of its last group, so for a group that succeeded take waits for
+// them (briefly: they are on their way); for one that failed it takes
+// those that came.
+func (c *clusterRun) take(ev *acpp.Event) []traced {
+	first := coordinator.GroupID(ev.ID())
+	if first == 0 { // done by the client: no coordinator group
+		return nil
+	}
+	wait := time.NewTimer(5 * time.Second)
+	defer wait.Stop()
+	complete := ev.Status() == acpp.Complete
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		n, all := 1, true
+		if t, ok := c.byID[first]; ok {
+			n = max(t.tr.Chunks, 1)
+		}
+		for id := first; id < first+coordinator.GroupID(n); id++ {
+			if _, ok := c.byID[id]; !ok {
+				all = false
+			}
+		}
+		if !all && complete {
+			c.mu.Unlock()
+			select {
+			case <-c.signal:
+				c.mu.Lock()
+				continue
+			case <-wait.C:
+			}
+			c.mu.Lock()
+		}
+		var out []traced
+		for id := first; id < first+coordinator.GroupID(n); id++ {
+			if t, ok := c.byID[id]; ok {
+				out = append(out, t)
+				delete(c.byID, id)
+			}
+		}
+		return out
+	}
+}
+
+// record completes a finished group's record from its traces: its device
+// and timing by the node's clock, a split group's chunks, and with
+// Config.Record the bytes per link so far and its transfers. A fill or
+// copy the client did itself (Device "client") counts as a host op.
+func (c *clusterRun) record(g *Group, ev *acpp.Event) {
+	if g.Device == "client" {
+		c.stats.HostOps++
+		return
+	}
+	trs := c.take(ev)
+	if len(trs) == 1 && trs[0].tr.Chunks <= 1 {
+		g.Device, g.Timing = trs[0].tr.Device, trs[0].timing
+	} else if len(trs) > 0 {
+		var devs []string
+		for _, t := range trs {
+			g.Chunks = append(g.Chunks, Chunk{ID: uint64(t.tr.ID), Device: t.tr.Device, Timing: t.timing})
+			if !slices.Contains(devs, t.tr.Device) {
+				devs = append(devs, t.tr.Device)
+			}
+		}
+		g.Device = strings.Join(devs, ",")
+		g.Timing = g.Chunks[0].Timing
+		for _, ch := range g.Chunks {
+			if ch.Timing.Started.Before(g.Timing.Started) {
+				g.Timing.Started = ch.Timing.Started
+			}
+			if ch.Timing.Ended.After(g.Timing.Ended) {
+				g.Timing.Ended = ch.Timing.Ended
+			}
+		}
+	}
+	if c.keep {
+		g.Links = linkBytes(g.StatsAfter)
+		for _, t := range trs {
+			g.Transfers = append(g.Transfers, transfersOf(t.tr.Instrs)...)
+		}
+	}
+}
+
+// linkBytes are a cluster queue's bytes per link "src->dst" (node names,
+// "client").
+func linkBytes(s acpp.Stats) map[string]int64 {
+	out := make(map[string]int64, len(s.Links))
+	for _, l := range s.Links {
+		out[l.From+"->"+l.To] += l.Bytes
 	}
 	return out
 }
 
-// dims pads a job-file extent (dimension 0 slowest, 1–3 entries) to the
-// coordinator's three dimensions (dimension 2 fastest); pad fills the
-// leading dimensions (1 for ranges, 0 for offsets).
-func dims(e []int, n int, pad int) coordinator.Dims {
-	d := coordinator.Dims{pad, pad, pad}
-	for i := range n {
-		if e != nil {
-			d[3-n+i] = e[i]
-		}
-	}
-	return d
+// close records the run's cluster figures in res — the coordinator groups
+// submitted, the closed queue's final counters st — and closes the node
+// client if the run started it.
+func (c *clusterRun) close(res *Result, groups int, st acpp.Stats) error {
+	c.mu.Lock()
+	c.stats.Bytes, c.stats.KernelTime = linkBytes(st), maps.Clone(c.kernelTime)
+	c.stats.Groups, c.stats.Gated = groups, c.gated
+	c.mu.Unlock()
+	s := c.stats
+	res.Cluster = &s
+	return c.closeClient()
 }
 
-// region resolves an accessor region against the buffer (nil: defaults)
-// and says whether it is the whole buffer.
-func region(s *jobfile.Buffer, off, rng []int) (coordinator.Dims, coordinator.Dims, bool) {
-	n := len(s.Range)
-	o := dims(off, n, 0)
-	r := coordinator.Dims{1, 1, 1}
-	whole := true
-	for i := range n {
-		k := 3 - n + i
-		if rng != nil {
-			r[k] = rng[i]
-		} else {
-			r[k] = s.Range[i] - o[k]
-		}
-		if o[k] != 0 || r[k] != s.Range[i] {
-			whole = false
-		}
-	}
-	return o, r, whole
-}
-
-func (e *clusterEngine) newBuffer(s *jobfile.Buffer, data []byte) (buf, error) {
-	n := len(s.Range)
-	spec := coordinator.BufferSpec{Name: s.Name, Range: dims(s.Range, n, 1), ElemSize: s.Bytes() / elems(s.Range), Init: data}
-	if s.PageSize != nil {
-		spec.PageSize = dims(s.PageSize, n, 1)
-	}
-	b, err := e.job.NewBuffer(spec)
-	if err != nil {
-		return nil, err
-	}
-	return &cbuf{s: s, b: b}, nil
-}
-
-func elems(r []int) int {
-	n := 1
-	for _, e := range r {
-		n *= e
-	}
-	return n
-}
-
-// pin turns a step's device into the coordinator's form: "n1/cpu:0" is
-// used as is; "cpu:0" pins to the first node's device of that name.
-func (e *clusterEngine) pin(dev string) (string, error) {
-	if dev == "" || strings.Contains(dev, "/") {
-		return dev, nil
-	}
-	for _, d := range e.devs {
-		if d.ID == dev {
-			return d.String(), nil
-		}
-	}
-	return "", fmt.Errorf("%w: no node of the job has device %s (devices: %s)", coordinator.ErrNoDevice, dev, strings.Join(e.devices(), ", "))
-}
-
-func (e *clusterEngine) submit(ctx context.Context, g *Group, cg coordinator.Group, dev string) (ticket, error) {
-	d, err := e.pin(dev)
-	if err != nil {
-		return nil, err
-	}
-	cg.Device = d
-	// The job file's PTX kernels (registerJobKernels) go to the nodes on first use.
-	if err := e.job.ShipKernel(ctx, cg.Kernel); err != nil {
-		return nil, err
-	}
-	ids, err := e.job.Submit(ctx, cg)
-	if len(ids) > 0 {
-		g.ID = uint64(ids[0])
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &clusterTicket{e: e, ids: ids}, nil
-}
-
-// hostTicket is a step the client did itself (synchronously).
-type hostTicket struct{ start, end time.Time }
-
-func (hostTicket) wait(context.Context) error { return nil }
-func (t hostTicket) record(g *Group, _ *Result) error {
-	g.Device = "client"
-	g.Timing = acpp.Timing{Submitted: t.start, Started: t.start, Ended: t.end}
-	return nil
-}
-
-func (e *clusterEngine) fill(ctx context.Context, g *Group, b buf, off, rng []int, v []byte, dev string, init bool) (ticket, error) {
-	cb := b.(*cbuf)
-	o, r, whole := region(cb.s, off, rng)
-	if cb.s.Type != "float32" {
-		// No node-side fill kernel for this type: the client writes the
-		// region, and its pages are uploaded to where they are needed.
-		start := time.Now()
-		data := make([]byte, 0, r[0]*r[1]*r[2]*len(v))
-		for range r[0] * r[1] * r[2] {
-			data = append(data, v...)
-		}
-		e.stats.HostOps++
-		if err := e.job.Write(ctx, cb.b, o, r, data); err != nil {
-			return nil, err
-		}
-		return hostTicket{start, time.Now()}, nil
-	}
-	// As embedded: only a fill of the whole buffer discards; a partial fill
-	// keeps the rest of its pages, and so runs where they are.
-	acc := coordinator.Accessor{Buffer: cb.b, Mode: coordinator.Write, Offset: o, Range: r, NoInit: whole, Map: coordinator.OneToOne()}
-	cg := coordinator.Group{Kernel: "fill_f32", Range: r, Offset: o, Args: []coordinator.Arg{coordinator.Acc(acc), coordinator.Scalar(v)}}
-	if init && dev == "" {
-		// A value initialisation is spread over every device: each then
-		// holds its part of the buffer, and nothing moves for it.
-		cg.Split = &coordinator.Split{}
-	}
-	return e.submit(ctx, g, cg, dev)
-}
-
-func (e *clusterEngine) copy(ctx context.Context, g *Group, src buf, off, rng []int, dst buf, dstOff []int, dev string) (ticket, error) {
-	s, d := src.(*cbuf), dst.(*cbuf)
-	so, sr, _ := region(s.s, off, rng)
-	extent := make([]int, len(s.s.Range))
-	for i := range extent {
-		extent[i] = sr[3-len(extent)+i]
-	}
-	do, dr, whole := region(d.s, dstOff, extent)
-	if s.s.Type != "float32" {
-		start := time.Now()
-		e.stats.HostOps++
-		data, err := e.job.Read(ctx, s.b, so, sr)
-		if err != nil {
-			return nil, err
-		}
-		if err := e.job.Write(ctx, d.b, do, dr, data); err != nil {
-			return nil, err
-		}
-		return hostTicket{start, time.Now()}, nil
-	}
-	cg := coordinator.Group{Kernel: "copy_f32", Range: sr, Args: []coordinator.Arg{
-		coordinator.Acc(coordinator.Accessor{Buffer: s.b, Mode: coordinator.Read, Offset: so, Range: sr, Kind: device.ArgRangedAccessor}),
-		coordinator.Acc(coordinator.Accessor{Buffer: d.b, Mode: coordinator.Write, Offset: do, Range: dr, NoInit: whole, Kind: device.ArgRangedAccessor}),
-	}}
-	return e.submit(ctx, g, cg, dev)
-}
-
-func (e *clusterEngine) kernel(ctx context.Context, g *Group, s *jobfile.Step, name string, k *device.Kernel, bufs map[string]buf, dev string) (ticket, error) {
-	n := len(s.Range)
-	cg := coordinator.Group{Kernel: name, Range: dims(s.Range, n, 1)}
-	if s.WorkGroup != nil {
-		cg.Local = dims(s.WorkGroup, n, 1)
-	}
-	if sp := s.Split; sp != nil {
-		cg.Split = &coordinator.Split{Along: coordinator.SplitDim(3 - n + sp.Dim + 1)}
-		if sp.Devices != "all" {
-			var c int
-			fmt.Sscan(sp.Devices, &c)
-			for _, d := range e.devs {
-				if len(cg.Split.Devices) < c && slices.Contains(d.Forms, formFor(k, d)) {
-					cg.Split.Devices = append(cg.Split.Devices, d.String())
-				}
-			}
-		}
-		if sp.ChunksPerDevice > 1 {
-			devs := len(cg.Split.Devices)
-			if devs == 0 { // "all": every device that can run the kernel
-				for _, d := range e.devs {
-					if slices.Contains(d.Forms, formFor(k, d)) {
-						devs++
-					}
-				}
-			}
-			cg.Split.Chunks = sp.ChunksPerDevice * max(devs, 1)
-		}
-		cg.Split.Borders = sp.Borders
-	}
-	cg.Args = make([]coordinator.Arg, len(k.Params))
-	for i, p := range k.Params {
-		switch p.Kind {
-		case device.ArgScalar:
-			for _, sc := range s.Scalars {
-				if sc.Param == p.Name {
-					v, _ := sc.Value.Encode(sc.Type)
-					cg.Args[i] = coordinator.Scalar(v)
-				}
-			}
-		case device.ArgLocal:
-			for _, l := range s.Local {
-				if l.Param == p.Name {
-					cg.Args[i] = coordinator.LocalMem(l.Bytes)
-				}
-			}
-		default:
-			for _, a := range s.Accessors {
-				if a.Param != p.Name {
-					continue
-				}
-				cb := bufs[a.Buffer].(*cbuf)
-				o, r, whole := region(cb.s, a.Offset, a.Range)
-				acc := coordinator.Accessor{Buffer: cb.b, Mode: mode(a.Mode), Offset: o, Range: r, Kind: p.Kind,
-					NoInit: a.NoInit && (whole || pageAligned(cb.s, a.Offset, a.Range))}
-				switch a.Map {
-				case "one_to_one":
-					acc.Map = coordinator.OneToOne()
-				case "neighbourhood":
-					acc.Map = coordinator.Neighbourhood(a.MapRange)
-				case "fixed":
-					acc.Map = coordinator.Fixed(o, r)
-				default: // "all", or none given: every chunk may touch all of it
-					acc.Map = coordinator.All()
-				}
-				cg.Args[i] = coordinator.Acc(acc)
-			}
-		}
-	}
-	return e.submit(ctx, g, cg, dev)
-}
-
-// formFor is the kernel form device d would run k in ("go" for CPUs).
-func formFor(k *device.Kernel, d coordinator.Device) string {
-	if k.Has(device.FormGo) && slices.Contains(d.Forms, device.FormGo.String()) {
-		return device.FormGo.String()
-	}
-	return device.FormPTX.String()
-}
-
-func mode(m jobfile.Mode) coordinator.Mode {
-	switch m {
-	case jobfile.Read:
-		return coordinator.Read
-	case jobfile.Write:
-		return coordinator.Write
-	}
-	return coordinator.ReadWrite
-}
-
-func (e *clusterEngine) toClient() int64 {
-	var n int64
-	for l, b := range e.job.Stats().PlannedBytes {
-		if strings.HasSuffix(l, "->client") {
-			n += b
-		}
-	}
-	return n
-}
-
-func (e *clusterEngine) write(ctx context.Context, b buf, w io.Writer) (int64, error) {
-	before := e.toClient()
-	data, err := e.job.Read(ctx, b.(*cbuf).b, coordinator.Dims{}, coordinator.Dims{})
-	if err == nil {
-		_, err = w.Write(data)
-	}
-	return e.toClient() - before, err
-}
-
-func (e *clusterEngine) close(res *Result) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	st := e.job.Stats()
-	err := e.job.Close(ctx)
-	if e.ownCl {
-		if cerr := e.cl.Close(); err == nil {
-			err = cerr
-		}
-	}
-	e.stats.Bytes, e.stats.KernelTime, e.stats.Groups, e.stats.Gated = st.PlannedBytes, st.KernelTime, st.Groups, st.Gated
-	c := e.stats
-	res.Cluster = &c
-	return err
-}
-
-// clusterTicket is one submitted step: one coordinator group, or one per
-// chunk of a split step.
-type clusterTicket struct {
-	e   *clusterEngine
-	ids []coordinator.GroupID
-}
-
-func (t *clusterTicket) finished() bool {
-	t.e.mu.Lock()
-	defer t.e.mu.Unlock()
-	for _, id := range t.ids {
-		if _, ok := t.e.done[id]; !ok {
-			return false
-		}
-	}
-	return true
-}
-
-func (t *clusterTicket) wait(ctx context.Context) error {
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !t.finished() {
-		if err := t.e.job.Err(); err != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-t.e.signal: // a group finished (the runner is the only waiter)
-		case <-tick.C: // the job may have failed
-		}
-	}
-	return nil
-}
-
-func (t *clusterTicket) record(g *Group, _ *Result) error {
-	t.e.mu.Lock()
-	var trs []coordinator.GroupTrace
-	for _, id := range t.ids {
-		if tr, ok := t.e.done[id]; ok {
-			trs = append(trs, tr)
-			delete(t.e.done, id)
-		}
-	}
-	t.e.mu.Unlock()
-	timing := func(tr coordinator.GroupTrace) acpp.Timing {
-		for _, in := range tr.Instrs {
-			// The node's own times of the kernel, where it sent them.
-			if in.Kind == "kernel" && !in.Start.IsZero() {
-				start := in.Start
-				if last := t.e.lastDone[tr.Device]; last.After(start) && last.Before(in.End) {
-					start = last // it queued behind the previous kernel
-				}
-				t.e.lastDone[tr.Device] = in.End
-				return acpp.Timing{Submitted: tr.Submitted, Started: start, Ended: in.End}
-			}
-		}
-		start := tr.Issued
-		if start.IsZero() {
-			start = tr.Submitted
-		}
-		if last := t.e.lastDone[tr.Device]; last.After(start) && last.Before(tr.Done) {
-			start = last
-		}
-		if tr.Done.After(t.e.lastDone[tr.Device]) {
-			t.e.lastDone[tr.Device] = tr.Done
-		}
-		return acpp.Timing{Submitted: tr.Submitted, Started: start, Ended: tr.Done}
-	}
-	if len(t.ids) == 1 && len(trs) == 1 {
-		g.Device, g.Timing = trs[0].Device, timing(trs[0])
-	} else if len(trs) > 0 {
-		var devs []string
-		for _, tr := range trs {
-			g.Chunks = append(g.Chunks, Chunk{ID: uint64(tr.ID), Device: tr.Device, Timing: timing(tr)})
-			if !slices.Contains(devs, tr.Device) {
-				devs = append(devs, tr.Device)
-			}
-		}
-		sort.Slice(g.Chunks, func(i, j int) bool { return g.Chunks[i].ID < g.Chunks[j].ID })
-		g.Device = strings.Join(devs, ",")
-		g.Timing = acpp.Timing{Submitted: g.Chunks[0].Timing.Submitted, Started: g.Chunks[0].Timing.Started, Ended: g.Chunks[0].Timing.Ended}
-		for _, c := range g.Chunks {
-			if c.Timing.Started.Before(g.Timing.Started) {
-				g.Timing.Started = c.Timing.Started
-			}
-			if c.Timing.Ended.After(g.Timing.Ended) {
-				g.Timing.Ended = c.Timing.Ended
-			}
-		}
-	}
-	if t.e.record {
-		g.Links = t.e.job.Stats().PlannedBytes
-		for _, tr := range trs {
-			g.Transfers = append(g.Transfers, transfersOf(tr.Instrs)...)
-		}
-	}
-	if len(trs) < len(t.ids) {
-		if err := t.e.job.Err(); err != nil {
-			return err
-		}
-		return errors.New("did not finish")
+func (c *clusterRun) closeClient() error {
+	if c.ownCl {
+		return c.cl.Close()
 	}
 	return nil
 }

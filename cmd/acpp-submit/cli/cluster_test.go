@@ -242,3 +242,62 @@ func TestStatusShowsOwnJobs_C6(t *testing.T) {
 		t.Errorf("run as operator: exit %d: %s", code, errb.String())
 	}
 }
+
+// TestClusterElementTypes: fills, copies and value initialisations of
+// buffers of several element types give on a cluster the bytes they give
+// embedded. 4-byte elements (int32 here) run on the nodes' fill_f32 and
+// copy_f32, the others through the client: the summary counts those
+// (HostOps, from the events whose device is "client").
+func TestClusterElementTypes(t *testing.T) {
+	c := coordtest.Start(t, 2, coordtest.Options{})
+	job := writeJob(t, "types.yaml", `buffers:
+  d: {type: float64, range: [4, 8], init: {value: 2.5}}
+  d2: {type: float64, range: [4, 8]}
+  i: {type: int32, range: [64], init: {value: -3}}
+  i2: {type: int32, range: [64], init: {value: 7}}
+  b: {type: uint8, range: [16], init: {value: 9}}
+steps:
+  - fill: {buffer: d, value: 1.5, offset: [1, 2], range: [2, 3]}
+  - copy: {from: {buffer: d}, to: {buffer: d2}}
+  - fill: {buffer: i, value: 11, offset: [8], range: [16]}
+  - copy: {from: {buffer: i, offset: [4], range: [32]}, to: {buffer: i2, offset: [16]}}
+  - fill: {buffer: b, value: 200, offset: [3], range: [5]}
+outputs:
+  - {buffer: d2, file: d2.npy}
+  - {buffer: i2, file: i2.npy}
+  - {buffer: b, file: b.npy}
+`)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	emb, out := t.TempDir(), t.TempDir()
+	if _, err := Run(ctx, Config{JobFile: job, OutDir: emb, Devices: []string{"cpu"}}); err != nil {
+		t.Fatalf("embedded: %v", err)
+	}
+	res, err := Run(ctx, Config{JobFile: job, OutDir: out, Record: true,
+		Cluster: &ClusterConfig{Addrs: c.Addrs()[:1], CredentialsDir: c.Dir, Client: "alice"}})
+	if err != nil {
+		t.Fatalf("cluster: %v", err)
+	}
+	for _, f := range []string{"d2.npy", "i2.npy", "b.npy"} {
+		want, _ := os.ReadFile(filepath.Join(emb, f))
+		got, _ := os.ReadFile(filepath.Join(out, f))
+		if len(want) == 0 || !bytes.Equal(got, want) {
+			t.Errorf("cluster %s (%d bytes) differs from the embedded one (%d bytes)", f, len(got), len(want))
+		}
+	}
+	// Through the client: d's init, fill and copy, b's init and fill.
+	if res.Cluster.HostOps != 5 {
+		t.Errorf("HostOps = %d, want 5 (the float64 and uint8 fills and copies)", res.Cluster.HostOps)
+	}
+	for _, g := range res.Groups {
+		onNodes := strings.HasPrefix(g.Accesses[0], "i") // i and i2: int32
+		if onNodes == (g.Device == "client") || g.Device == "" {
+			t.Errorf("group %q ran on %q", g.Label, g.Device)
+		}
+	}
+	sum := res.Summary()
+	if !strings.Contains(sum, "note: 5 fills or copies ran through the client") {
+		t.Errorf("summary lacks the client note:\n%s", sum)
+	}
+	t.Log(sum)
+}

@@ -1,12 +1,20 @@
 // Package cli is acpp-submit: its commands (cobra), the runner that executes
 // a job file (Run) on the embedded runtime or on a cluster of acpp-node
-// agents (through package coordinator), the cluster tables (Nodes, Status),
-// and the reports it writes — the summary, a Chrome/Perfetto trace and the
-// DAG in Graphviz DOT.
+// agents, the cluster tables (Nodes, Status), and the reports it writes —
+// the summary, a Chrome/Perfetto trace and the DAG in Graphviz DOT.
 //
-// The runner holds the job's semantics once and drives an engine (engine.go):
-// embeddedEngine submits to an acpp.Queue, clusterEngine to a
-// coordinator.Job (cluster.go).
+// A job runs through the public API only. The runner (run.go) holds the
+// job's semantics once and drives one engine (engine.go) over an
+// *acpp.Queue: acpp.NewQueue's for this machine's devices, acpp.Connect's
+// for a cluster (--cluster). Buffers are acpp buffers of the job's element
+// type (buffers.go); steps become command groups with Fill, Copy, Launch
+// or LaunchND (split with SplitWith); outputs are written from HostRead.
+// What is cluster-specific (cluster.go) is finding the members (Dial), the
+// Connect options, and the coordinator's trace of each group
+// (coordinator.GroupTrace, through WithCoordinator's OnGroupDone), which
+// times the groups by the nodes' clocks and gives the summary's cluster
+// figures and the trace's transfers; package coordinator is used for
+// those configuration and trace types only.
 //
 // # Usage
 //
@@ -17,8 +25,9 @@
 //
 // Run parses and validates the job (package jobfile) against the kernel
 // registry with the built-in library registered (package kernels), opens a
-// queue over the local devices, creates the buffers (file data is used in
-// place; value and kernel initialisations are command groups), then walks
+// queue over the local devices or the cluster, creates the buffers (file
+// data is used in place embedded, uploaded from by a cluster; value and
+// kernel initialisations are command groups), then walks
 // the steps in order, unrolling repeats, and submits one command group per
 // kernel, fill or copy step; swap steps only exchange two names. It keeps up
 // to Config.Window groups in flight ahead of the oldest unfinished one (the

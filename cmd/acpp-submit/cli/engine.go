@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 
 	"github.com/acpp/acpp"
@@ -11,77 +13,74 @@ import (
 	"github.com/acpp/acpp/jobfile"
 )
 
-// engine executes the command groups of a job. The runner (run.go) holds
-// the job's semantics — buffers and their initialisation, steps in order,
-// repeats unrolled, swaps as renames, the window of groups in flight,
-// progress, outputs, the DAG and the summary — and drives one of two
-// engines: the embedded runtime of this machine (embeddedEngine, through
-// the root package) or a cluster of acpp-node agents (clusterEngine,
-// through package coordinator).
+// engine runs the command groups of a job through the public API, on an
+// acpp.Queue: the embedded runtime of this machine (acpp.NewQueue) or a
+// cluster of acpp-node agents (acpp.Connect, cluster.go). The runner
+// (run.go) holds the job's semantics — buffers and their initialisation,
+// steps in order, repeats unrolled, swaps as renames, the window of groups
+// in flight, progress, outputs, the DAG and the summary — and the engine
+// maps each step onto the queue once for both: Fill, Copy, Launch or
+// LaunchND (split with SplitWith), HostRead for the outputs. What differs
+// is what the queue offers: the devices a split may use, and on a cluster
+// the coordinator's trace of each group (clusterRun), which times it.
 //
-// The runner calls an engine from one goroutine. Each submitting method
-// sets g.ID (and may set g.Device) and returns a ticket the runner waits
-// on, in submission order.
-type engine interface {
-	// devices names the devices the job may run on ("cpu:0",
-	// "n1/cuda:0"), for the summary.
-	devices() []string
-	// newBuffer makes the buffer of spec s; data, when not nil, is its
-	// initial contents.
-	newBuffer(s *jobfile.Buffer, data []byte) (buf, error)
-	// fill sets a region (nil: defaults) to the encoded value v; init is
-	// set for a buffer's value initialisation.
-	fill(ctx context.Context, g *Group, b buf, off, rng []int, v []byte, dev string, init bool) (ticket, error)
-	// copy copies the region (off, rng) of src into dst at dstOff.
-	copy(ctx context.Context, g *Group, src buf, off, rng []int, dst buf, dstOff []int, dev string) (ticket, error)
-	// kernel launches a kernel step; name is the registry name, k its
-	// declaration, bufs the current buffer names.
-	kernel(ctx context.Context, g *Group, s *jobfile.Step, name string, k *device.Kernel, bufs map[string]buf, dev string) (ticket, error)
-	// write writes a buffer's contents to w, as they lie in memory (host
-	// byte order), reading them back first (only pages outdated on the
-	// host move), and says how many bytes moved to the host for it.
-	write(ctx context.Context, b buf, w io.Writer) (int64, error)
-	// close ends the engine: waits for what is in flight, frees buffers,
-	// and records the engine's counters in res.
-	close(res *Result) error
+// The runner calls it from one goroutine. Each submitting method sets
+// g.ID (and g.Device where it is known) and returns a ticket the runner
+// waits on, in submission order.
+type engine struct {
+	q *acpp.Queue
+	// cluster collects a cluster queue's group traces; nil on the
+	// embedded runtime.
+	cluster *clusterRun
+	splits  int // command groups submitted split
+	// order is every buffer once, in declaration order (closed by close).
+	order []buf
 }
 
 // ticket is a submitted command group.
-type ticket interface {
-	// wait blocks until the group finished or failed.
-	wait(ctx context.Context) error
-	// record copies its timing (and device, or chunks of a split group)
-	// into g; err is the group's failure, nil when it succeeded.
-	record(g *Group, res *Result) (err error)
-}
-
-// ---- the embedded engine ----
-
-type embeddedEngine struct {
-	q      *acpp.Queue
-	splits int // command groups submitted split
-	// order is every buffer once, in declaration order (closed by close).
-	order []ebuf
-}
-
-type embeddedTicket struct {
-	q    *acpp.Queue
+type ticket struct {
 	ev   *acpp.Event
-	devs []string // the device of each chunk of a split group
+	devs []string // the device of each chunk of a split group (embedded)
 }
 
-func (t embeddedTicket) wait(ctx context.Context) error { return t.ev.Wait(ctx) }
+func (t ticket) wait(ctx context.Context) error { return t.ev.Wait(ctx) }
 
-func (t embeddedTicket) record(g *Group, _ *Result) error {
-	g.Timing = t.ev.Timing()
-	g.StatsAfter = t.q.Stats()
-	for i, c := range t.ev.Chunks() {
-		g.Chunks = append(g.Chunks, Chunk{ID: c.ID(), Device: t.devs[i], Timing: c.Timing()})
+// openEngine opens the queue of a run: cfg.Cluster's (openCluster) or the
+// local devices cfg selects.
+func openEngine(ctx context.Context, cfg Config, log *slog.Logger) (*engine, error) {
+	if cfg.Cluster != nil {
+		return openCluster(ctx, cfg, log)
 	}
-	return t.ev.Err()
+	var qopts []acpp.Option
+	for _, d := range cfg.Devices {
+		o, err := deviceOption(d)
+		if err != nil {
+			return nil, err
+		}
+		qopts = append(qopts, o)
+	}
+	if cfg.Workers > 0 {
+		qopts = append(qopts, acpp.WithWorkers(cfg.Workers))
+	}
+	// Every local device, GPUs first (Config.Devices); a selection decides.
+	qopts = append(qopts, acpp.WithLogger(log), acpp.WithAcceleratorsFirst(), acpp.WithMemoryLimit(cfg.MemoryLimit))
+	qopts = append(qopts, cfg.queueOptions...)
+	q, err := acpp.NewQueue(ctx, qopts...)
+	if err != nil {
+		if errors.Is(err, acpp.ErrNoDevice) {
+			return nil, fmt.Errorf("--device %s: %w (acpp-submit devices lists this machine's devices)", strings.Join(cfg.Devices, ","), err)
+		}
+		return nil, fmt.Errorf("open the local devices: %w", err)
+	}
+	return &engine{q: q}, nil
 }
 
-func (e *embeddedEngine) devices() []string {
+// devices names the devices the job may run on ("cpu:0", "n1/cuda:0"),
+// for the summary.
+func (e *engine) devices() []string {
+	if names := e.q.ClusterDevices(); names != nil {
+		return names
+	}
 	var out []string
 	for _, d := range e.q.Devices() {
 		out = append(out, d.ID.String())
@@ -89,21 +88,30 @@ func (e *embeddedEngine) devices() []string {
 	return out
 }
 
-func (e *embeddedEngine) newBuffer(s *jobfile.Buffer, data []byte) (buf, error) {
-	b, err := newBuf(e.q, s, data)
+// newBuffer makes the buffer of spec s; data, when not nil, is its
+// initial contents.
+func (e *engine) newBuffer(s *jobfile.Buffer, data []byte) (buf, error) {
+	// The embedded runtime uses data in place (the buffer's host
+	// allocation); a cluster job keeps it to upload from, and the buffer
+	// needs no write-back into it at close.
+	b, err := newBuf(e.q, s, data, e.cluster != nil)
 	if err == nil {
 		e.order = append(e.order, b)
 	}
 	return b, err
 }
 
-func (e *embeddedEngine) submit(g *Group, dev string, record bool, cgf func(h *acpp.Handler), more ...acpp.SubmitOption) (ticket, error) {
+// submit submits one command group declared by cgf, on device dev ("":
+// the queue's choice).
+func (e *engine) submit(g *Group, dev string, cgf func(h *acpp.Handler), more ...acpp.SubmitOption) (ticket, error) {
 	opts := append([]acpp.SubmitOption{acpp.Named(g.Label)}, more...)
 	if dev != "" {
 		id, err := jobfile.ParseDevice(dev)
 		if err != nil {
-			return nil, fmt.Errorf("device: %w", err)
+			return ticket{}, fmt.Errorf("device: %w", err)
 		}
+		// On a cluster: the first node's device of that name (job files
+		// name no nodes).
 		opts = append(opts, acpp.On(id))
 	}
 	ev, err := e.q.Submit(func(h *acpp.Handler) error {
@@ -111,34 +119,42 @@ func (e *embeddedEngine) submit(g *Group, dev string, record bool, cgf func(h *a
 		return nil
 	}, opts...)
 	if err != nil {
-		return nil, err
+		return ticket{}, err
 	}
 	g.ID = ev.ID()
-	g.Device = ev.Device()
-	var devs []string // the device of each chunk, in chunk order
+	g.Device = ev.Device() // on a cluster known once it finished (record)
+	var devs []string      // the device of each chunk, in chunk order
 	for _, c := range ev.Chunks() {
 		devs = append(devs, c.Device())
 	}
-	if record {
-		g.RuntimeDeps = ev.Deps()
+	g.RuntimeDeps = ev.Deps()
+	return ticket{ev: ev, devs: devs}, nil
+}
+
+// fill sets a region (nil: defaults) to the encoded value v; init is set
+// for a buffer's value initialisation.
+func (e *engine) fill(g *Group, b buf, off, rng []int, v []byte, dev string, init bool) (ticket, error) {
+	if init && dev == "" && e.cluster != nil && len(v) == 4 {
+		// On a cluster a value initialisation is spread over every device
+		// (the nodes' fill_f32, which moves 4-byte elements of any type):
+		// each then holds its part of the buffer, and nothing moves for it.
+		return e.submit(g, "", func(h *acpp.Handler) { b.fillSplit(h, v) }, acpp.SplitWith(acpp.SplitOpts{}))
 	}
-	return embeddedTicket{q: e.q, ev: ev, devs: devs}, nil
+	return e.submit(g, dev, func(h *acpp.Handler) { b.fill(h, off, rng, v) })
 }
 
-func (e *embeddedEngine) fill(_ context.Context, g *Group, b buf, off, rng []int, v []byte, dev string, _ bool) (ticket, error) {
-	eb := b.(ebuf)
-	return e.submit(g, dev, true, func(h *acpp.Handler) { eb.fill(h, off, rng, v) })
+// copy copies the region (off, rng) of src into dst at dstOff.
+func (e *engine) copy(g *Group, src buf, off, rng []int, dst buf, dstOff []int, dev string) (ticket, error) {
+	return e.submit(g, dev, func(h *acpp.Handler) { src.copyTo(h, off, rng, dst, dstOff) })
 }
 
-func (e *embeddedEngine) copy(_ context.Context, g *Group, src buf, off, rng []int, dst buf, dstOff []int, dev string) (ticket, error) {
-	s, d := src.(ebuf), dst.(ebuf)
-	return e.submit(g, dev, true, func(h *acpp.Handler) { s.copyTo(h, off, rng, d, dstOff) })
-}
-
-func (e *embeddedEngine) kernel(_ context.Context, g *Group, s *jobfile.Step, name string, k *device.Kernel, bufs map[string]buf, dev string) (ticket, error) {
-	if dev == "" && !e.q.Device().Caps.RunsKernel(k) {
+// kernel launches a kernel step; name is the registry name, k its
+// declaration, bufs the current buffer names.
+func (e *engine) kernel(g *Group, s *jobfile.Step, name string, k *device.Kernel, bufs map[string]buf, dev string) (ticket, error) {
+	if dev == "" && e.cluster == nil && !e.q.Device().Caps.RunsKernel(k) {
 		// A kernel the default device (a GPU) cannot run, such as a Go-only
-		// one, goes to the first device that can.
+		// one, goes to the first device that can. (A cluster's coordinator
+		// places a group only on devices that run its kernel.)
 		for _, d := range e.q.Devices() {
 			if d.Caps.RunsKernel(k) {
 				dev = d.ID.String()
@@ -148,38 +164,68 @@ func (e *embeddedEngine) kernel(_ context.Context, g *Group, s *jobfile.Step, na
 	}
 	if sp := e.split(s, k, dev); sp != nil {
 		e.splits++
-		return e.submit(g, "", true, func(h *acpp.Handler) { launch(h, s, name, k, bufs, true) }, acpp.SplitWith(*sp))
+		return e.submit(g, "", func(h *acpp.Handler) { launch(h, s, name, k, bufs, true) }, acpp.SplitWith(*sp))
 	}
-	return e.submit(g, dev, true, func(h *acpp.Handler) { launch(h, s, name, k, bufs, false) })
+	return e.submit(g, dev, func(h *acpp.Handler) { launch(h, s, name, k, bufs, false) })
 }
 
-// split is the embedded form of a step's split, or nil to run the step
-// whole. It splits across the local devices of the default device's kind
-// that run the kernel (on a GPU machine every GPU: a CPU chunk would hold
-// the GPUs back), the first `devices` of them when the split names a
-// count; one such device runs the step whole. A step pinned to a device
-// is not split.
-func (e *embeddedEngine) split(s *jobfile.Step, k *device.Kernel, dev string) *acpp.SplitOpts {
+// split is the queue's form of a step's split, or nil to run the step
+// whole.
+//
+// The embedded runtime splits across the local devices of the default
+// device's kind that run the kernel (on a GPU machine every GPU: a CPU
+// chunk would hold the GPUs back), the first `devices` of them when the
+// split names a count; one such device runs the step whole, and a step
+// pinned to a device is not split.
+//
+// A cluster splits across the job's devices that run the kernel (the
+// coordinator's choice for `devices: all`), the first `devices` of them
+// for a count, whatever their kind; the step's device does not apply.
+func (e *engine) split(s *jobfile.Step, k *device.Kernel, dev string) *acpp.SplitOpts {
 	sp := s.Split
-	if sp == nil || dev != "" {
+	if sp == nil || (dev != "" && e.cluster == nil) {
 		return nil
+	}
+	limit := -1 // devices: all
+	if sp.Devices != "all" {
+		limit = 0
+		fmt.Sscan(sp.Devices, &limit)
+	}
+	opts := &acpp.SplitOpts{Along: acpp.SplitDim(sp.Dim + 1), Borders: sp.Borders}
+	if names := e.q.ClusterDevices(); names != nil {
+		capable := 0
+		for i, d := range e.q.Devices() {
+			if !d.Caps.RunsKernel(k) {
+				continue
+			}
+			capable++
+			if limit >= 0 && len(opts.ClusterDevices) < limit {
+				opts.ClusterDevices = append(opts.ClusterDevices, names[i])
+			}
+		}
+		if sp.ChunksPerDevice > 1 {
+			devs := len(opts.ClusterDevices)
+			if devs == 0 { // all
+				devs = capable
+			}
+			opts.Chunks = sp.ChunksPerDevice * max(devs, 1)
+		}
+		return opts
 	}
 	kind := e.q.Device().ID.Kind
-	var ids []acpp.DeviceID
 	for _, d := range e.q.Devices() {
 		if d.ID.Kind == kind && d.Caps.RunsKernel(k) {
-			ids = append(ids, d.ID)
+			opts.Devices = append(opts.Devices, d.ID)
 		}
 	}
-	if sp.Devices != "all" {
-		var c int
-		fmt.Sscan(sp.Devices, &c)
-		ids = ids[:min(c, len(ids))]
+	if limit >= 0 {
+		opts.Devices = opts.Devices[:min(limit, len(opts.Devices))]
 	}
-	if len(ids) < 2 {
+	if len(opts.Devices) < 2 {
 		return nil
 	}
-	return &acpp.SplitOpts{Devices: ids, Chunks: max(sp.ChunksPerDevice, 1) * len(ids), Along: acpp.SplitDim(sp.Dim + 1), Borders: sp.Borders}
+	opts.Chunks = max(sp.ChunksPerDevice, 1) * len(opts.Devices)
+	return opts
 }
 
 // launch declares a kernel step's arguments in the kernel's parameter
@@ -205,7 +251,7 @@ func launch(h *acpp.Handler, s *jobfile.Step, name string, k *device.Kernel, buf
 		default:
 			for _, a := range s.Accessors {
 				if a.Param == p.Name {
-					args[i] = bufs[a.Buffer].(ebuf).arg(h, p.Kind, a, split)
+					args[i] = bufs[a.Buffer].arg(h, p.Kind, a, split)
 				}
 			}
 		}
@@ -218,15 +264,51 @@ func launch(h *acpp.Handler, s *jobfile.Step, name string, k *device.Kernel, buf
 	h.Launch(name, rng, args...)
 }
 
-func (e *embeddedEngine) write(ctx context.Context, b buf, w io.Writer) (int64, error) {
-	before := e.q.Stats().BytesDeviceToHost
-	err := b.(ebuf).writeTo(ctx, w)
-	return e.q.Stats().BytesDeviceToHost - before, err
+// record copies a finished group's timing, device and chunks (and, on a
+// cluster, what its traces say) into g; it returns the group's failure,
+// nil when it succeeded.
+func (e *engine) record(g *Group, t ticket) error {
+	ev := t.ev
+	g.Timing = ev.Timing()
+	g.StatsAfter = e.q.Stats()
+	if g.Device == "" {
+		g.Device = ev.Device()
+	}
+	for i, c := range ev.Chunks() {
+		g.Chunks = append(g.Chunks, Chunk{ID: c.ID(), Device: t.devs[i], Timing: c.Timing()})
+	}
+	if e.cluster != nil {
+		e.cluster.record(g, ev)
+	}
+	return ev.Err()
 }
 
-func (e *embeddedEngine) close(res *Result) error {
-	// Closing waits for what is still in flight (failed or cancelled
-	// groups end quickly) and frees the buffers.
+// toHost is the bytes a queue moved to this process so far: from devices
+// to the host memory (embedded), from the nodes to the client (cluster).
+func toHost(s acpp.Stats) int64 {
+	n := s.BytesDeviceToHost
+	for _, l := range s.Links {
+		if l.To == "client" {
+			n += l.Bytes
+		}
+	}
+	return n
+}
+
+// write writes a buffer's contents to w, as they lie in memory (host byte
+// order), reading them back first (only pages outdated on the host move),
+// and says how many bytes moved to the host for it.
+func (e *engine) write(ctx context.Context, b buf, w io.Writer) (int64, error) {
+	before := toHost(e.q.Stats())
+	err := b.writeTo(ctx, w)
+	return toHost(e.q.Stats()) - before, err
+}
+
+// close ends the engine: waits for what is in flight (failed or cancelled
+// groups end quickly), frees the buffers, and records the queue's
+// counters in res.
+func (e *engine) close(res *Result) error {
+	groups := e.q.Stats().Groups // before the buffers' releases (a cluster counts them)
 	var err error
 	for _, b := range e.order {
 		if cerr := b.close(); cerr != nil && err == nil {
@@ -236,12 +318,19 @@ func (e *embeddedEngine) close(res *Result) error {
 	if cerr := e.q.Close(); cerr != nil && err == nil {
 		err = cerr
 	}
-	res.Stats = e.q.Stats()
 	res.SplitGroups = e.splits
+	if e.cluster != nil {
+		if cerr := e.cluster.close(res, int(groups), e.q.Stats()); cerr != nil && err == nil {
+			err = cerr
+		}
+		return err
+	}
+	res.Stats = e.q.Stats()
 	return err
 }
 
-// deviceKinds returns the kinds of the devices, for the summary's notes.
+// allCPU reports whether every device named is a CPU, for the summary's
+// notes.
 func allCPU(names []string) bool {
 	for _, n := range names {
 		if !strings.HasPrefix(n[strings.LastIndex(n, "/")+1:], "cpu:") {

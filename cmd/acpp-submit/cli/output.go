@@ -28,7 +28,7 @@ var hostLittleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 // writes straight from its host copy (no copy of the buffer, no
 // per-element conversion on a little-endian host). It returns the bytes
 // moved to the host for it.
-func writeOutput(ctx context.Context, eng engine, b buf, path string, format jobfile.Format) (int64, error) {
+func writeOutput(ctx context.Context, eng *engine, b buf, path string, format jobfile.Format) (int64, error) {
 	s := b.spec()
 	dt, ok := npy.Dtype(s.Type)
 	if !ok {

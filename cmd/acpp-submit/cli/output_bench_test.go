@@ -29,7 +29,7 @@ func BenchmarkOutput(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	e := &embeddedEngine{q: q}
+	e := &engine{q: q}
 	defer e.close(&Result{})
 	spec := &jobfile.Buffer{Name: "grid", Type: "float32", Range: []int{rows, cols}}
 	buf, err := e.newBuffer(spec, nil)

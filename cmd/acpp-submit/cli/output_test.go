@@ -85,7 +85,7 @@ func TestOutputWriteErrorReleasesTheBuffer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &embeddedEngine{q: q}
+	e := &engine{q: q}
 	b, err := e.newBuffer(&jobfile.Buffer{Name: "x", Type: "float32", Range: []int{64, 16}}, nil)
 	if err != nil {
 		t.Fatal(err)

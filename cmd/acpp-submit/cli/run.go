@@ -72,8 +72,8 @@ type Group struct {
 	// Device is where it ran: "cpu:0" embedded, "n1/cpu:0" on a cluster;
 	// for a split group the devices of its chunks, comma-separated.
 	Device string
-	// Chunks are the parts of a split group (cluster only), each with
-	// its device and timing.
+	// Chunks are the parts of a split group, each with its device and
+	// timing.
 	Chunks []Chunk
 	// Accesses lists the buffers it touches: "grid:read".
 	Accesses []string
@@ -89,8 +89,9 @@ type Group struct {
 	// StatsAfter is the queue's counters when Run saw the group finish
 	// (for the link tracks of the trace).
 	StatsAfter acpp.Stats
-	// Links are, on a cluster, the bytes per link "src->dst" so far when
-	// Run saw the group finish (with Config.Record; for the trace).
+	// Links are, on a cluster, the bytes per link "src->dst" the finished
+	// groups had moved when Run saw the group finish (with Config.Record;
+	// for the trace).
 	Links map[string]int64
 	// Transfers are the page moves made for the group (cluster only), as
 	// the nodes timed them.
@@ -153,8 +154,8 @@ type Result struct {
 	// Count is the number of command groups submitted; Failed of those
 	// that failed.
 	Count, Failed int
-	// SplitGroups is the number of groups the embedded runtime split
-	// across several local devices (a cluster run leaves it 0).
+	// SplitGroups is the number of groups submitted split: across several
+	// local devices of the embedded runtime, or a cluster's devices.
 	SplitGroups int
 	// PerDevice and PerStep (by step label) tally the finished groups.
 	PerDevice map[string]*Tally
@@ -223,12 +224,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := r.registerJobKernels(); err != nil {
 		return nil, err
 	}
-	if cfg.Cluster != nil {
-		r.eng, err = openCluster(ctx, cfg, log)
-	} else {
-		r.eng, err = openEmbedded(ctx, cfg, log)
-	}
-	if err != nil {
+	if r.eng, err = openEngine(ctx, cfg, log); err != nil {
 		return nil, err
 	}
 	res.Devices = r.eng.devices()
@@ -240,31 +236,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.Wall = time.Since(res.Start)
 	r.settle()
 	return res, err
-}
-
-func openEmbedded(ctx context.Context, cfg Config, log *slog.Logger) (engine, error) {
-	var qopts []acpp.Option
-	for _, d := range cfg.Devices {
-		o, err := deviceOption(d)
-		if err != nil {
-			return nil, err
-		}
-		qopts = append(qopts, o)
-	}
-	if cfg.Workers > 0 {
-		qopts = append(qopts, acpp.WithWorkers(cfg.Workers))
-	}
-	// Every local device, GPUs first (Config.Devices); a selection decides.
-	qopts = append(qopts, acpp.WithLogger(log), acpp.WithAcceleratorsFirst(), acpp.WithMemoryLimit(cfg.MemoryLimit))
-	qopts = append(qopts, cfg.queueOptions...)
-	q, err := acpp.NewQueue(ctx, qopts...)
-	if err != nil {
-		if errors.Is(err, acpp.ErrNoDevice) {
-			return nil, fmt.Errorf("--device %s: %w (acpp-submit devices lists this machine's devices)", strings.Join(cfg.Devices, ","), err)
-		}
-		return nil, fmt.Errorf("open the local devices: %w", err)
-	}
-	return &embeddedEngine{q: q}, nil
 }
 
 // Load reads and validates a job file against the kernel registry with the
@@ -299,7 +270,7 @@ type runner struct {
 	job  *jobfile.Job
 	log  *slog.Logger
 	dir  string
-	eng  engine
+	eng  *engine
 	res  *Result
 	bufs map[string]buf // by current name (swap exchanges entries)
 	// kernelNames maps job-declared kernel names to their registry names.
@@ -449,7 +420,7 @@ func (r *runner) makeBuffers(ctx context.Context) error {
 			g := &Group{Label: "init " + s.Name, Kind: "init", Path: "buffers." + s.Name + ".init", Line: s.Init.Line,
 				Accesses: []string{s.Name + ":write"}}
 			g.regions = []access{regionOf(b, jobfile.Write, nil, nil)}
-			if err := r.submit(ctx, g, func() (ticket, error) { return r.eng.fill(ctx, g, b, nil, nil, v, "", true) }); err != nil {
+			if err := r.submit(ctx, g, func() (ticket, error) { return r.eng.fill(g, b, nil, nil, v, "", true) }); err != nil {
 				return err
 			}
 		case s.Init.Kernel != nil:
@@ -475,7 +446,7 @@ func (r *runner) step(ctx context.Context, s *jobfile.Step) error {
 		v, _ := f.Value.Encode(b.spec().Type)
 		g.Accesses = []string{f.Buffer + ":write"}
 		g.regions = []access{regionOf(b, jobfile.Write, f.Offset, f.Range)}
-		return r.submit(ctx, g, func() (ticket, error) { return r.eng.fill(ctx, g, b, f.Offset, f.Range, v, s.Device, false) })
+		return r.submit(ctx, g, func() (ticket, error) { return r.eng.fill(g, b, f.Offset, f.Range, v, s.Device, false) })
 	case jobfile.CopyStep:
 		c := s.Copy
 		src, dst := r.bufs[c.From.Buffer], r.bufs[c.To.Buffer]
@@ -483,7 +454,7 @@ func (r *runner) step(ctx context.Context, s *jobfile.Step) error {
 		from := regionOf(src, jobfile.Read, c.From.Offset, c.From.Range)
 		g.regions = []access{from, regionOf(dst, jobfile.Write, c.To.Offset, from.rangeOf())}
 		return r.submit(ctx, g, func() (ticket, error) {
-			return r.eng.copy(ctx, g, src, c.From.Offset, c.From.Range, dst, c.To.Offset, s.Device)
+			return r.eng.copy(g, src, c.From.Offset, c.From.Range, dst, c.To.Offset, s.Device)
 		})
 	case jobfile.KernelStep:
 		if s.Kind == jobfile.KernelStep && strings.HasPrefix(s.Path, "buffers.") {
@@ -501,7 +472,7 @@ func (r *runner) step(ctx context.Context, s *jobfile.Step) error {
 			g.Accesses = append(g.Accesses, a.Buffer+":"+string(a.Mode))
 			g.regions = append(g.regions, regionOf(r.bufs[a.Buffer], a.Mode, a.Offset, a.Range))
 		}
-		return r.submit(ctx, g, func() (ticket, error) { return r.eng.kernel(ctx, g, s, name, k, r.bufs, s.Device) })
+		return r.submit(ctx, g, func() (ticket, error) { return r.eng.kernel(g, s, name, k, r.bufs, s.Device) })
 	}
 	return r.job.At(s.Line, s.Path, fmt.Errorf("step kind %q cannot run here", s.Kind))
 }
@@ -534,7 +505,7 @@ func (r *runner) drain(ctx context.Context, keep int) error {
 		p := r.pending[0]
 		r.pending = r.pending[1:]
 		err := p.t.wait(ctx)
-		if rerr := p.t.record(p.g, r.res); err == nil {
+		if rerr := r.eng.record(p.g, p.t); err == nil {
 			err = rerr
 		}
 		p.g.Err = err
@@ -557,7 +528,7 @@ func (r *runner) drain(ctx context.Context, keep int) error {
 // run stopped.
 func (r *runner) settle() {
 	for _, p := range r.pending {
-		p.g.Err = p.t.record(p.g, r.res)
+		p.g.Err = r.eng.record(p.g, p.t)
 		p.g.StatsAfter = r.res.Stats
 		r.res.tally(p.g)
 	}
