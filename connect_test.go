@@ -460,7 +460,6 @@ func TestConnectViewsTravel_P5_C3(t *testing.T) {
 	}
 }
 
-
 // The same program of copies and fills on an embedded and a cluster queue
 // gives the same buffers: Fill, Copy, CopyToHost and CopyFromHost run on a
 // cluster too, as the nodes' fill_f32 and copy_f32 kernels for 4-byte
@@ -480,13 +479,19 @@ func TestClusterCopyAndFill(t *testing.T) {
 			func(h *Handler) error { Fill(h, Write(h, a, NoInit), 1.5); return nil },
 			func(h *Handler) error { Fill(h, WriteRange(h, a, R2(2, 3), I2(1, 4)), -2); return nil },
 			func(h *Handler) error { Fill(h, Write(h, b), 7); return nil },
-			func(h *Handler) error { Copy(h, ReadRange(h, a, R2(3, 5), I2(0, 2)), WriteRange(h, b, R2(3, 5), I2(2, 5))); return nil },
+			func(h *Handler) error {
+				Copy(h, ReadRange(h, a, R2(3, 5), I2(0, 2)), WriteRange(h, b, R2(3, 5), I2(2, 5)))
+				return nil
+			},
 			func(h *Handler) error { Fill(h, Write(h, n, NoInit), -9); return nil },
 			func(h *Handler) error { Fill(h, WriteRange(h, n, R1(5), I1(30)), 1<<30); return nil },
 			func(h *Handler) error { Fill(h, Write(h, x, NoInit), 0.25); return nil },
 			func(h *Handler) error { CopyFromHost(h, src, WriteRange(h, x, R2(2, 3), I2(1, 2))); return nil },
 			func(h *Handler) error { Fill(h, Write(h, y, NoInit), -1); return nil },
-			func(h *Handler) error { Copy(h, ReadRange(h, x, R2(3, 4), I2(0, 1)), WriteRange(h, y, R2(3, 4), I2(1, 4))); return nil },
+			func(h *Handler) error {
+				Copy(h, ReadRange(h, x, R2(3, 4), I2(0, 1)), WriteRange(h, y, R2(3, 4), I2(1, 4)))
+				return nil
+			},
 			func(h *Handler) error { CopyToHost(h, ReadRange(h, y, R2(2, 3), I2(2, 4)), host); return nil },
 		} {
 			ev, err := q.Submit(cgf)

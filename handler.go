@@ -42,7 +42,7 @@ type Handler struct {
 	rec   engine.Group // the record; rec.Target is the device it is recorded for
 	reqs  []*req
 	done  bool
-	split *splitState     // a split group's options and mappers (split.go); nil otherwise
+	split *splitState    // a split group's options and mappers (split.go); nil otherwise
 	more  *handlerExtras // what few groups need; nil until then
 
 	// Inline storage for the common small groups (fewer allocations per

@@ -1,7 +1,13 @@
 package lint
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -98,5 +104,54 @@ func TestEngineSeam(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// coordinatorInCommands: the names of package coordinator that commands
+// may use. acpp-submit runs a job through the public API (acpp.Connect);
+// it configures the job's coordinator (WithCoordinator) and reads its
+// group traces for the summary, but never drives a job itself.
+var coordinatorInCommands = map[string]bool{
+	"Config": true, "Placement": true, "PlaceAuto": true, "PlaceRoundRobin": true,
+	"GroupTrace": true, "GroupID": true, "InstrTrace": true,
+}
+
+func TestCommandsRunJobsThroughTheAPI(t *testing.T) {
+	root := repoRoot(t)
+	err := filepath.WalkDir(filepath.Join(root, "cmd"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+		if err != nil {
+			return err
+		}
+		name := ""
+		for _, imp := range f.Imports {
+			if p, _ := strconv.Unquote(imp.Path.Value); p == module+"/coordinator" {
+				name = "coordinator"
+				if imp.Name != nil {
+					name = imp.Name.Name
+				}
+			}
+		}
+		if name == "" {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, path)
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if x, ok := sel.X.(*ast.Ident); ok && x.Name == name && !coordinatorInCommands[sel.Sel.Name] && !strings.HasPrefix(sel.Sel.Name, "Err") {
+				t.Errorf("%s uses coordinator.%s: commands run jobs through the public API (acpp.Connect); coordinator is for configuration and traces only", rel, sel.Sel.Name)
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -48,13 +48,13 @@ type Engine[G any] struct {
 	watched chan struct{} // closed when watch returns
 
 	mu      sync.Mutex
-	pending map[coordinator.GroupID]*event          // guarded by mu
+	pending map[coordinator.GroupID]*event                 // guarded by mu
 	early   map[coordinator.GroupID]coordinator.GroupTrace // finished before registered; guarded by mu
-	failed  error                                   // the job's failure, once seen; guarded by mu
-	errs    []error                                 // errors for the next Wait; guarded by mu
-	links   []engine.Transfer                       // page transfers of finished groups; guarded by mu
-	nextBuf engine.BufferID                         // guarded by mu
-	bufs    map[engine.BufferID]*buffer             // guarded by mu
+	failed  error                                          // the job's failure, once seen; guarded by mu
+	errs    []error                                        // errors for the next Wait; guarded by mu
+	links   []engine.Transfer                              // page transfers of finished groups; guarded by mu
+	nextBuf engine.BufferID                                // guarded by mu
+	bufs    map[engine.BufferID]*buffer                    // guarded by mu
 }
 
 // buffer is a buffer of the job.

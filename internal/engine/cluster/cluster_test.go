@@ -16,7 +16,7 @@ func TestViewOnClusterRegion_P5(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-		view := coherence.View{Range: coherence.Dims{1, 1, 128}, ElemSize: 4}
+	view := coherence.View{Range: coherence.Dims{1, 1, 128}, ElemSize: 4}
 	for _, tc := range []struct {
 		off, rng     [3]int
 		wOff, wRng   coordinator.Dims

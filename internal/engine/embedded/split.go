@@ -224,10 +224,10 @@ type splitEvent struct {
 	done      chan struct{}
 	submitted time.Time
 
-	mu    sync.Mutex
-	errs  []error // per chunk; guarded by mu
-	left  int     // guarded by mu
-	first error   // the event's error; written under mu before done is closed
+	mu            sync.Mutex
+	errs          []error // per chunk; guarded by mu
+	left          int     // guarded by mu
+	first         error   // the event's error; written under mu before done is closed
 	issued, ended time.Time
 }
 

@@ -128,7 +128,7 @@ func (v *event) Device() string {
 	}
 	return "host"
 }
-func (v *event) Transfers() []engine.Transfer   { return transfers(v.n.Transfers()) }
+func (v *event) Transfers() []engine.Transfer { return transfers(v.n.Transfers()) }
 
 func (v *event) Timing() engine.Timing {
 	s, st, en := v.n.Times()
