@@ -46,8 +46,6 @@ type req struct {
 	st     *bufState
 	mem    *device.Mem
 	s1, s2 int // BRange[1], BRange[2]: the strides accessors index with
-	// mapper is the range mapper of an accessor of a split group (Map).
-	mapper RangeMapper
 }
 
 // slice is the accessor's view of its memory as []T, or nil when the memory
@@ -115,7 +113,7 @@ func access[T any](h *Handler, b *Buffer[T], mode coherence.Mode, ranged bool, o
 	}
 	r := h.newReq()
 	*r = req{Access: engine.Access{Buffer: b.st.id, Geo: &b.st.geo, Mode: mode, NoInit: cfg.noInit, Pages: pages, Elem: b.elem(),
-		BRange: bre, Off: ioff, Rng: irng, Ranged: ranged || cfg.within, VDims: b.rng.dims},
+		BRange: bre, Off: ioff, Rng: irng, Ranged: ranged || cfg.within, VDims: int8(b.rng.dims)},
 		h: h, st: b.st, mem: mem, s1: bre[1], s2: bre[2]}
 	h.reqs = append(h.reqs, r)
 	if cfg.mapper != nil && !h.mapped(r, cfg.mapper, ranged || cfg.within) {
@@ -505,7 +503,7 @@ func dimsOf(rq *req) int {
 	if rq == nil {
 		return 1
 	}
-	return rq.VDims
+	return int(rq.VDims)
 }
 
 func rangeOf(rq *req, e [3]int) Range {

@@ -38,12 +38,11 @@ func Named(name string) SubmitOption { return func(c *submitConfig) { c.name = n
 // is valid only inside the function passed to Submit. It records; the
 // queue's engine runs the record (engine.Group).
 type Handler struct {
-	q     *Queue
-	rec   engine.Group // the record; rec.Target is the device it is recorded for
-	reqs  []*req
-	done  bool
-	split *splitState    // a split group's options and mappers (split.go); nil otherwise
-	more  *handlerExtras // what few groups need; nil until then
+	q    *Queue
+	rec  engine.Group // the record; rec.Target is the device it is recorded for
+	reqs []*req
+	done bool
+	more *handlerExtras // what few groups need; nil until then
 
 	// Inline storage for the common small groups (fewer allocations per
 	// submit): one requirement, two accessor slots and one op.
@@ -58,6 +57,15 @@ type Handler struct {
 type handlerExtras struct {
 	local []device.Arg // local memory arguments of ParallelForND and LaunchND
 	errs  []error      // errors recorded while declaring the group
+	split *splitState  // a split group's options and mappers (split.go)
+}
+
+// splitting is the group's split state; nil unless it is split.
+func (h *Handler) splitting() *splitState {
+	if h.more == nil {
+		return nil
+	}
+	return h.more.split
 }
 
 func (h *Handler) extras() *handlerExtras {
@@ -201,7 +209,7 @@ func (q *Queue) Submit(cgf func(h *Handler) error, opts ...SubmitOption) (*Event
 	h.rec.Name, h.rec.Target = cfg.name, t
 	h.reqs = h.reqBuf[:0]
 	if cfg.split != nil {
-		h.split = &splitState{opts: cfg.split}
+		h.extras().split = &splitState{opts: cfg.split}
 	}
 	if len(cfg.after) > 0 {
 		h.DependsOn(cfg.after...)
@@ -245,7 +253,7 @@ func (h *Handler) seal() error {
 		acc = append(acc, &r.Access)
 	}
 	h.rec.Accesses = acc
-	if h.split != nil {
+	if h.splitting() != nil {
 		return h.sealSplit()
 	}
 	return nil
@@ -524,7 +532,11 @@ func (h *Handler) launch(name string, nd device.NDRange, args []KernelArg) {
 	if !h.checkAction(act) {
 		return
 	}
-	dargs, idx, err := h.kernelArgs(name, args, argCtx{h: h, t: h.rec.Target})
+	var b *engine.Binding // which accessor each argument passes
+	if len(args) > 0 || h.splitting() != nil {
+		b = engine.NewBinding(len(args))
+	}
+	dargs, err := h.kernelArgs(name, args, argCtx{h: h, t: h.rec.Target}, b)
 	if err != nil {
 		h.fail(err)
 		return
@@ -534,16 +546,15 @@ func (h *Handler) launch(name string, nd device.NDRange, args []KernelArg) {
 		h.fail(err)
 		return
 	}
-	h.rec.ArgAccess = idx
-	if h.split != nil {
+	if h.splitting() != nil {
 		// A split's chunks run on other devices: the engine rebinds the
 		// arguments for each (the same accessors over that device's memory).
 		args = slices.Clone(args)
-		h.rec.Rebind = func(t engine.Target) ([]device.Arg, error) {
-			a, _, err := h.kernelArgs(name, args, argCtx{h: h, t: t})
-			return a, err
+		b.Rebind = func(t engine.Target) ([]device.Arg, error) {
+			return h.kernelArgs(name, args, argCtx{h: h, t: t}, nil)
 		}
 	}
+	h.rec.Binding = b
 	h.opBuf[0] = device.LaunchOp{Name: name, Kernel: def, Range: nd, Args: conv}
 	h.recordAction(act, h.opBuf[:1])
 }
@@ -743,9 +754,9 @@ func Fill[T any](h *Handler, dst Writable[T], v T) {
 
 // opSides records which accessors a copy's or fill's sides are (nil: host
 // memory, or a fill's missing source), for an engine that runs them its
-// own way (engine.Group.Sides).
+// own way (engine.Binding).
 func (h *Handler) opSides(src, dst *req) {
-	h.rec.Sides = &engine.Sides{Src: slices.Index(h.reqs, src), Dst: slices.Index(h.reqs, dst)}
+	h.rec.Binding = &engine.Binding{Src: slices.Index(h.reqs, src), Dst: slices.Index(h.reqs, dst)}
 }
 
 // fillOps covers a box with as few contiguous fills as its shape allows.
@@ -770,24 +781,27 @@ func fillOps(r *req, pat []byte) []device.Op {
 	return ops
 }
 
-// kernelArgs resolves kernel name's arguments against c, and says for
-// each the index of the accessor it passes in h.reqs (-1 for none).
-func (h *Handler) kernelArgs(name string, args []KernelArg, c argCtx) ([]device.Arg, []int, error) {
+// kernelArgs resolves kernel name's arguments against c and, when b is
+// set, records in it the index in h.reqs of the accessor each passes (-1
+// for none).
+func (h *Handler) kernelArgs(name string, args []KernelArg, c argCtx, b *engine.Binding) ([]device.Arg, error) {
 	if len(args) == 0 {
-		return nil, nil, nil
+		return nil, nil
 	}
 	dargs := make([]device.Arg, len(args))
-	idx := make([]int, len(args))
 	for i, a := range args {
 		if a == nil {
-			return nil, nil, fmt.Errorf("%w: kernel %q argument %d is nil", device.ErrBadArg, name, i)
+			return nil, fmt.Errorf("%w: kernel %q argument %d is nil", device.ErrBadArg, name, i)
 		}
 		da, err := a.kernelArg(c)
 		if err != nil {
-			return nil, nil, fmt.Errorf("kernel %q argument %d: %w", name, i, err)
+			return nil, fmt.Errorf("kernel %q argument %d: %w", name, i, err)
 		}
 		dargs[i] = da
-		idx[i] = -1
+		if b == nil {
+			continue
+		}
+		b.ArgAccess[i] = -1
 		for {
 			s, ok := a.(spaceArg)
 			if !ok {
@@ -796,10 +810,10 @@ func (h *Handler) kernelArgs(name string, args []KernelArg, c argCtx) ([]device.
 			a = s.inner
 		}
 		if rq, ok := a.(requester); ok {
-			idx[i] = slices.Index(h.reqs, rq.request())
+			b.ArgAccess[i] = slices.Index(h.reqs, rq.request())
 		}
 	}
-	return dargs, idx, nil
+	return dargs, nil
 }
 
 // requester is every buffer accessor.

@@ -149,7 +149,7 @@ func hostRequest[T any](b *Buffer[T], mode Mode, noInit bool, off, rng coherence
 	}
 	return &engine.HostRequest{
 		Access: engine.Access{Buffer: st.id, Geo: &st.geo, Mode: mode.coherence(), NoInit: noInit, Pages: pages,
-			Elem: b.elem(), BRange: b.rng.dims3(), Off: off, Rng: rng, VDims: b.rng.dims, Ranged: true},
+			Elem: b.elem(), BRange: b.rng.dims3(), Off: off, Rng: rng, VDims: int8(b.rng.dims), Ranged: true},
 		Alloc: func(n int) []byte { return bytesOf(make([]T, n/b.elem())) },
 	}, nil
 }

@@ -236,9 +236,10 @@ func Map(m RangeMapper) AccessOption {
 	return func(c *accessConfig) { c.mapper = m }
 }
 
-// splitState is a split group's state in its Handler (Handler.split).
+// splitState is a split group's state in its Handler (Handler.splitting).
 type splitState struct {
-	opts *SplitOpts
+	opts    *SplitOpts
+	mappers map[*req]RangeMapper // the accessors declared with Map
 }
 
 // record is the engine's form of the options, before the kernel's range
@@ -252,12 +253,16 @@ func (o *SplitOpts) record() *engine.Split {
 // ranged constructor or Within). It reports false after recording an error.
 func (h *Handler) mapped(r *req, m RangeMapper, ranged bool) bool {
 	switch {
-	case h.split == nil:
+	case h.splitting() == nil:
 		h.fail(fmt.Errorf("%w: an accessor has a range mapper (Map) but the group is not split; submit it with acpp.Split", ErrSplit))
 	case ranged:
 		h.fail(fmt.Errorf("%w: Map sets the accessor's region per chunk; declare it with Read, Write, ReadWrite or a Raw constructor, without a range or Within", ErrSplit))
 	default:
-		r.mapper = m
+		sp := h.splitting()
+		if sp.mappers == nil {
+			sp.mappers = map[*req]RangeMapper{}
+		}
+		sp.mappers[r] = m
 		return true
 	}
 	return false
@@ -280,18 +285,19 @@ func (h *Handler) sealSplit() error {
 	default:
 		return fmt.Errorf("%w: the group declares %s; only ParallelFor, ParallelForChunks, ParallelForND, Launch and LaunchND split", ErrSplit, h.rec.Action)
 	}
-	dim, err := h.split.opts.check(nd.Dims)
+	dim, err := h.splitting().opts.check(nd.Dims)
 	if err != nil {
 		return err
 	}
-	sp := h.split.opts.record()
+	sp := h.splitting().opts.record()
 	sp.Along = dim
 	h.rec.Split = sp
 	for i, r := range h.reqs {
-		if r.mapper == nil {
+		mapper := h.splitting().mappers[r]
+		if mapper == nil {
 			return fmt.Errorf("%w: accessor %d of the split group is declared without a range mapper; declare it with acpp.Map(acpp.OneToOne()) (or Neighbourhood, All, Fixed, a MapFunc)", ErrSplit, i)
 		}
-		m, err := r.mapper.forBuffer(nd.Dims, r.VDims)
+		m, err := mapper.forBuffer(nd.Dims, int(r.VDims))
 		if err != nil {
 			return err
 		}

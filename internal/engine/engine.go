@@ -136,17 +136,17 @@ type BufferSpec struct {
 type Access struct {
 	Buffer BufferID
 	Geo    *coherence.Geometry // the buffer's
+	Pages  coherence.Box       // the pages the region covers
+	Elem   int                 // the (view's) element size
+	BRange Dims                // the (view's) range
+	Off    Dims                // access offset
+	Rng    Dims                // access range
+	// Map says which region a chunk of a split group touches.
+	Map    partition.RangeMapper
 	Mode   coherence.Mode
 	NoInit bool
-	Pages  coherence.Box // the pages the region covers
-	Elem   int           // the (view's) element size
-	BRange Dims          // the (view's) range
-	Off    Dims          // access offset
-	Rng    Dims          // access range
-	VDims  int           // dimensions of the (view's) range
-	Ranged bool          // declared with a range or Within
-	// Map says which region a chunk of a split group touches.
-	Map partition.RangeMapper
+	Ranged bool // declared with a range or Within
+	VDims  int8 // dimensions of the (view's) range
 }
 
 // IsView reports whether the access is through a view of another shape
@@ -174,24 +174,48 @@ type Group struct {
 	// there: a Go closure, copies, fills, or a named kernel's launch
 	// (Launch).
 	Ops []device.Op
-	// Sides says which accessors a copy's or fill's sides are; nil for
-	// other groups.
-	Sides *Sides
+	// Binding says where a named kernel's arguments or a copy's sides
+	// come from; nil for other groups.
+	Binding *Binding
+	// Split divides the group's range across devices; nil otherwise.
+	Split *Split
+}
+
+// Binding ties a group's op to its accessors.
+type Binding struct {
 	// ArgAccess is, for a named kernel's launch (Launch), per argument
-	// the index in Accesses of the accessor it passes, or -1.
+	// the index in Group.Accesses of the accessor it passes, or -1.
 	ArgAccess []int
 	// Rebind makes a named kernel's arguments for another target (a split
 	// chunk's device): the same accessors over that target's memory. Set
 	// for split groups only.
 	Rebind func(t Target) ([]device.Arg, error)
-	// Split divides the group's range across devices; nil otherwise.
-	Split *Split
+	// Src and Dst are a copy's source and destination accessors (a fill
+	// has a destination only), as indices in Group.Accesses, or -1: host
+	// memory (CopyToHost, CopyFromHost), or no source.
+	Src, Dst int
+
+	store [6]int // ArgAccess of short argument lists
 }
 
-// Sides are the index in Group.Accesses of a copy's source and
-// destination accessors (a fill has a destination only), or -1: host
-// memory (CopyToHost, CopyFromHost), or no source.
-type Sides struct{ Src, Dst int }
+// NewBinding makes the binding of a launch with n arguments.
+func NewBinding(n int) *Binding {
+	b := &Binding{Src: -1, Dst: -1}
+	if n <= len(b.store) {
+		b.ArgAccess = b.store[:n]
+	} else {
+		b.ArgAccess = make([]int, n)
+	}
+	return b
+}
+
+// ArgAccessOf is ArgAccess[i], or -1.
+func (b *Binding) ArgAccessOf(i int) int {
+	if b == nil || i >= len(b.ArgAccess) {
+		return -1
+	}
+	return b.ArgAccess[i]
+}
 
 // Launch returns the group's named kernel launch (its one op, a
 // device.LaunchOp without a Go closure: name, kernel where registered

@@ -195,9 +195,9 @@ type nodeWindow struct {
 // put adds n; IDs must increase from one put to the next.
 func (w *nodeWindow) put(n *Node) {
 	if len(w.win) == 0 {
-		w.base = n.ID
+		w.base = n.Seq
 	}
-	for w.base+coherence.CGID(len(w.win)) < n.ID {
+	for w.base+coherence.CGID(len(w.win)) < n.Seq {
 		w.win = append(w.win, nil) // a group coherence refused
 	}
 	w.win = append(w.win, n)
@@ -512,8 +512,7 @@ const (
 
 // Node is one submitted command group.
 type Node struct {
-	ID   coherence.CGID
-	Name string
+	Seq coherence.CGID // the group's submission number (coherence's CGID)
 
 	rt *Runtime
 	g  Group
@@ -626,8 +625,11 @@ func (n *Node) Step() coherence.Step {
 	if n.plan != nil {
 		return *n.plan
 	}
-	return coherence.Step{ID: n.ID, Deps: n.deps}
+	return coherence.Step{ID: n.Seq, Deps: n.deps}
 }
+
+// Name is the group's name, for errors and logs.
+func (n *Node) Name() string { return n.g.Name }
 
 // Device is the device that runs the node's ops; nil for host tasks and
 // releases.
@@ -698,7 +700,7 @@ func (rt *Runtime) SubmitNode(n *Node, g Group) error {
 	if err := rt.cancelled(); err != nil {
 		return fmt.Errorf("acpp: queue context done, submit refused: %w", err)
 	}
-	n.rt, n.g, n.Name, n.submitted = rt, g, g.Name, time.Since(rt.epoch)
+	n.rt, n.g, n.submitted = rt, g, time.Since(rt.epoch)
 	n.succ = n.succBuf[:0]
 	n.pending.Store(1) // released once planned and linked
 	// Host groups and releases report coherence's verdict from Submit
@@ -710,7 +712,7 @@ func (rt *Runtime) SubmitNode(n *Node, g Group) error {
 		rt.pendMu.Unlock()
 		return ErrClosed
 	}
-	n.ID = rt.next
+	n.Seq = rt.next
 	rt.next++
 	rt.pending = append(rt.pending, n)
 	rt.npending.Store(int32(len(rt.pending)))
@@ -799,9 +801,9 @@ func (rt *Runtime) planPendingLocked() []*Node {
 		var step coherence.Step
 		var err error
 		if r := n.g.Release; r != nil {
-			step, err = rt.core.Release(n.ID, r.Buffer, r.Alloc)
+			step, err = rt.core.Release(n.Seq, r.Buffer, r.Alloc)
 		} else {
-			step, err = rt.core.Submit(coherence.CommandGroup{ID: n.ID, Accesses: n.g.Accesses})
+			step, err = rt.core.Submit(coherence.CommandGroup{ID: n.Seq, Accesses: n.g.Accesses})
 		}
 		if err != nil {
 			n.planErr = err
@@ -909,7 +911,7 @@ func (rt *Runtime) start(batch []*Node) {
 	for _, n := range batch {
 		if n.planErr != nil {
 			if !n.inline {
-				rt.finish(n, fmt.Errorf("acpp: %s: %w", n.Name, n.planErr))
+				rt.finish(n, fmt.Errorf("acpp: %s: %w", n.g.Name, n.planErr))
 			}
 			continue
 		}
@@ -961,7 +963,7 @@ func (rt *Runtime) dispatchAt(n *Node, now time.Duration) {
 	n.started = now
 	n.state.Store(int32(Running))
 	if err := rt.cancelled(); err != nil {
-		rt.finish(n, fmt.Errorf("acpp: %s not run, queue context done: %w", n.Name, err))
+		rt.finish(n, fmt.Errorf("acpp: %s not run, queue context done: %w", n.g.Name, err))
 		return
 	}
 	st := n.steps()
@@ -970,7 +972,7 @@ func (rt *Runtime) dispatchAt(n *Node, now time.Duration) {
 			break
 		}
 		if _, err := rt.Alloc(a.Buffer, a.Alloc); err != nil {
-			rt.finish(n, fmt.Errorf("acpp: %s: allocate buffer %d on memory %d: %w", n.Name, a.Buffer, a.Alloc.Mem, err))
+			rt.finish(n, fmt.Errorf("acpp: %s: allocate buffer %d on memory %d: %w", n.g.Name, a.Buffer, a.Alloc.Mem, err))
 			return
 		}
 	}
@@ -1011,7 +1013,7 @@ func (rt *Runtime) dispatchAt(n *Node, now time.Duration) {
 			}
 		}
 		if err != nil {
-			rt.finish(n, fmt.Errorf("acpp: %s: copy of buffer %d: %w", n.Name, c.Buffer, err))
+			rt.finish(n, fmt.Errorf("acpp: %s: copy of buffer %d: %w", n.g.Name, c.Buffer, err))
 			return
 		}
 	}
@@ -1076,7 +1078,7 @@ func (rt *Runtime) copyDone(n *Node, err error) {
 	if last, err := n.countDone(err); !last {
 		return
 	} else if err != nil {
-		rt.finish(n, fmt.Errorf("acpp: %s: %w", n.Name, err))
+		rt.finish(n, fmt.Errorf("acpp: %s: %w", n.g.Name, err))
 		return
 	}
 	rt.run(n)
@@ -1111,14 +1113,14 @@ func (w *opWaiter) done(err error) {
 	w.n = nil
 	opWaiters.Put(w)
 	if err != nil {
-		err = fmt.Errorf("acpp: %s: %w", n.Name, err)
+		err = fmt.Errorf("acpp: %s: %w", n.g.Name, err)
 	}
 	n.rt.finish(n, err)
 }
 
 // queue spreads groups over a device's queues by ID (a hint; no shared
 // counter to write).
-func queue(n *Node) int { return int(uint32(n.ID)) }
+func queue(n *Node) int { return int(uint32(n.Seq)) }
 
 // run starts a node's work once its copies are done.
 func (rt *Runtime) run(n *Node) {
@@ -1126,7 +1128,7 @@ func (rt *Runtime) run(n *Node) {
 	if g.Host != nil {
 		g.Host(func(err error) {
 			if err != nil {
-				err = fmt.Errorf("acpp: %s: %w", n.Name, err)
+				err = fmt.Errorf("acpp: %s: %w", n.g.Name, err)
 			}
 			rt.finish(n, err)
 		})
@@ -1168,12 +1170,12 @@ func (rt *Runtime) finish(n *Node, err error) {
 	n.ended = end
 	if err != nil {
 		n.state.Store(int32(Failed))
-		rt.log.Debug("command group failed", "group", n.ID, "name", n.Name, "error", err)
+		rt.log.Debug("command group failed", "group", n.Seq, "name", n.g.Name, "error", err)
 	} else {
 		n.state.Store(int32(Complete))
 	}
 	rt.doneMu.Lock()
-	rt.completed = append(rt.completed, n.ID)
+	rt.completed = append(rt.completed, n.Seq)
 	rt.doneMu.Unlock()
 	if err != nil {
 		rt.waitMu.Lock()

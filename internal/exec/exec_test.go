@@ -84,12 +84,12 @@ func TestPipelinedChainRunsInOrder_D3(t *testing.T) {
 	}
 	// Asked before the gate opens: the plan must be there (D3: each
 	// depends on the one before).
-	prev := first.ID
+	prev := first.Seq
 	for _, nd := range nodes[:10] {
 		if !slices.Contains(nd.Deps(), prev) {
-			t.Fatalf("group %d deps %v, want %d among them", nd.ID, nd.Deps(), prev)
+			t.Fatalf("group %d deps %v, want %d among them", nd.Seq, nd.Deps(), prev)
 		}
-		prev = nd.ID
+		prev = nd.Seq
 	}
 	close(release)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -102,7 +102,7 @@ func TestPipelinedChainRunsInOrder_D3(t *testing.T) {
 	}
 	for _, nd := range nodes {
 		if !nd.Finished() || nd.Err() != nil || nd.State() != Complete {
-			t.Fatalf("group %d: finished %v, state %v, err %v", nd.ID, nd.Finished(), nd.State(), nd.Err())
+			t.Fatalf("group %d: finished %v, state %v, err %v", nd.Seq, nd.Finished(), nd.State(), nd.Err())
 		}
 	}
 	if got := rt.Stats().Groups; got != n+1 {

@@ -87,7 +87,7 @@ func (e *Engine[G]) waitAfter(g *engine.Group) error {
 // (they move bytes: any 4-byte type). It is nil for the others, which the
 // client does itself (clientOp).
 func (e *Engine[G]) opGroup(g *engine.Group) (*coordinator.Group, error) {
-	if g.Sides == nil {
+	if g.Binding == nil {
 		return nil, fmt.Errorf("%w: the %s group does not say which accessors it copies between", engine.ErrBadRange, g.Action)
 	}
 	side := func(i int) *engine.Access {
@@ -99,7 +99,7 @@ func (e *Engine[G]) opGroup(g *engine.Group) (*coordinator.Group, error) {
 	onNodes := func(a *engine.Access) bool { return a != nil && a.Elem == 4 && !a.IsView() }
 	whole := func(a *engine.Access) bool { return a.Off == (engine.Dims{}) && a.Rng == a.BRange }
 	if g.Action == "fill" {
-		d := side(g.Sides.Dst)
+		d := side(g.Binding.Dst)
 		if !onNodes(d) {
 			return nil, nil
 		}
@@ -111,7 +111,7 @@ func (e *Engine[G]) opGroup(g *engine.Group) (*coordinator.Group, error) {
 		acc := coordinator.Accessor{Buffer: b.cb, Mode: coherence.Write, Offset: d.Off, Range: d.Rng, NoInit: whole(d), Map: coordinator.OneToOne()}
 		return &coordinator.Group{Kernel: "fill_f32", Range: d.Rng, Offset: d.Off, Args: []coordinator.Arg{coordinator.Acc(acc), coordinator.Scalar(op.Pattern)}}, nil
 	}
-	s, d := side(g.Sides.Src), side(g.Sides.Dst)
+	s, d := side(g.Binding.Src), side(g.Binding.Dst)
 	if !onNodes(s) || !onNodes(d) {
 		return nil, nil
 	}
@@ -144,14 +144,14 @@ func (e *Engine[G]) clientOp(g *engine.Group) (engine.Event, error) {
 	var err error
 	switch op := g.Ops[0].(type) {
 	case device.FillOp:
-		r := req(g.Sides.Dst, coherence.Write)
+		r := req(g.Binding.Dst, coherence.Write)
 		data := make([]byte, 0, r.Rng.Volume()*r.Elem)
 		for range r.Rng.Volume() {
 			data = append(data, op.Pattern...)
 		}
 		err = e.WriteFrom(e.ctx, r, data)
 	case device.CopyOp:
-		src, dst := g.Sides.Src, g.Sides.Dst
+		src, dst := g.Binding.Src, g.Binding.Dst
 		var data []byte
 		if src < 0 {
 			data = op.Src.Mem.Host
@@ -194,10 +194,7 @@ func (e *Engine[G]) group(g *engine.Group, k device.LaunchOp) (*coordinator.Grou
 			cargs[i] = coordinator.LocalMem(a.LocalBytes)
 			continue
 		}
-		ai := -1
-		if i < len(g.ArgAccess) {
-			ai = g.ArgAccess[i]
-		}
+		ai := g.Binding.ArgAccessOf(i)
 		if ai < 0 {
 			return nil, fmt.Errorf("%w: kernel %q argument %d is not an accessor of a buffer of this queue; USM pointers cannot travel to a cluster", device.ErrBadArg, k.Name, i)
 		}

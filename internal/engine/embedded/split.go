@@ -106,7 +106,7 @@ func chunkGroup(g *engine.Group, t *target, nd device.NDRange, c partition.Chunk
 	regions := make([]engine.Access, len(g.Accesses))
 	for i, a := range g.Accesses {
 		ca := *a
-		off, rng, err := mapRegion(a.Map, c, a.BRange, a.VDims)
+		off, rng, err := mapRegion(a.Map, c, a.BRange, int(a.VDims))
 		if err != nil {
 			return xg, err
 		}
@@ -121,10 +121,10 @@ func chunkGroup(g *engine.Group, t *target, nd device.NDRange, c partition.Chunk
 		xg.Accesses = appendAccess(xg.Accesses, &ca, t.mem)
 	}
 	if k, ok := g.Launch(); ok {
-		if g.Rebind == nil {
+		if g.Binding == nil || g.Binding.Rebind == nil {
 			return xg, fmt.Errorf("%w: the split launch of %q cannot be rebound to %s", engine.ErrSplit, k.Name, t.info.ID)
 		}
-		args, err := g.Rebind(t)
+		args, err := g.Binding.Rebind(t)
 		if err != nil {
 			return xg, err
 		}
@@ -134,7 +134,7 @@ func chunkGroup(g *engine.Group, t *target, nd device.NDRange, c partition.Chunk
 		}
 		// A kernel parameter declared ranged gets the chunk's region, as
 		// the coordinator passes it.
-		for i, ai := range g.ArgAccess {
+		for i, ai := range g.Binding.ArgAccess {
 			if ai >= 0 && conv[i].Kind == device.ArgRangedAccessor {
 				conv[i].AccessOffset, conv[i].AccessRange = regions[ai].Off, regions[ai].Rng
 			}
@@ -310,7 +310,7 @@ func (v *splitEvent) ID() uint64 {
 	if len(v.nodes) == 0 {
 		return 0
 	}
-	return uint64(v.nodes[0].ID)
+	return uint64(v.nodes[0].Seq)
 }
 
 // Deps are the groups the chunks waited for, other than the split's own
@@ -319,7 +319,7 @@ func (v *splitEvent) Deps() []uint64 {
 	var out []uint64
 	for _, n := range v.nodes {
 		for _, d := range n.Deps() {
-			own := slices.ContainsFunc(v.nodes, func(c *exec.Node) bool { return c.ID == d })
+			own := slices.ContainsFunc(v.nodes, func(c *exec.Node) bool { return c.Seq == d })
 			if !own && !slices.Contains(out, uint64(d)) {
 				out = append(out, uint64(d))
 			}
@@ -342,7 +342,7 @@ func (v *splitEvent) Device() string {
 func (v *splitEvent) Chunks() []engine.Event {
 	out := make([]engine.Event, len(v.nodes))
 	for i, n := range v.nodes {
-		out[i] = &event{n}
+		out[i] = (*event)(n)
 	}
 	return out
 }

@@ -13,11 +13,10 @@ import (
 	"github.com/acpp/acpp/internal/exec"
 )
 
-// cgroup is one submitted group's memory: the executor's node, its event
-// and room for the common small group's access.
+// cgroup is one submitted group's memory: the executor's node (also its
+// event) and room for the common small group's access.
 type cgroup struct {
 	node exec.Node
-	ev   event
 	acc  [1]coherence.Access
 }
 
@@ -48,7 +47,7 @@ func (e *Engine[G]) Submit(s engine.Slot, g *engine.Group) (engine.Event, error)
 		return e.submitSplit(g, t)
 	}
 	cg, _ := s.(*cgroup)
-	if cg == nil || cg.ev.n != nil {
+	if cg == nil || cg.node.Seq != 0 {
 		cg = new(cgroup) // not from NewGroup, or used already
 	}
 	after, err := nodesOf(g.After)
@@ -65,8 +64,7 @@ func (e *Engine[G]) Submit(s engine.Slot, g *engine.Group) (engine.Event, error)
 	if err := e.rt.SubmitNode(&cg.node, exec.Group{Name: g.Name, Accesses: acc, After: after, Device: t.dev, Ops: g.Ops}); err != nil {
 		return nil, err
 	}
-	cg.ev.n = &cg.node
-	return &cg.ev, nil
+	return (*event)(&cg.node), nil
 }
 
 // nodesOf are the executor's nodes of explicit dependencies.
@@ -75,7 +73,7 @@ func nodesOf(evs []engine.Event) ([]*exec.Node, error) {
 	for _, ev := range evs {
 		switch x := ev.(type) {
 		case *event:
-			out = append(out, x.n)
+			out = append(out, x.node())
 		case *splitEvent:
 			out = append(out, x.nodes...)
 		default:
@@ -112,31 +110,34 @@ func appendAccess(acc []coherence.Access, a *engine.Access, at coherence.AllocID
 
 // ---- events ----
 
-// event is an unsplit group's event: its node.
-type event struct{ n *exec.Node }
+// event is an unsplit group's event: its node, seen through the engine's
+// Event (a conversion, no allocation).
+type event exec.Node
 
-func (v *event) Wait(ctx context.Context) error { return v.n.Wait(ctx) }
-func (v *event) Done() <-chan struct{}          { return v.n.Done() }
-func (v *event) Err() error                     { return v.n.Err() }
-func (v *event) Status() engine.Status          { return v.n.State() }
-func (v *event) ID() uint64                     { return uint64(v.n.ID) }
+func (v *event) node() *exec.Node { return (*exec.Node)(v) }
+
+func (v *event) Wait(ctx context.Context) error { return v.node().Wait(ctx) }
+func (v *event) Done() <-chan struct{}          { return v.node().Done() }
+func (v *event) Err() error                     { return v.node().Err() }
+func (v *event) Status() engine.Status          { return v.node().State() }
+func (v *event) ID() uint64                     { return uint64(v.node().Seq) }
 func (v *event) Chunks() []engine.Event         { return nil }
 
 func (v *event) Device() string {
-	if d := v.n.Device(); d != nil {
+	if d := v.node().Device(); d != nil {
 		return d.Info().ID.String()
 	}
 	return "host"
 }
-func (v *event) Transfers() []engine.Transfer { return transfers(v.n.Transfers()) }
+func (v *event) Transfers() []engine.Transfer { return transfers(v.node().Transfers()) }
 
 func (v *event) Timing() engine.Timing {
-	s, st, en := v.n.Times()
+	s, st, en := v.node().Times()
 	return engine.Timing{Submitted: s, Started: st, Ended: en}
 }
 
 func (v *event) Deps() []uint64 {
-	d := v.n.Deps()
+	d := v.node().Deps()
 	out := make([]uint64, len(d))
 	for i, x := range d {
 		out[i] = uint64(x)
@@ -250,7 +251,7 @@ func (e *Engine[G]) USMOp(name string, op device.Op, mems []*device.Mem, after [
 	if err != nil {
 		return nil, err
 	}
-	return &event{n}, nil
+	return (*event)(n), nil
 }
 
 func addrOf(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b)))) }
