@@ -239,6 +239,11 @@ func TestConnectRefusesClosures(t *testing.T) {
 	if _, err := NewQueue(context.Background(), WithNodes("n0")); err == nil {
 		t.Errorf("NewQueue took WithNodes")
 	}
+	// A selection no device of the cluster matches is acpp.ErrNoDevice (and
+	// the coordinator's, which names what was asked).
+	if _, err := Connect(testCtx(t), c.Addrs(), WithCredentials(c.Dir, "alice"), WithNodes("n9")); !errors.Is(err, ErrNoDevice) || !errors.Is(err, coordinator.ErrNoDevice) {
+		t.Errorf("Connect with WithNodes(n9): %v, want ErrNoDevice", err)
+	}
 	if _, err := Connect(context.Background(), c.Addrs(), WithWorkers(2)); err == nil || !strings.Contains(err.Error(), "WithCredentials") {
 		t.Errorf("Connect without credentials and with WithWorkers: %v", err)
 	}

@@ -89,6 +89,10 @@ func Open[G any](ctx context.Context, cfg Config) (*Engine[G], error) {
 		}
 	}
 	job, err := coordinator.Open(ctx, ccfg)
+	if errors.Is(err, coordinator.ErrNoDevice) {
+		// The public API's sentinel too: a program matches acpp.ErrNoDevice.
+		return nil, fmt.Errorf("acpp: Connect: %w (%w)", err, engine.ErrNoDevice)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("acpp: Connect: %w", err)
 	}
