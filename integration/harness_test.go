@@ -108,6 +108,19 @@ func startNode(t testing.TB, credDir, name string, join []string, extra ...strin
 // startNodeAt is startNode at given gossip, QUIC and health addresses.
 func startNodeAt(t testing.TB, credDir, name, gossip, quic, health string, join []string, extra ...string) *proc {
 	t.Helper()
+	return startBinaryAt(t, nodeBinary(t), credDir, name, gossip, quic, health, join, extra...)
+}
+
+// startBinary is startNode with another node binary (a custom node built
+// on node/nodecmd, which takes acpp-node's flags).
+func startBinary(t testing.TB, bin, credDir, name string, join []string, extra ...string) *proc {
+	t.Helper()
+	return startBinaryAt(t, bin, credDir, name, fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		fmt.Sprintf("127.0.0.1:%d", freePort(t)), join, extra...)
+}
+
+func startBinaryAt(t testing.TB, bin, credDir, name, gossip, quic, health string, join []string, extra ...string) *proc {
+	t.Helper()
 	p := &proc{
 		name: name, gossip: gossip, quic: quic, health: health,
 		log: &bytes.Buffer{}, logMu: &sync.Mutex{}, done: make(chan struct{}),
@@ -119,7 +132,7 @@ func startNodeAt(t testing.TB, credDir, name, gossip, quic, health string, join 
 		args = append(args, "--join", j)
 	}
 	args = append(args, extra...)
-	p.cmd = exec.Command(nodeBinary(t), args...)
+	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(os.Environ(), "QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=true")
 	w := syncWriter{p.logMu, p.log}
 	p.cmd.Stdout, p.cmd.Stderr = w, w

@@ -16,7 +16,8 @@ import (
 // a closure cannot travel".
 //
 // Go only here: a node runs it once the node's binary registers it too
-// (issue 13, your own node binary); add PTX or CUDA C for GPUs.
+// (a node of your own: node/nodecmd, examples/custom-node); add PTX or
+// CUDA C for GPUs.
 var saxpyKernel = device.Kernel{
 	Name: "example.saxpy",
 	Params: []device.Param{

@@ -1,0 +1,122 @@
+package integration
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/acpp/acpp"
+	"github.com/acpp/acpp/coordinator"
+	"github.com/acpp/acpp/examples/custom-node/poly"
+	"github.com/acpp/acpp/internal/nodeproc"
+)
+
+// customNodeBinary builds examples/custom-node/node: acpp-node with the
+// kernel custom.poly of its own (node/nodecmd).
+func customNodeBinary(t testing.TB) string {
+	t.Helper()
+	nodeBinary(t) // skips with -short
+	return nodeproc.Build(t, "github.com/acpp/acpp/examples/custom-node/node")
+}
+
+// connectTraced opens a cluster queue on procs with alice's credentials,
+// recording the device of each finished coordinator group.
+func connectTraced(t *testing.T, creds string, procs []*proc) (*acpp.Queue, func() []string) {
+	t.Helper()
+	var mu sync.Mutex
+	var devs []string
+	var addrs []string
+	for _, p := range procs {
+		addrs = append(addrs, p.quic)
+	}
+	q, err := acpp.Connect(ctx(t), addrs, acpp.WithCredentials(creds, "alice"), acpp.WithCoordinator(func(cfg *coordinator.Config) {
+		cfg.OnGroupDone = func(tr coordinator.GroupTrace) {
+			if tr.Device != "" {
+				mu.Lock()
+				devs = append(devs, tr.Device)
+				mu.Unlock()
+			}
+		}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	return q, func() []string { mu.Lock(); defer mu.Unlock(); return slices.Clone(devs) }
+}
+
+// Issue 13 §1: a team's own node binary (examples/custom-node/node, built
+// on node/nodecmd) runs its Go kernel on the cluster: three such nodes give
+// the embedded result bit for bit, and every group ran on a custom node.
+func TestCustomNodeRunsItsKernel_C4(t *testing.T) {
+	bin := customNodeBinary(t)
+	creds := makeCredentials(t, "custom", []string{"n1", "n2", "n3"}, []string{"alice"})
+	n1 := startBinary(t, bin, creds, "n1", nil)
+	n2 := startBinary(t, bin, creds, "n2", []string{n1.gossip})
+	n3 := startBinary(t, bin, creds, "n3", []string{n1.gossip})
+	procs := []*proc{n1, n2, n3}
+	waitMembers(t, procs, 3, 20*time.Second)
+
+	local, err := acpp.NewQueue(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := poly.Run(ctx(t), local, 50_000, 6)
+	local.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, devices := connectTraced(t, creds, procs)
+	got, err := poly.Run(ctx(t), q, 50_000, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if poly.Checksum(got) != poly.Checksum(want) || !slices.Equal(got, want) {
+		t.Fatalf("custom.poly on three custom nodes differs from the embedded run (crc %08x, want %08x)", poly.Checksum(got), poly.Checksum(want))
+	}
+	ran := devices()
+	if len(ran) < 6 {
+		t.Fatalf("%d coordinator groups reported, want the 6 launches at least: %v", len(ran), ran)
+	}
+}
+
+// Issue 13 §1–2: in a mixed cluster (one stock acpp-node, two custom) the
+// coordinator places custom.poly only on the nodes that advertise it; on
+// stock nodes alone it is refused at Submit, naming the kernel.
+func TestCustomKernelPlacedOnlyWhereItIs(t *testing.T) {
+	bin := customNodeBinary(t)
+	creds := makeCredentials(t, "mixed", []string{"n1", "n2", "n3", "s1", "s2"}, []string{"alice"})
+	n1 := startNode(t, creds, "n1", nil) // stock acpp-node
+	n2 := startBinary(t, bin, creds, "n2", []string{n1.gossip})
+	n3 := startBinary(t, bin, creds, "n3", []string{n1.gossip})
+	procs := []*proc{n1, n2, n3}
+	waitMembers(t, procs, 3, 20*time.Second)
+
+	q, devices := connectTraced(t, creds, procs)
+	if _, err := poly.Run(ctx(t), q, 30_000, 12); err != nil {
+		t.Fatal(err)
+	}
+	ran := devices()
+	t.Logf("devices of the 12 launches: %v", ran)
+	if len(ran) < 12 {
+		t.Fatalf("%d coordinator groups reported, want the 12 launches at least", len(ran))
+	}
+	for _, d := range ran {
+		if strings.HasPrefix(d, "n1/") {
+			t.Errorf("a group ran on the stock node: %v", ran)
+			break
+		}
+	}
+
+	s1 := startNode(t, creds, "s1", nil)
+	s2 := startNode(t, creds, "s2", []string{s1.gossip})
+	waitMembers(t, []*proc{s1, s2}, 2, 20*time.Second)
+	stock, _ := connectTraced(t, creds, []*proc{s1, s2})
+	_, err := poly.Run(ctx(t), stock, 1000, 1)
+	if err == nil || !strings.Contains(err.Error(), "custom.poly") {
+		t.Fatalf("custom.poly on stock nodes only: %v, want a refusal naming the kernel", err)
+	}
+	t.Logf("refusal on stock nodes: %v", err)
+}

@@ -1,0 +1,203 @@
+// Package nodecmd is acpp-node as a library: its command line (run,
+// credentials), settings from flags, ACPP_* variables and a config file,
+// and the agent's life until SIGTERM. cmd/acpp-node is Main and nothing
+// else; a team builds its own node the same way, with its kernels
+// registered before Main (examples/custom-node):
+//
+//	func main() {
+//		device.MustRegister(myKernel) // Go, PTX and/or CUDA C
+//		nodecmd.Main()
+//	}
+//
+// The node advertises every kernel of device.Kernels to the cluster, runs
+// a Go kernel on its CPU devices over its own allocations, and the
+// coordinator places a group only on nodes that have its kernel.
+// docs/OPERATIONS.md is the operator's guide.
+package nodecmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/acpp/acpp/credentials"
+	_ "github.com/acpp/acpp/cuda" // registers the CUDA backend: GPUs are found when a driver is present
+	"github.com/acpp/acpp/kernels"
+	"github.com/acpp/acpp/node"
+	"github.com/acpp/acpp/proto"
+)
+
+// Main runs the acpp-node command line with the process's arguments and
+// environment, and exits with 1 (after printing the error) when it fails.
+func Main() {
+	if err := Command(os.Stdout, os.Getenv).Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "acpp-node:", err)
+		os.Exit(1)
+	}
+}
+
+// Command is the acpp-node command (run, credentials) writing to stdout
+// and reading the environment through getenv; set its arguments with
+// SetArgs to run it in a test.
+func Command(stdout io.Writer, getenv func(string) string) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "acpp-node",
+		Short:         "acpp cluster agent: runs jobs' instructions on this machine's devices",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.AddCommand(newRun(getenv), newCredentials(stdout))
+	return root
+}
+
+func newRun(getenv func(string) string) *cobra.Command {
+	var flags settings
+	var configFile string
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "run the agent until SIGTERM or SIGINT, then drain and leave the cluster",
+		Long: `Run the agent. Every setting comes from its flag, else its ACPP_* environment
+variable, else the YAML file given with --config (keys are the flag names with
+_ for -), else its default. See docs/OPERATIONS.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if configFile == "" {
+				configFile = getenv("ACPP_CONFIG")
+			}
+			var file []byte
+			if configFile != "" {
+				var err error
+				if file, err = os.ReadFile(configFile); err != nil {
+					return fmt.Errorf("config file: %w", err)
+				}
+			}
+			s, err := resolve(cmd.Flags(), &flags, file, getenv)
+			if err != nil {
+				return err
+			}
+			log, err := newLogger(s.LogLevel, s.LogFormat)
+			if err != nil {
+				return err
+			}
+			slog.SetDefault(log)                       // backends that log without a logger of their own (cuda) follow the format
+			if err := kernels.Register(); err != nil { // the built-in kernel library (Go and PTX)
+				return err
+			}
+			cfg, err := s.nodeConfig(log)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			// SIGHUP reloads the gossip key file (key rotation, docs/CLUSTER.md).
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			reload := make(chan struct{})
+			go func() { // forwards SIGHUP to the node until ctx ends
+				for {
+					select {
+					case <-hup:
+						select {
+						case reload <- struct{}{}:
+						case <-ctx.Done():
+							return
+						}
+					case <-ctx.Done():
+						return
+					}
+				}
+			}()
+			cfg.ReloadKeys = reload
+			if err := node.Run(ctx, cfg); err != nil {
+				return err
+			}
+			log.Info("stopped cleanly")
+			return nil
+		},
+	}
+	addFlags(cmd.Flags(), &flags)
+	cmd.Flags().StringVar(&configFile, "config", "", "YAML config file [ACPP_CONFIG]")
+	return cmd
+}
+
+func newCredentials(stdout io.Writer) *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "credentials",
+		Short: "create the cluster CA, node, client and operator certificates and the gossip key",
+		Long: `Create the cluster's secrets in a directory (default ./acpp-credentials):
+  acpp-node credentials init --cluster lab     CA (ca.crt, ca.key) and gossip.key
+  acpp-node credentials node n1 n2 n3          nodes/<name>.crt and .key
+  acpp-node credentials client alice           clients/<name>.crt and .key
+  acpp-node credentials operator ops           clients/<name>.crt and .key, operator role
+A client sees only its own jobs in acpp-submit status; an operator is a client
+that sees every client's jobs (and runs jobs as a client does). Both are used
+with acpp-submit --client NAME. Copy ca.crt, gossip.key and a node's pair to
+each node; keep ca.key off the nodes. Existing files are never overwritten.`,
+	}
+	cmd.PersistentFlags().StringVar(&dir, "dir", "acpp-credentials", "credentials directory")
+	var cluster string
+	initCmd := &cobra.Command{
+		Use:   "init",
+		Short: "create the cluster CA and the gossip key",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return err
+			}
+			ca, err := credentials.CreateCA(dir, credentials.CAConfig{Cluster: cluster})
+			if err != nil {
+				return err
+			}
+			if _, err := credentials.CreateGossipKey(dir); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "created CA of cluster %q and gossip key in %s (valid until %s)\n", ca.Cluster, dir, ca.Cert.NotAfter.Format("2006-01-02"))
+			return nil
+		},
+	}
+	initCmd.Flags().StringVar(&cluster, "cluster", "acpp", "cluster name: lower-case letters, digits, '-' and '.'")
+	issue := func(kind, short string, create func(dir, name string, cfg credentials.IssueConfig) (*credentials.Issued, error)) *cobra.Command {
+		return &cobra.Command{
+			Use:   kind + " NAME...",
+			Short: short,
+			Args:  cobra.MinimumNArgs(1),
+			RunE: func(_ *cobra.Command, names []string) error {
+				var errs []error
+				for _, name := range names {
+					if _, err := create(dir, name, credentials.IssueConfig{}); err != nil {
+						errs = append(errs, fmt.Errorf("%s %s: %w", kind, name, err))
+						continue
+					}
+					crt, _ := credentials.Paths(dir, roleOf(kind), name)
+					fmt.Fprintf(stdout, "issued %s certificate %s\n", kind, crt)
+				}
+				return errors.Join(errs...)
+			},
+		}
+	}
+	cmd.AddCommand(initCmd,
+		issue("node", "issue node certificates signed by the cluster CA", credentials.CreateNode),
+		issue("client", "issue client certificates signed by the cluster CA: each sees only its own jobs", credentials.CreateClient),
+		issue("operator", "issue operator certificates signed by the cluster CA: clients that see every client's jobs", credentials.CreateOperator))
+	return cmd
+}
+
+func roleOf(kind string) proto.Role {
+	switch kind {
+	case "node":
+		return proto.RoleNode
+	case "operator":
+		return proto.RoleOperator
+	}
+	return proto.RoleClient
+}
