@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -140,7 +141,7 @@ func (j *Job) Submit(ctx context.Context, g Group) ([]GroupID, error) {
 			}
 		}
 		if len(devs) == 0 {
-			return nil, fmt.Errorf("%w: no device of this job can run kernel %q", ErrNoDevice, g.Kernel)
+			return nil, fmt.Errorf("%w: no device of this job can run kernel %q: %s", ErrNoDevice, g.Kernel, j.whyNoDevice(g.Kernel))
 		}
 		chunks, chunkDevs, err := cutSplit(g.Split, g.Offset, g.Range, g.Local, len(devs))
 		if err != nil {
@@ -175,7 +176,7 @@ func (j *Job) Submit(ctx context.Context, g Group) ([]GroupID, error) {
 			}
 			p.dev = d
 		} else if len(capable) == 0 {
-			return nil, fmt.Errorf("%w: no device of this job can run kernel %q", ErrNoDevice, g.Kernel)
+			return nil, fmt.Errorf("%w: no device of this job can run kernel %q: %s", ErrNoDevice, g.Kernel, j.whyNoDevice(g.Kernel))
 		}
 		for _, a := range g.Args {
 			if a.acc == nil {
@@ -305,6 +306,41 @@ func (j *Job) capable(kernel string) []int {
 		out = append(out, i)
 	}
 	return out
+}
+
+// whyNoDevice says, node by node, why none of the job's devices can run
+// kernel: the node lacks it (its binary does not register it, and no job
+// shipped it), or has it but no form for its devices' backends.
+func (j *Job) whyNoDevice(kernel string) string {
+	k, kerr := j.kernel(kernel)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var parts []string
+	seen := map[*nodeState]bool{}
+	for _, d := range j.devices {
+		ns := d.node
+		if seen[ns] {
+			continue
+		}
+		seen[ns] = true
+		var devs []string
+		for _, e := range j.devices {
+			if e.node == ns {
+				devs = append(devs, fmt.Sprintf("%s (%s)", e.ID, strings.Join(e.Forms, ",")))
+			}
+		}
+		switch {
+		case ns.lost:
+			parts = append(parts, fmt.Sprintf("%s is lost", ns.name))
+		case ns.inv != nil && len(ns.inv.Kernels) > 0 && !slices.Contains(ns.inv.Kernels, kernel):
+			parts = append(parts, fmt.Sprintf("%s does not have it (its binary registers %d kernels; build a node that registers %q, node/nodecmd, or ship PTX/CUDA C with the job)", ns.name, len(ns.inv.Kernels), kernel))
+		case kerr == nil:
+			parts = append(parts, fmt.Sprintf("%s has devices %s, and the kernel's forms are go=%v ptx=%v", ns.name, strings.Join(devs, ", "), k.Has(device.FormGo), k.Has(device.FormPTX)))
+		default:
+			parts = append(parts, fmt.Sprintf("%s has devices %s", ns.name, strings.Join(devs, ", ")))
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // submitLocked plans one command group on the core and queues its

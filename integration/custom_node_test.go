@@ -115,8 +115,8 @@ func TestCustomKernelPlacedOnlyWhereItIs(t *testing.T) {
 	waitMembers(t, []*proc{s1, s2}, 2, 20*time.Second)
 	stock, _ := connectTraced(t, creds, []*proc{s1, s2})
 	_, err := poly.Run(ctx(t), stock, 1000, 1)
-	if err == nil || !strings.Contains(err.Error(), "custom.poly") {
-		t.Fatalf("custom.poly on stock nodes only: %v, want a refusal naming the kernel", err)
+	if err == nil || !strings.Contains(err.Error(), `run kernel "custom.poly"`) || !strings.Contains(err.Error(), "s1 does not have it") || !strings.Contains(err.Error(), "s2 does not have it") {
+		t.Fatalf("custom.poly on stock nodes only: %v, want a refusal naming the kernel and each node without it", err)
 	}
 	t.Logf("refusal on stock nodes: %v", err)
 }
