@@ -2,6 +2,7 @@ package integration
 
 import (
 	"errors"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -145,6 +146,13 @@ func TestCustomKernelPlacedOnlyWhereItIs(t *testing.T) {
 			t.Errorf("a group ran on the stock node: %v", ran)
 			break
 		}
+	}
+
+	// acpp-submit kernels --cluster says which nodes have it.
+	submitBinary(t)
+	code, stdout, stderr := submit(t, []string{"ACPP_CREDENTIALS=" + creds, "ACPP_CLIENT=alice"}, "kernels", "--cluster", n1.quic)
+	if code != 0 || !regexp.MustCompile(`(?m)^custom\.poly\s+n2, n3$`).MatchString(stdout) || !regexp.MustCompile(`(?m)^fill_f32\s+every node$`).MatchString(stdout) {
+		t.Errorf("acpp-submit kernels --cluster: exit %d\n%s%s", code, stdout, stderr)
 	}
 
 	s1 := startNode(t, creds, "s1", nil)

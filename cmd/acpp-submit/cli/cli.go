@@ -386,11 +386,23 @@ func describe(job *jobfile.Job, verdict string) string {
 }
 
 func newKernelsCmd(env Env) *cobra.Command {
-	return &cobra.Command{
+	var cf clusterFlags
+	cmd := &cobra.Command{
 		Use:   "kernels",
-		Short: "List the kernels jobs can name, with their parameters",
-		Args:  cobra.NoArgs,
+		Short: "List the kernels jobs can name, with their parameters (with --cluster: which nodes have each)",
+		Long: `List the kernels a job can name: this program's built-in kernels, with their
+parameters and forms. With --cluster, list the kernels each node of the cluster
+advertises: a node's own binary (node/nodecmd, examples/custom-node) may carry
+kernels of its own, and a group runs only on nodes that have its kernel.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(cf.addrs) > 0 {
+				cc, err := cf.config()
+				if err != nil {
+					return err
+				}
+				return KernelsOnCluster(cmd.Context(), cc, env.Stdout)
+			}
 			if err := kernels.Register(); err != nil {
 				return err
 			}
@@ -410,6 +422,8 @@ func newKernelsCmd(env Env) *cobra.Command {
 			return nil
 		},
 	}
+	cf.add(cmd, env, false)
+	return cmd
 }
 
 func kernelSignature(k *device.Kernel) string {

@@ -141,6 +141,16 @@ func TestClusterCommands_C1(t *testing.T) {
 	}
 	t.Log("\n" + out.String())
 	out.Reset()
+	// kernels --cluster: what the nodes advertise (here every node has the
+	// built-in kernels).
+	if code := Main(context.Background(), []string{"kernels", "--cluster", c.Addrs()[0], "--credentials", c.Dir, "--client", "alice"}, env(&out, &errb)); code != 0 {
+		t.Fatalf("kernels --cluster: exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "fill_f32") || !strings.Contains(out.String(), "every node") || !strings.Contains(out.String(), "on 3 nodes (n0, n1, n2)") {
+		t.Errorf("kernels --cluster output:\n%s", out.String())
+	}
+	t.Log("\n" + out.String())
+	out.Reset()
 	if code := Main(context.Background(), []string{"status", "--cluster", c.Addrs()[0], "--credentials", c.Dir, "--client", "alice"}, env(&out, &errb)); code != 0 {
 		t.Fatalf("status: exit %d: %s", code, errb.String())
 	}

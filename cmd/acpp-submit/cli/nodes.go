@@ -194,3 +194,57 @@ func memoryBudgets(inv *proto.Inventory) string {
 	}
 	return strings.Join(parts, " ")
 }
+
+// KernelsOnCluster lists the kernels the cluster's alive nodes advertise,
+// each with the nodes that have it ("every node" when all do): a node's
+// own binary may carry kernels of its own, and the coordinator places a
+// group only on nodes that have its kernel.
+func KernelsOnCluster(ctx context.Context, cfg *ClusterConfig, w io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	cl, _, ms, err := Dial(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	if cfg.client == nil {
+		defer cl.Close()
+	}
+	have := map[string][]string{} // kernel → nodes
+	var nodes, unreachable []string
+	for _, m := range ms.Members {
+		if m.State != "alive" || m.QUICAddr == "" {
+			continue
+		}
+		inv, err := inventory(ctx, cl, m)
+		if err != nil {
+			unreachable = append(unreachable, fmt.Sprintf("%s (%v)", m.Name, err))
+			continue
+		}
+		nodes = append(nodes, m.Name)
+		for _, k := range inv.Kernels {
+			have[k] = append(have[k], m.Name)
+		}
+	}
+	names := make([]string, 0, len(have))
+	for k := range have {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "KERNEL\tNODES")
+	for _, k := range names {
+		on := strings.Join(have[k], ", ")
+		if len(have[k]) == len(nodes) && len(nodes) > 1 {
+			on = "every node"
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", k, on)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%d kernels on %d nodes (%s)\n", len(names), len(nodes), strings.Join(nodes, ", "))
+	if len(unreachable) > 0 {
+		return fmt.Errorf("%w: no answer from %s", ErrCluster, strings.Join(unreachable, "; "))
+	}
+	return nil
+}
