@@ -122,6 +122,9 @@ func (j *Job) Submit(ctx context.Context, g Group) ([]GroupID, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := j.declMismatch(g.Kernel); err != nil {
+		return nil, err
+	}
 	capable := j.capable(g.Kernel)
 	var plans []chunkPlan
 	switch {
@@ -289,10 +292,18 @@ func (j *Job) capable(kernel string) []int {
 		if d.lost {
 			continue
 		}
+		if decl, ok := nodeDecl(d.node, kernel); ok {
+			// The node declares its kernels: it runs this one where it has
+			// a form for the device's backend.
+			if decl != nil && runsOn(decl.Forms, d.Forms) {
+				out = append(out, i)
+			}
+			continue
+		}
 		if ks := d.node.inv.Kernels; len(ks) > 0 && !slices.Contains(ks, kernel) {
 			continue
 		}
-		if kerr == nil && len(d.Forms) > 0 {
+		if kerr == nil && (k.Has(device.FormGo) || k.Has(device.FormPTX)) && len(d.Forms) > 0 {
 			ok := false
 			for _, f := range d.Forms {
 				if (f == device.FormGo.String() && k.Has(device.FormGo)) || (f == device.FormPTX.String() && k.Has(device.FormPTX)) {
@@ -306,6 +317,72 @@ func (j *Job) capable(kernel string) []int {
 		out = append(out, i)
 	}
 	return out
+}
+
+// nodeDecl is ns's declaration of kernel (nil: it does not have it); ok is
+// false where ns declares no kernels (a node before declarations, or
+// one without an inventory).
+func nodeDecl(ns *nodeState, kernel string) (decl *proto.KernelDecl, ok bool) {
+	if ns.inv == nil || len(ns.inv.KernelDecls) == 0 {
+		return nil, false
+	}
+	for i := range ns.inv.KernelDecls {
+		if ns.inv.KernelDecls[i].Name == kernel {
+			return &ns.inv.KernelDecls[i], true
+		}
+	}
+	return nil, true
+}
+
+// runsOn reports whether a kernel with forms runs on a device of
+// devForms (a device that names no forms runs any).
+func runsOn(forms, devForms []string) bool {
+	if len(devForms) == 0 {
+		return true
+	}
+	for _, f := range devForms {
+		if slices.Contains(forms, f) {
+			return true
+		}
+	}
+	return false
+}
+
+// declMismatch is an error when a node declares kernel with other
+// parameters than this process does: the same name must mean the same
+// kernel, or arguments would be laid out for one and read by the other.
+func (j *Job) declMismatch(kernel string) error {
+	k, err := j.localKernel(kernel)
+	if err != nil {
+		return nil // unknown here: the nodes check the arguments
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	seen := map[*nodeState]bool{}
+	for _, d := range j.devices {
+		if seen[d.node] || d.node.lost {
+			continue
+		}
+		seen[d.node] = true
+		decl, ok := nodeDecl(d.node, kernel)
+		if !ok || decl == nil {
+			continue
+		}
+		if theirs := proto.Params(decl.Params); !slices.Equal(theirs, k.Params) {
+			return fmt.Errorf("%w: kernel %q is declared in this process as %s and on node %s as %s: the same name must mean the same parameters; rename one, or build the node with this declaration",
+				ErrInvalid, kernel, paramsString(k.Params), d.node.name, paramsString(theirs))
+		}
+	}
+	return nil
+}
+
+// paramsString is a declaration for messages: (a scalar private 4B, …).
+func paramsString(ps []device.Param) string {
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = fmt.Sprintf("%s %v %v %dB", p.Name, p.Kind, p.Space, p.ElemSize)
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
 }
 
 // whyNoDevice says, node by node, why none of the job's devices can run
@@ -329,10 +406,13 @@ func (j *Job) whyNoDevice(kernel string) string {
 				devs = append(devs, fmt.Sprintf("%s (%s)", e.ID, strings.Join(e.Forms, ",")))
 			}
 		}
+		decl, declared := nodeDecl(ns, kernel)
 		switch {
 		case ns.lost:
 			parts = append(parts, fmt.Sprintf("%s is lost", ns.name))
-		case ns.inv != nil && len(ns.inv.Kernels) > 0 && !slices.Contains(ns.inv.Kernels, kernel):
+		case declared && decl != nil:
+			parts = append(parts, fmt.Sprintf("%s has it in forms %v, none for its devices %s", ns.name, decl.Forms, strings.Join(devs, ", ")))
+		case declared || ns.inv != nil && len(ns.inv.Kernels) > 0 && !slices.Contains(ns.inv.Kernels, kernel):
 			parts = append(parts, fmt.Sprintf("%s does not have it (its binary registers %d kernels; build a node that registers %q, node/nodecmd, or ship PTX/CUDA C with the job)", ns.name, len(ns.inv.Kernels), kernel))
 		case kerr == nil:
 			parts = append(parts, fmt.Sprintf("%s has devices %s, and the kernel's forms are go=%v ptx=%v", ns.name, strings.Join(devs, ", "), k.Has(device.FormGo), k.Has(device.FormPTX)))

@@ -84,12 +84,17 @@ func (j *Job) RegisterKernels(ctx context.Context, ks ...device.Kernel) error {
 			// Copy on write: the inventory's list is read under j.mu only,
 			// but its backing array came from the decoder.
 			ks := slices.Clone(ns.inv.Kernels)
-			for _, n := range names {
+			decls := slices.Clone(ns.inv.KernelDecls)
+			for i, n := range names {
 				if !slices.Contains(ks, n) {
 					ks = append(ks, n)
 				}
+				if len(decls) > 0 && !slices.ContainsFunc(decls, func(d proto.KernelDecl) bool { return d.Name == n }) {
+					// Shipped as PTX or CUDA C: the node runs it on its GPUs.
+					decls = append(decls, proto.KernelDecl{Name: n, Params: specs[i].Params, Forms: []string{device.FormPTX.String()}})
+				}
 			}
-			ns.inv.Kernels = ks
+			ns.inv.Kernels, ns.inv.KernelDecls = ks, decls
 		}()
 	}
 	wg.Wait()
@@ -111,8 +116,28 @@ func (j *Job) RegisterKernels(ctx context.Context, ks ...device.Kernel) error {
 
 // kernel is the kernel the job launches under name: this process's
 // registry's, or one the job shipped (RegisterKernels), for its
-// parameters and the forms placement matches against devices.
+// parameters and the forms placement matches against devices; else a
+// node's own kernel as the node declares it (parameters only).
 func (j *Job) kernel(name string) (*device.Kernel, error) {
+	k, err := j.localKernel(name)
+	if err == nil {
+		return k, nil
+	}
+	// A node's own kernel (its binary registers it): its declaration,
+	// without an implementation here, lays out the arguments.
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, ns := range j.nodes {
+		if decl, ok := nodeDecl(ns, name); ok && decl != nil && !ns.lost {
+			return &device.Kernel{Name: name, Params: proto.Params(decl.Params)}, nil
+		}
+	}
+	return nil, err
+}
+
+// localKernel is the kernel this process knows under name: registered
+// here, or shipped to this job.
+func (j *Job) localKernel(name string) (*device.Kernel, error) {
 	k, err := device.Kernels.Lookup(name)
 	if err == nil {
 		return k, nil
@@ -176,9 +201,7 @@ func kernelSpec(k *device.Kernel) proto.KernelSpec {
 	} else if k.CUDA != nil {
 		s.CUDA, s.Entry, s.File, s.Options = k.CUDA.Source, k.CUDA.Entry, k.CUDA.File, k.CUDA.Options
 	}
-	for _, p := range k.Params {
-		s.Params = append(s.Params, proto.KernelParam{Name: p.Name, Kind: uint8(p.Kind), Space: uint8(p.Space), ElemSize: uint32(p.ElemSize)})
-	}
+	s.Params = proto.ParamsOf(k.Params)
 	return s
 }
 

@@ -1,7 +1,11 @@
 package integration
 
 import (
+	"encoding/binary"
 	"errors"
+	"math"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -13,6 +17,7 @@ import (
 	"github.com/acpp/acpp/coordinator"
 	"github.com/acpp/acpp/examples/custom-node/poly"
 	"github.com/acpp/acpp/internal/nodeproc"
+	"github.com/acpp/acpp/jobfile/npy"
 )
 
 // customNodeBinary builds examples/custom-node/node: acpp-node with the
@@ -150,16 +155,40 @@ func TestCustomKernelPlacedOnlyWhereItIs(t *testing.T) {
 
 	// acpp-submit kernels --cluster says which nodes have it.
 	submitBinary(t)
-	code, stdout, stderr := submit(t, []string{"ACPP_CREDENTIALS=" + creds, "ACPP_CLIENT=alice"}, "kernels", "--cluster", n1.quic)
+	env := []string{"ACPP_CREDENTIALS=" + creds, "ACPP_CLIENT=alice"}
+	code, stdout, stderr := submit(t, env, "kernels", "--cluster", n1.quic)
 	if code != 0 || !regexp.MustCompile(`(?m)^custom\.poly\s+n2, n3$`).MatchString(stdout) || !regexp.MustCompile(`(?m)^fill_f32\s+every node$`).MatchString(stdout) {
 		t.Errorf("acpp-submit kernels --cluster: exit %d\n%s%s", code, stdout, stderr)
+	}
+	// A job file names the nodes' own kernel: acpp-submit (which does not
+	// register it) takes its declaration from the nodes, checks the job
+	// against it and runs it on n2 and n3.
+	out := t.TempDir()
+	job, err := filepath.Abs(filepath.Join("..", "examples", "custom-node", "poly.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr = submit(t, env, "check", "--cluster", n1.quic, "--set", "n=4096", job)
+	if code != 0 || !strings.Contains(stdout, "valid") {
+		t.Errorf("check --cluster of a job naming custom.poly: exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = submit(t, env, "run", "--cluster", n1.quic, "--progress", "never", "--set", "n=4096", "-o", out, job)
+	if code != 0 {
+		t.Fatalf("run --cluster of a job naming custom.poly: exit %d\n%s%s", code, stdout, stderr)
+	}
+	ys := readF32Npy(t, filepath.Join(out, "poly.npy"))
+	if len(ys) != 4096 || ys[0] != 5.875 || ys[4095] != 5.875 {
+		t.Errorf("poly.npy: %d values, first %v, want 4096 of 5.875", len(ys), ys[:min(4, len(ys))])
+	}
+	if code, stdout, stderr = submit(t, env, "check", "--set", "n=16", job); code == 0 || !strings.Contains(stdout+stderr, "custom.poly") {
+		t.Errorf("check without --cluster of a job naming a node's own kernel: exit %d\n%s%s; want an unknown-kernel error", code, stdout, stderr)
 	}
 
 	s1 := startNode(t, creds, "s1", nil)
 	s2 := startNode(t, creds, "s2", []string{s1.gossip})
 	waitMembers(t, []*proc{s1, s2}, 2, 20*time.Second)
 	stock, _ := connectTraced(t, creds, []*proc{s1, s2})
-	_, err := poly.Run(ctx(t), stock, 1000, 1)
+	_, err = poly.Run(ctx(t), stock, 1000, 1)
 	if err == nil || !strings.Contains(err.Error(), `run kernel "custom.poly"`) || !strings.Contains(err.Error(), "s1 does not have it") || !strings.Contains(err.Error(), "s2 does not have it") {
 		t.Fatalf("custom.poly on stock nodes only: %v, want a refusal naming the kernel and each node without it", err)
 	}
@@ -250,4 +279,22 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// readF32Npy reads a float32 .npy file.
+func readF32Npy(t testing.TB, path string) []float32 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := npy.Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]float32, len(a.Data)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(a.Data[4*i:]))
+	}
+	return out
 }

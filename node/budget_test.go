@@ -4,12 +4,14 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/acpp/acpp/cpu"
 	"github.com/acpp/acpp/device"
 	"github.com/acpp/acpp/device/devicetest"
+	"github.com/acpp/acpp/kernels"
 	"github.com/acpp/acpp/node"
 	"github.com/acpp/acpp/node/nodeclient"
 	"github.com/acpp/acpp/proto"
@@ -193,5 +195,31 @@ func TestGPUBudget_B5(t *testing.T) {
 	}
 	if got := nodes[0].Inventory().Memories[mem].Used; got != 4<<20 {
 		t.Errorf("cuda:0 used = %d, want 4 MiB", got)
+	}
+}
+
+// Issue 13 §2: the inventory declares each kernel of the node's registry:
+// its parameters and forms (go, ptx), as the client's registry declares
+// them.
+func TestInventoryDeclaresKernels(t *testing.T) {
+	if err := kernels.Register(); err != nil {
+		t.Fatal(err)
+	}
+	nodes := startNodes(t, 1, nil)
+	inv := nodes[0].Inventory()
+	if len(inv.KernelDecls) != len(inv.Kernels) || len(inv.Kernels) == 0 {
+		t.Fatalf("inventory declares %d kernels and names %d", len(inv.KernelDecls), len(inv.Kernels))
+	}
+	for _, d := range inv.KernelDecls {
+		k, err := device.Kernels.Lookup(d.Name)
+		if err != nil {
+			t.Fatalf("declared %q, which the registry lacks", d.Name)
+		}
+		if !slices.Equal(proto.Params(d.Params), k.Params) {
+			t.Errorf("%s: declared %v, registry %v", d.Name, proto.Params(d.Params), k.Params)
+		}
+		if k.Has(device.FormGo) != slices.Contains(d.Forms, "go") || k.Has(device.FormPTX) != slices.Contains(d.Forms, "ptx") {
+			t.Errorf("%s: forms %v, want go=%v ptx=%v", d.Name, d.Forms, k.Has(device.FormGo), k.Has(device.FormPTX))
+		}
 	}
 }

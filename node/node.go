@@ -590,6 +590,32 @@ func (n *Node) Inventory() *proto.Inventory {
 	return &proto.Inventory{
 		Node: n.cfg.Name, Devices: devs, Memories: mems, Jobs: len(jobs), Allocated: n.allocated.Load(),
 		MaxBytes: n.cfg.MaxBytes, MaxJobBytes: n.cfg.MaxJobBytes, Kernels: device.Kernels.Names(), Draining: n.draining.Load(),
-		JobList: list,
+		KernelDecls: kernelDecls(device.Kernels), JobList: list,
 	}
+}
+
+// kernelDecls declares the kernels of r for the inventory: parameters and
+// forms ("go", "ptx" for PTX or CUDA C).
+func kernelDecls(r *device.Registry) []proto.KernelDecl {
+	var out []proto.KernelDecl
+	for _, name := range r.Names() {
+		k, err := r.Lookup(name)
+		if err != nil {
+			continue
+		}
+		out = append(out, proto.KernelDecl{Name: name, Params: proto.ParamsOf(k.Params), Forms: formsOf(k)})
+	}
+	return out
+}
+
+// formsOf names the forms k has, as device kinds' forms are named.
+func formsOf(k *device.Kernel) []string {
+	var f []string
+	if k.Has(device.FormGo) {
+		f = append(f, device.FormGo.String())
+	}
+	if k.Has(device.FormPTX) {
+		f = append(f, device.FormPTX.String())
+	}
+	return f
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/acpp/acpp/device"
 )
 
 // This file holds the message that ships a job's own kernels to a node: a
@@ -114,6 +116,24 @@ type KernelParam struct {
 	Kind     uint8  `msgpack:"k"`
 	Space    uint8  `msgpack:"s"`
 	ElemSize uint32 `msgpack:"e,omitempty"`
+}
+
+// ParamsOf is the wire form of a kernel's parameters.
+func ParamsOf(ps []device.Param) []KernelParam {
+	out := make([]KernelParam, len(ps))
+	for i, p := range ps {
+		out[i] = KernelParam{Name: p.Name, Kind: uint8(p.Kind), Space: uint8(p.Space), ElemSize: uint32(p.ElemSize)}
+	}
+	return out
+}
+
+// Params is the declaration the wire form ps stands for.
+func Params(ps []KernelParam) []device.Param {
+	out := make([]device.Param, len(ps))
+	for i, p := range ps {
+		out[i] = device.Param{Name: p.Name, Kind: device.ArgKind(p.Kind), Space: device.AddrSpace(p.Space), ElemSize: int(p.ElemSize)}
+	}
+	return out
 }
 
 // JobKernelsRegistered is the reply to MsgJobKernels.

@@ -354,12 +354,27 @@ type Inventory struct {
 	MaxJobBytes uint64   `msgpack:"mj,omitempty"`
 	Kernels     []string `msgpack:"k,omitempty"`
 	Draining    bool     `msgpack:"dr,omitempty"`
+	// KernelDecls declare the kernels of Kernels: their parameters and the
+	// forms the node has, so that a client places a group only on devices
+	// whose node has a form for their backend, refuses a kernel declared
+	// otherwise than in the client, and lets a job name a node's own
+	// kernel. Nodes before 2026-11-25 send names only.
+	KernelDecls []KernelDecl `msgpack:"kd,omitempty"`
 	// JobList describes each open job (sorted by ID) that the asker may
 	// see: an operator (and a node) sees every job, a client only its
 	// own, and then OwnJobsOnly is set. Jobs and Allocated count every
 	// job either way (the node's load, without whose jobs they are).
 	JobList     []JobInv `msgpack:"jl,omitempty"`
 	OwnJobsOnly bool     `msgpack:"oj,omitempty"`
+}
+
+// KernelDecl is one kernel a node has: its declaration and the forms of
+// its implementations ("go" for CPU devices, "ptx" for CUDA devices: PTX
+// or CUDA C).
+type KernelDecl struct {
+	Name   string        `msgpack:"n"`
+	Params []KernelParam `msgpack:"p,omitempty"`
+	Forms  []string      `msgpack:"f,omitempty"`
 }
 
 // JobInv is one open job of a node, for status tables.

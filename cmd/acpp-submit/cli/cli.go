@@ -297,7 +297,11 @@ func newCheckCmd(env Env) *cobra.Command {
 			if err != nil {
 				return usageError{fmt.Errorf("--max-bytes: %w", err)}
 			}
-			job, err := Load(args[0], params)
+			src, err := kernelsFor(cmd.Context(), cc)
+			if err != nil {
+				return err
+			}
+			job, err := loadWith(args[0], params, src)
 			if err != nil {
 				return err
 			}

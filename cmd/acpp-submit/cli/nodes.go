@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/acpp/acpp/device"
+	"github.com/acpp/acpp/jobfile"
+	"github.com/acpp/acpp/kernels"
 	"github.com/acpp/acpp/proto"
 )
 
@@ -247,4 +251,76 @@ func KernelsOnCluster(ctx context.Context, cfg *ClusterConfig, w io.Writer) erro
 		return fmt.Errorf("%w: no answer from %s", ErrCluster, strings.Join(unreachable, "; "))
 	}
 	return nil
+}
+
+// kernelSource is this program's kernel registry and the kernels a
+// cluster's nodes declare that it lacks (a custom node's own, built on
+// node/nodecmd): a job file names those like built-ins, and a group runs
+// on the nodes that have them.
+type kernelSource struct {
+	nodes map[string]*device.Kernel // declared by the nodes, not registered here
+}
+
+// Lookup is the registry's kernel, else the nodes' declaration.
+func (s kernelSource) Lookup(name string) (*device.Kernel, error) {
+	k, err := device.Kernels.Lookup(name)
+	if err == nil {
+		return k, nil
+	}
+	if k, ok := s.nodes[name]; ok {
+		return k, nil
+	}
+	return nil, err
+}
+
+// Names lists both, sorted.
+func (s kernelSource) Names() []string {
+	out := device.Kernels.Names()
+	for n := range s.nodes {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// kernelsFor is the kernels a job may name: the built-ins (and what this
+// program registers); with a cluster, also the kernels its alive nodes
+// declare (parameters only: the nodes run them).
+func kernelsFor(ctx context.Context, cfg *ClusterConfig) (jobfile.KernelSource, error) {
+	if err := kernels.Register(); err != nil {
+		return nil, err
+	}
+	if cfg == nil {
+		return device.Kernels, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	cl, _, ms, err := Dial(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, err
+	}
+	if cfg.client == nil {
+		defer cl.Close()
+	}
+	src := kernelSource{nodes: map[string]*device.Kernel{}}
+	for _, m := range ms.Members {
+		if m.State != "alive" || m.QUICAddr == "" {
+			continue
+		}
+		inv, err := inventory(ctx, cl, m)
+		if err != nil {
+			continue // the job's own Connect says which node does not answer
+		}
+		for _, d := range inv.KernelDecls {
+			if _, err := device.Kernels.Lookup(d.Name); err == nil {
+				continue
+			}
+			if _, ok := src.nodes[d.Name]; !ok {
+				src.nodes[d.Name] = &device.Kernel{Name: d.Name, Params: proto.Params(d.Params)}
+			}
+		}
+	}
+	return src, nil
 }

@@ -211,11 +211,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	job, err := Load(cfg.JobFile, cfg.Params)
+	src, err := kernelsFor(ctx, cfg.Cluster)
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{cfg: cfg, job: job, log: log, dir: filepath.Dir(cfg.JobFile), bufs: map[string]buf{}, kernelNames: map[string]string{}}
+	job, err := loadWith(cfg.JobFile, cfg.Params, src)
+	if err != nil {
+		return nil, err
+	}
+	r := &runner{cfg: cfg, job: job, log: log, dir: filepath.Dir(cfg.JobFile), bufs: map[string]buf{}, kernelNames: map[string]string{}, kernels: src}
 	if r.cfg.Window <= 0 {
 		r.cfg.Window = 1024
 	}
@@ -244,11 +248,19 @@ func Load(path string, params map[string]string) (*jobfile.Job, error) {
 	if err := kernels.Register(); err != nil {
 		return nil, err
 	}
+	return loadWith(path, params, device.Kernels)
+}
+
+// loadWith is Load against the kernels src knows (kernelsFor).
+func loadWith(path string, params map[string]string, src jobfile.KernelSource) (*jobfile.Job, error) {
+	if err := kernels.Register(); err != nil {
+		return nil, err
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read the job file: %w", err)
 	}
-	return jobfile.Parse(path, data, jobfile.Options{Kernels: device.Kernels, ParamType: kernels.ParamType, Params: params})
+	return jobfile.Parse(path, data, jobfile.Options{Kernels: src, ParamType: kernels.ParamType, Params: params})
 }
 
 func deviceOption(s string) (acpp.Option, error) {
@@ -275,6 +287,9 @@ type runner struct {
 	bufs map[string]buf // by current name (swap exchanges entries)
 	// kernelNames maps job-declared kernel names to their registry names.
 	kernelNames map[string]string
+	// kernels are the kernels steps may name: this program's registry,
+	// and on a cluster the nodes' own (kernelsFor).
+	kernels     jobfile.KernelSource
 	pending     []*pendingGroup
 	done, total int
 	dag         dag
@@ -464,7 +479,7 @@ func (r *runner) step(ctx context.Context, s *jobfile.Step) error {
 		if n, ok := r.kernelNames[name]; ok {
 			name = n
 		}
-		k, err := device.Kernels.Lookup(name)
+		k, err := r.kernels.Lookup(name)
 		if err != nil {
 			return r.job.At(s.Line, s.Path+".kernel", err)
 		}
