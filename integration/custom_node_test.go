@@ -169,7 +169,7 @@ func TestCustomKernelPlacedOnlyWhereItIs(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, stdout, stderr = submit(t, env, "check", "--cluster", n1.quic, "--set", "n=4096", job)
-	if code != 0 || !strings.Contains(stdout, "valid") {
+	if code != 0 || !strings.Contains(stdout, "valid") || !strings.Contains(stdout, "kernels on the cluster: custom.poly on n2, n3") {
 		t.Errorf("check --cluster of a job naming custom.poly: exit %d\n%s%s", code, stdout, stderr)
 	}
 	code, stdout, stderr = submit(t, env, "run", "--cluster", n1.quic, "--progress", "never", "--set", "n=4096", "-o", out, job)

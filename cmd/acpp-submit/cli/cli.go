@@ -323,11 +323,25 @@ func newCheckCmd(env Env) *cobra.Command {
 				return err
 			}
 			why := fit(job, mems, where, hostOut)
+			var kernelsLine string
+			var noKernel []string
+			if ks, ok := src.(kernelSource); ok {
+				kernelsLine, noKernel = ks.onCluster(job)
+			}
 			verdict := "valid"
-			if len(why) > 0 {
+			switch {
+			case len(noKernel) > 0:
+				verdict = "valid, but the cluster cannot run it"
+			case len(why) > 0:
 				verdict = "valid, but it does not fit " + where
 			}
 			fmt.Fprint(env.Stdout, describe(job, verdict))
+			if kernelsLine != "" {
+				fmt.Fprintf(env.Stdout, "  kernels on the cluster: %s\n", kernelsLine)
+			}
+			if len(noKernel) > 0 {
+				return fmt.Errorf("%w: %s", ErrDoesNotFit, strings.Join(noKernel, "; "))
+			}
 			fmt.Fprintf(env.Stdout, "  memory budgets of %s: %s\n", where, budgetsLine(mems))
 			if len(missing) > 0 {
 				fmt.Fprintf(env.Stdout, "  not counted (no inventory): %s\n", strings.Join(missing, ", "))

@@ -118,3 +118,22 @@ func TestCheckCluster_B5(t *testing.T) {
 		t.Errorf("status: exit %d\n%s%s; want each node's 1 MiB host budget", code, out, errs)
 	}
 }
+
+// Issue 13 §2: check --cluster says which nodes have each kernel the job
+// launches, and refuses a job whose kernel is on no node.
+func TestKernelsOnCluster(t *testing.T) {
+	job, err := Load("../../../examples/jobs/saxpy.yaml", map[string]string{"n": "16"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := kernelSource{members: []string{"n1", "n2"}, on: map[string][]string{"fill_f32": {"n1", "n2"}, "saxpy": {"n2"}}}
+	line, missing := src.onCluster(job)
+	if line != "fill_f32 on every node; saxpy on n2" || len(missing) != 0 {
+		t.Errorf("onCluster = %q, %v", line, missing)
+	}
+	src.on["saxpy"] = nil
+	line, missing = src.onCluster(job)
+	if !strings.Contains(line, "saxpy on no node") || len(missing) != 1 || !strings.Contains(missing[0], "kernel saxpy is on no node (asked n1, n2") {
+		t.Errorf("onCluster without saxpy = %q, %v", line, missing)
+	}
+}

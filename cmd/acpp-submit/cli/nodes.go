@@ -258,7 +258,9 @@ func KernelsOnCluster(ctx context.Context, cfg *ClusterConfig, w io.Writer) erro
 // node/nodecmd): a job file names those like built-ins, and a group runs
 // on the nodes that have them.
 type kernelSource struct {
-	nodes map[string]*device.Kernel // declared by the nodes, not registered here
+	nodes   map[string]*device.Kernel // declared by the nodes, not registered here
+	on      map[string][]string       // kernel → the nodes that have it
+	members []string                  // the nodes asked
 }
 
 // Lookup is the registry's kernel, else the nodes' declaration.
@@ -304,7 +306,7 @@ func kernelsFor(ctx context.Context, cfg *ClusterConfig) (jobfile.KernelSource, 
 	if cfg.client == nil {
 		defer cl.Close()
 	}
-	src := kernelSource{nodes: map[string]*device.Kernel{}}
+	src := kernelSource{nodes: map[string]*device.Kernel{}, on: map[string][]string{}}
 	for _, m := range ms.Members {
 		if m.State != "alive" || m.QUICAddr == "" {
 			continue
@@ -312,6 +314,10 @@ func kernelsFor(ctx context.Context, cfg *ClusterConfig) (jobfile.KernelSource, 
 		inv, err := inventory(ctx, cl, m)
 		if err != nil {
 			continue // the job's own Connect says which node does not answer
+		}
+		src.members = append(src.members, m.Name)
+		for _, k := range inv.Kernels {
+			src.on[k] = append(src.on[k], m.Name)
 		}
 		for _, d := range inv.KernelDecls {
 			if _, err := device.Kernels.Lookup(d.Name); err == nil {
@@ -323,4 +329,40 @@ func kernelsFor(ctx context.Context, cfg *ClusterConfig) (jobfile.KernelSource, 
 		}
 	}
 	return src, nil
+}
+
+// onCluster says, for each kernel the job's steps launch, which nodes have
+// it ("every node" when all do), and lists the kernels no node has (the
+// job's own kernels travel with it and are not counted).
+func (s kernelSource) onCluster(job *jobfile.Job) (line string, missing []string) {
+	own := map[string]bool{}
+	for _, k := range job.Kernels {
+		own[k.Name] = true
+	}
+	var parts []string
+	seen := map[string]bool{}
+	var steps []*jobfile.Step // buffer inits first, then the steps
+	for _, b := range job.Buffers {
+		if b.Init != nil && b.Init.Kernel != nil {
+			steps = append(steps, b.Init.Kernel)
+		}
+	}
+	steps = append(steps, job.Steps...)
+	for _, st := range steps {
+		if st.Kind != jobfile.KernelStep || seen[st.Kernel] || own[st.Kernel] {
+			continue
+		}
+		seen[st.Kernel] = true
+		on := s.on[st.Kernel]
+		switch {
+		case len(on) == 0:
+			missing = append(missing, fmt.Sprintf("kernel %s is on no node (asked %s; a node of your own registers it: node/nodecmd, examples/custom-node)", st.Kernel, strings.Join(s.members, ", ")))
+			parts = append(parts, st.Kernel+" on no node")
+		case len(on) == len(s.members) && len(on) > 1:
+			parts = append(parts, st.Kernel+" on every node")
+		default:
+			parts = append(parts, st.Kernel+" on "+strings.Join(on, ", "))
+		}
+	}
+	return strings.Join(parts, "; "), missing
 }
