@@ -15,6 +15,7 @@ import (
 	"github.com/acpp/acpp/device"
 	"github.com/acpp/acpp/jobfile"
 	"github.com/acpp/acpp/kernels"
+	"github.com/acpp/acpp/node/nodeclient"
 	"github.com/acpp/acpp/proto"
 )
 
@@ -22,15 +23,11 @@ import (
 // of cfg sees the membership: name, state, QUIC address, devices per kind
 // with their memory.
 func Nodes(ctx context.Context, cfg *ClusterConfig, w io.Writer) error {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	cl, _, ms, err := Dial(ctx, cfg, slog.New(slog.DiscardHandler))
+	_, _, ms, done, err := ask(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	if cfg.client == nil {
-		defer cl.Close()
-	}
+	defer done()
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tSTATE\tQUIC ADDRESS\tDEVICES")
 	for _, m := range ms.Members {
@@ -77,15 +74,11 @@ func deviceSummary(ds []proto.DeviceSummary) string {
 // node lists a client's own jobs only, an operator's every client's (C6);
 // the first line says which view this is.
 func Status(ctx context.Context, cfg *ClusterConfig, w io.Writer) error {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	cl, _, ms, err := Dial(ctx, cfg, slog.New(slog.DiscardHandler))
+	ctx, cl, ms, done, err := ask(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	if cfg.client == nil {
-		defer cl.Close()
-	}
+	defer done()
 	// The table goes to a buffer: the view line above it is known once
 	// every node has answered.
 	var table bytes.Buffer
@@ -158,6 +151,24 @@ func Status(ctx context.Context, cfg *ClusterConfig, w io.Writer) error {
 	return nil
 }
 
+// ask dials the cluster for a command that asks its members something
+// (nodes, status, kernels): at most 15 s, the member list, and done to
+// call when finished (it closes the client unless the config lent one).
+func ask(ctx context.Context, cfg *ClusterConfig) (context.Context, *nodeclient.Client, *proto.Members, func(), error) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	cl, _, ms, err := Dial(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		cancel()
+		return ctx, nil, nil, func() {}, err
+	}
+	return ctx, cl, ms, func() {
+		if cfg.client == nil {
+			cl.Close()
+		}
+		cancel()
+	}, nil
+}
+
 type inventoryClient interface {
 	Connect(ctx context.Context, addr string) (string, error)
 	Inventory(ctx context.Context, node string) (*proto.Inventory, error)
@@ -204,15 +215,11 @@ func memoryBudgets(inv *proto.Inventory) string {
 // own binary may carry kernels of its own, and the coordinator places a
 // group only on nodes that have its kernel.
 func KernelsOnCluster(ctx context.Context, cfg *ClusterConfig, w io.Writer) error {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	cl, _, ms, err := Dial(ctx, cfg, slog.New(slog.DiscardHandler))
+	ctx, cl, ms, done, err := ask(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	if cfg.client == nil {
-		defer cl.Close()
-	}
+	defer done()
 	have := map[string][]string{} // kernel → nodes
 	var nodes, unreachable []string
 	for _, m := range ms.Members {
@@ -297,15 +304,11 @@ func kernelsFor(ctx context.Context, cfg *ClusterConfig) (jobfile.KernelSource, 
 	if cfg == nil {
 		return device.Kernels, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	cl, _, ms, err := Dial(ctx, cfg, slog.New(slog.DiscardHandler))
+	ctx, cl, ms, done, err := ask(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.client == nil {
-		defer cl.Close()
-	}
+	defer done()
 	src := kernelSource{nodes: map[string]*device.Kernel{}, on: map[string][]string{}}
 	for _, m := range ms.Members {
 		if m.State != "alive" || m.QUICAddr == "" {
