@@ -530,3 +530,79 @@ func TestClusterCopyAndFill(t *testing.T) {
 		t.Errorf("node-side groups %v, want 5 fill_f32 (float32 and int32) and 1 copy_f32", kernels)
 	}
 }
+
+// P5: the whole of a reshaped or reinterpreted view reads and writes on a
+// cluster as embedded (the view's bytes are the buffer's); review of
+// 2026-11-25: the view's range was taken as the buffer's region.
+func TestClusterWholeViewHostAccess_P5(t *testing.T) {
+	c := coordtest.Start(t, 1, coordtest.Options{})
+	program := func(q *Queue) ([][2]float32, []float32) {
+		xs := make([]float32, 8*16)
+		for i := range xs {
+			xs[i] = float32(i)
+		}
+		b := must(NewBufferFrom(q, xs, R2(8, 16), CopyData()))
+		pairs := must(Reinterpret[[2]float32](b, R1(64)))
+		flat := must(b.Reshape(R1(128)))
+		p := must(pairs.Read(testCtx(t)))
+		if err := flat.Write(testCtx(t), slices.Repeat([]float32{2.5}, 128)); err != nil {
+			t.Fatal(err)
+		}
+		return p, readAll(t, b)
+	}
+	wp, wb := program(newQueue(t))
+	gp, gb := program(connect(t, c))
+	if !slices.Equal(gp, wp) || !slices.Equal(gb, wb) {
+		t.Fatalf("whole-view host access on a cluster differs from embedded:\n%v\nwant %v\n%v\nwant %v", gp[30:34], wp[30:34], gb[:4], wb[:4])
+	}
+}
+
+// q.Wait on a cluster queue returns once every event it waited for is
+// done, and returns ctx's error when ctx ends first, with an async handler
+// too (review of 2026-11-25).
+func TestClusterWaitMeansEventsDone(t *testing.T) {
+	c := coordtest.Start(t, 2, coordtest.Options{})
+	var got []error
+	var mu sync.Mutex
+	q := connect(t, c, WithAsyncHandler(func(err error) { mu.Lock(); got = append(got, err); mu.Unlock() }))
+	b := must(NewBuffer[float32](q, R1(1024)))
+	for round := range 100 {
+		var evs []*Event
+		for range 4 {
+			evs = append(evs, must(q.Submit(func(h *Handler) error {
+				h.Launch("fill_f32", R1(1024), Write(h, b, NoInit), Scalar(float32(round)))
+				return nil
+			})))
+		}
+		if err := q.Wait(testCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+		for i, ev := range evs {
+			select {
+			case <-ev.Done():
+			default:
+				t.Fatalf("round %d: event %d not done after q.Wait returned", round, i)
+			}
+		}
+	}
+	// With work in flight, a cancelled ctx is Wait's own error, not a
+	// group's: it goes to the caller, not to the async handler.
+	big := must(NewBuffer[float32](q, R1(16<<20)))
+	must(q.Submit(func(h *Handler) error {
+		h.Launch("fill_f32", R1(16<<20), Write(h, big, NoInit), Scalar(float32(1)))
+		return nil
+	}))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := q.Wait(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("q.Wait(cancelled ctx) = %v, want nil (all done) or context.Canceled", err)
+	}
+	if err := q.Wait(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 0 {
+		t.Errorf("the async handler got %v", got)
+	}
+}

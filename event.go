@@ -67,10 +67,11 @@ func (e *Event) ID() uint64 { return e.e.ID() }
 func (e *Event) Deps() []uint64 { return e.e.Deps() }
 
 // Device names the device that ran the group: "cpu:1" on a queue of local
-// devices ("host" for host-side work such as a USM copy between host
-// memories), "node/kind:index" on a cluster queue. A split group's are its
-// chunks' devices, comma-separated in chunk order without repeats. On a
-// cluster queue it is known once the group finished ("" before).
+// devices, "node/kind:index" on a cluster queue ("client" for a copy or
+// fill the client did itself). A split group's are its chunks' devices,
+// comma-separated without repeats: in chunk order on a local queue, in
+// the order the chunks finished on a cluster queue, where it is known once
+// the group finished ("" before).
 func (e *Event) Device() string { return e.e.Device() }
 
 // Chunks are the events of a split group's chunks, in chunk order, each

@@ -88,3 +88,15 @@ func TestAfterSplitEventWaitsForEveryChunk_D1(t *testing.T) {
 		t.Fatalf("the group after a split saw %d of its %d items done (chunks %d)", saw, n, len(split.Chunks()))
 	}
 }
+
+// D1: an event of another queue cannot order a group (each queue's
+// executor orders its own groups): After with one is refused instead of
+// being ignored (review of 2026-11-25).
+func TestAfterEventOfAnotherQueueRefused(t *testing.T) {
+	q1, q2 := newQueue(t), newQueue(t)
+	ev := must(q1.Submit(func(h *Handler) error { h.SingleTask(func() {}); return nil }))
+	_, err := q2.Submit(func(h *Handler) error { h.SingleTask(func() {}); return nil }, After(ev))
+	if err == nil || !strings.Contains(err.Error(), "another queue") {
+		t.Fatalf("After(an event of another queue) = %v, want a refusal", err)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acpp/acpp/device/devicetest"
 	"github.com/acpp/acpp/kernels"
 )
 
@@ -627,5 +628,45 @@ func TestSplitViews_C4_P5(t *testing.T) {
 		if got := run(o); !slices.Equal(got, want) {
 			t.Errorf("split saxpy through views differs from unsplit")
 		}
+	}
+}
+
+// C4: a split Go closure runs only on devices that share the memory its
+// accessors index (the recorded device's): a device with memory of its own
+// (a discrete fake that runs Go) gets no chunk of it, and naming one is
+// refused; the result is right either way (review of 2026-11-25: the fake
+// chunk wrote the host memory and its stale copy overwrote it).
+func TestSplitClosureOnlyOnSharedMemory_C4(t *testing.T) {
+	f := devicetest.NewFake(devicetest.FakeConfig{})
+	t.Cleanup(func() { f.Close() })
+	q := newQueue(t, WithDevices(f))
+	const n = 64
+	b := must(NewBuffer[int32](q, R1(n)))
+	ev, err := q.Submit(func(h *Handler) error {
+		w := Write(h, b, NoInit, Map(OneToOne()))
+		h.ParallelFor(R1(n), func(it Item) { w.Set(it.ID(0), int32(it.ID(0)+1)) })
+		return nil
+	}, Split())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(ev.Device(), "fake") {
+		t.Errorf("a chunk of the closure ran on %s", ev.Device())
+	}
+	for i, v := range readAll(t, b) {
+		if v != int32(i+1) {
+			t.Fatalf("element %d = %d, want %d", i, v, i+1)
+		}
+	}
+	_, err = q.Submit(func(h *Handler) error {
+		w := Write(h, b, Map(OneToOne()))
+		h.ParallelFor(R1(n), func(it Item) { w.Set(it.ID(0), 0) })
+		return nil
+	}, Split(cpuID, fakeID))
+	if !errors.Is(err, ErrSplit) || !strings.Contains(err.Error(), "memory of its own") {
+		t.Fatalf("a closure split naming a device with its own memory: %v, want ErrSplit", err)
 	}
 }

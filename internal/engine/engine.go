@@ -286,7 +286,7 @@ type Event interface {
 	Deps() []uint64
 	// Device names the device that ran the group ("cpu:1", on a cluster
 	// "node/kind:index"); a split group's are its chunks', comma-separated
-	// in chunk order without repeats. "" while unknown.
+	// without repeats. "" while unknown.
 	Device() string
 	// Chunks are a split group's chunks; nil otherwise.
 	Chunks() []Event

@@ -628,6 +628,9 @@ func (n *Node) Step() coherence.Step {
 	return coherence.Step{ID: n.Seq, Deps: n.deps}
 }
 
+// Of reports whether n was submitted to rt.
+func (n *Node) Of(rt *Runtime) bool { return n.rt == rt }
+
 // Name is the group's name, for errors and logs.
 func (n *Node) Name() string { return n.g.Name }
 

@@ -261,11 +261,11 @@ func traceTransfers(ts []engine.Transfer, tr coordinator.GroupTrace) []engine.Tr
 }
 
 func (e *Engine[G]) countLocked(ev *event, tr coordinator.GroupTrace) {
-	ev.issued = engine.EarlierStart(ev.issued, tr.Issued)
-	if tr.Done.After(ev.ended) {
-		ev.ended = tr.Done
-	}
 	if !ev.finished { // read without the lock once done is closed
+		ev.issued = engine.EarlierStart(ev.issued, tr.Issued)
+		if tr.Done.After(ev.ended) {
+			ev.ended = tr.Done
+		}
 		ev.transfers = traceTransfers(ev.transfers, tr)
 		if !slices.Contains(ev.devices, tr.Device) {
 			ev.devices = append(ev.devices, tr.Device)
@@ -355,9 +355,25 @@ func (e *Engine[G]) TakeErrors() []error {
 	return errs
 }
 
-// Wait implements engine.Engine.
+// Wait implements engine.Engine: the job's groups are done, and so are
+// their events (a group's completion reaches its event just after the
+// job counts it done).
 func (e *Engine[G]) Wait(ctx context.Context) ([]error, error) {
 	err := e.job.Wait(ctx)
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return e.TakeErrors(), err
+	}
+	e.mu.Lock()
+	evs := make([]*event, 0, len(e.pending))
+	for _, ev := range e.pending {
+		evs = append(evs, ev)
+	}
+	e.mu.Unlock()
+	for _, ev := range evs {
+		if werr := ev.Wait(ctx); werr != nil && ctx.Err() != nil {
+			return e.TakeErrors(), ctx.Err()
+		}
+	}
 	return append(e.TakeErrors(), err), nil
 }
 
@@ -469,8 +485,8 @@ func (ev *event) ID() uint64 {
 	return uint64(ev.ids[0])
 }
 
-// Device names the devices that ran the group's coordinator groups, once
-// it finished.
+// Device names the devices that ran the group's coordinator groups (a
+// split's chunks), once it finished, in the order their groups finished.
 func (ev *event) Device() string {
 	if ev.isDone() {
 		return strings.Join(ev.devices, ",")

@@ -389,21 +389,22 @@ func (e *Engine[G]) HostAccess(ctx context.Context, r *engine.HostRequest) (engi
 	whole := r.Off == (engine.Dims{}) && r.Rng == r.BRange
 	if whole || !r.IsView() {
 		// The region in the buffer's own coordinates.
+		off, rng := r.Off, r.Rng
+		if whole {
+			// The whole buffer, whatever the view's shape: the zero region
+			// (the view's bytes are the buffer's, in the same order).
+			off, rng = engine.Dims{}, engine.Dims{}
+		}
 		var data []byte
 		if r.Mode == coherence.Write && r.NoInit {
 			data = r.Alloc(r.Rng.Volume() * r.Elem)
 		} else {
-			raw, err := e.job.Read(ctx, b.cb, r.Off, r.Rng)
+			raw, err := e.job.Read(ctx, b.cb, off, rng)
 			if err != nil {
 				return engine.HostView{}, err
 			}
 			data = r.Alloc(len(raw))
 			copy(data, raw)
-		}
-		off, rng := r.Off, r.Rng
-		if whole {
-			// The whole buffer, whatever the view's shape: the zero region.
-			off, rng = engine.Dims{}, engine.Dims{}
 		}
 		v := engine.HostView{Data: data, Done: func(error) {}}
 		if r.Mode != coherence.Read {

@@ -37,12 +37,15 @@ func (e *Engine[G]) splitDevices(sp *engine.Split) ([]*target, error) {
 	return out, nil
 }
 
-// runs reports whether t runs g's action.
-func runs(g *engine.Group, t *target) bool {
+// runs reports whether t runs g's action. A Go closure's accessors index
+// the memory of the device the group was recorded for (first): only
+// devices that share it (CPU devices and host-unified GPUs: the host
+// allocation, B4) can run a chunk of it.
+func runs(g *engine.Group, t, first *target) bool {
 	if op, ok := g.Launch(); ok {
 		return op.Kernel != nil && t.info.Caps.RunsKernel(op.Kernel)
 	}
-	return t.goOK
+	return t.goOK && t.mem == first.mem
 }
 
 // splitRange is the range of a split group's action.
@@ -71,7 +74,7 @@ func (e *Engine[G]) submitSplit(g *engine.Group, first *target) (engine.Event, e
 	if len(sp.Devices) == 0 {
 		// Chunk 0 goes to the first device (the one the group was recorded
 		// for); the others that run the action follow.
-		rest := slices.DeleteFunc(slices.Clone(devs[1:]), func(t *target) bool { return !runs(g, t) })
+		rest := slices.DeleteFunc(slices.Clone(devs[1:]), func(t *target) bool { return !runs(g, t, first) })
 		devs = append([]*target{first}, rest...)
 	}
 	chunks, devOf, err := sp.Cut(nd, len(devs))
@@ -81,13 +84,13 @@ func (e *Engine[G]) submitSplit(g *engine.Group, first *target) (engine.Event, e
 	if len(chunks) == 0 {
 		return nil, fmt.Errorf("%w: the range %v is empty: there is nothing to split", engine.ErrSplit, nd.Global)
 	}
-	after, err := nodesOf(g.After)
+	after, err := nodesOf(e.rt, g.After)
 	if err != nil {
 		return nil, err
 	}
 	groups := make([]exec.Group, len(chunks))
 	for i, c := range chunks {
-		xg, err := chunkGroup(g, devs[devOf[i]], nd, c)
+		xg, err := chunkGroup(g, devs[devOf[i]], first, nd, c)
 		if err != nil {
 			if len(chunks) > 1 {
 				err = fmt.Errorf("chunk %d: %w", i, err)
@@ -101,7 +104,7 @@ func (e *Engine[G]) submitSplit(g *engine.Group, first *target) (engine.Event, e
 }
 
 // chunkGroup is the executor's group of chunk c of g on t.
-func chunkGroup(g *engine.Group, t *target, nd device.NDRange, c partition.Chunk) (exec.Group, error) {
+func chunkGroup(g *engine.Group, t, first *target, nd device.NDRange, c partition.Chunk) (exec.Group, error) {
 	xg := exec.Group{Name: g.Name, Device: t.dev}
 	regions := make([]engine.Access, len(g.Accesses))
 	for i, a := range g.Accesses {
@@ -140,12 +143,18 @@ func chunkGroup(g *engine.Group, t *target, nd device.NDRange, c partition.Chunk
 			}
 		}
 		cnd := k.Range
+		if max := t.info.Caps.MaxGroupSize; max > 0 && cnd.Grouped() && cnd.Local[0]*cnd.Local[1]*cnd.Local[2] > max {
+			return xg, fmt.Errorf("%w: work-group of %d items, %s allows %d", engine.ErrBadRange, cnd.Local[0]*cnd.Local[1]*cnd.Local[2], t.info.ID, max)
+		}
 		cnd.Global, cnd.Offset = c.Range, c.Offset
 		xg.Ops = []device.Op{device.LaunchOp{Name: k.Name, Kernel: def, Range: cnd, Args: conv}}
 		return xg, nil
 	}
 	if err := t.Closure(g.Action); err != nil {
 		return xg, err
+	}
+	if t.mem != first.mem {
+		return xg, fmt.Errorf("%w: %s is a Go closure whose accessors index %s's memory, and %s has memory of its own; split it over devices that share the host memory (CPU devices), or use a named kernel", engine.ErrSplit, g.Action, first.info.ID, t.info.ID)
 	}
 	// A Go closure: run c's items, with global ids and the whole range.
 	op := g.Ops[0].(device.LaunchOp)
@@ -332,7 +341,7 @@ func (v *splitEvent) Deps() []uint64 {
 func (v *splitEvent) Device() string {
 	var names []string
 	for _, n := range v.nodes {
-		if name := n.Device().Info().ID.String(); len(names) == 0 || names[len(names)-1] != name {
+		if name := n.Device().Info().ID.String(); !slices.Contains(names, name) {
 			names = append(names, name)
 		}
 	}

@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -50,7 +51,7 @@ func (e *Engine[G]) Submit(s engine.Slot, g *engine.Group) (engine.Event, error)
 	if cg == nil || cg.node.Seq != 0 {
 		cg = new(cgroup) // not from NewGroup, or used already
 	}
-	after, err := nodesOf(g.After)
+	after, err := nodesOf(e.rt, g.After)
 	if err != nil {
 		return nil, err
 	}
@@ -67,8 +68,9 @@ func (e *Engine[G]) Submit(s engine.Slot, g *engine.Group) (engine.Event, error)
 	return (*event)(&cg.node), nil
 }
 
-// nodesOf are the executor's nodes of explicit dependencies.
-func nodesOf(evs []engine.Event) ([]*exec.Node, error) {
+// nodesOf are rt's nodes of explicit dependencies. An event of another
+// queue is refused: the executor orders only its own nodes.
+func nodesOf(rt *exec.Runtime, evs []engine.Event) ([]*exec.Node, error) {
 	var out []*exec.Node
 	for _, ev := range evs {
 		switch x := ev.(type) {
@@ -78,6 +80,11 @@ func nodesOf(evs []engine.Event) ([]*exec.Node, error) {
 			out = append(out, x.nodes...)
 		default:
 			return nil, fmt.Errorf("%w: an event of a cluster queue and a group of a local queue cannot be ordered; Wait for the event first", engine.ErrNotOnCluster)
+		}
+	}
+	for _, n := range out {
+		if !n.Of(rt) {
+			return nil, errors.New("acpp: After or DependsOn names an event of another queue, which cannot order this group; Wait for the event first")
 		}
 	}
 	return out, nil
@@ -233,7 +240,7 @@ func (e *Engine[G]) Free(m *device.Mem) error {
 // USMOp implements engine.Engine: the op runs on the device of the first
 // memory the host cannot reach, or on the host.
 func (e *Engine[G]) USMOp(name string, op device.Op, mems []*device.Mem, after []engine.Event) (engine.Event, error) {
-	deps, err := nodesOf(after)
+	deps, err := nodesOf(e.rt, after)
 	if err != nil {
 		return nil, err
 	}
