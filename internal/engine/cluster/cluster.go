@@ -54,7 +54,7 @@ type Engine[G any] struct {
 	errs    []error                                        // errors for the next Wait; guarded by mu
 	links   []engine.Transfer                              // page transfers of finished groups; guarded by mu
 	nextBuf engine.BufferID                                // guarded by mu
-	bufs    map[engine.BufferID]*buffer                    // guarded by mu
+	bufs    engine.Buffers[buffer]
 }
 
 // buffer is a buffer of the job.
@@ -79,8 +79,7 @@ func Open[G any](ctx context.Context, cfg Config) (*Engine[G], error) {
 		cfg.Tune(&ccfg)
 	}
 	e := &Engine[G]{kick: make(chan struct{}, 1), pending: map[coordinator.GroupID]*event{},
-		early: map[coordinator.GroupID]coordinator.GroupTrace{}, watched: make(chan struct{}),
-		bufs: map[engine.BufferID]*buffer{}}
+		early: map[coordinator.GroupID]coordinator.GroupTrace{}, watched: make(chan struct{})}
 	user := ccfg.OnGroupDone
 	ccfg.OnGroupDone = func(tr coordinator.GroupTrace) {
 		e.groupDone(tr)

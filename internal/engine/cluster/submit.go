@@ -307,21 +307,14 @@ func (e *Engine[G]) NewBuffer(s engine.BufferSpec) (engine.BufferID, error) {
 		return 0, err
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	e.nextBuf++
-	e.bufs[e.nextBuf] = &buffer{cb: cb, geo: s.Geo, user: s.Data, writeBack: s.Data != nil && !s.Copy}
-	return e.nextBuf, nil
+	id := e.nextBuf
+	e.mu.Unlock()
+	e.bufs.Put(id, &buffer{cb: cb, geo: s.Geo, user: s.Data, writeBack: s.Data != nil && !s.Copy})
+	return id, nil
 }
 
-func (e *Engine[G]) buffer(id engine.BufferID) (*buffer, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	b := e.bufs[id]
-	if b == nil {
-		return nil, fmt.Errorf("%w: buffer %d", coherence.ErrUnknownBuffer, id)
-	}
-	return b, nil
-}
+func (e *Engine[G]) buffer(id engine.BufferID) (*buffer, error) { return e.bufs.Get(id) }
 
 // WriteBack implements engine.Engine: it reads the whole buffer back and,
 // for a buffer made over a slice (L1), copies it there.
@@ -355,9 +348,7 @@ func (e *Engine[G]) CloseBuffer(ctx context.Context, id engine.BufferID) error {
 			return err
 		}
 	}
-	e.mu.Lock()
-	delete(e.bufs, id)
-	e.mu.Unlock()
+	e.bufs.Delete(id)
 	return e.job.Release(ctx, b.cb)
 }
 

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 
 	"github.com/acpp/acpp/coherence"
 	"github.com/acpp/acpp/cpu"
@@ -41,8 +40,7 @@ type Engine[G any] struct {
 	targets []*target       // one per selected device, same order
 	owned   []device.Device // closed by Close
 
-	mu   sync.Mutex
-	bufs map[engine.BufferID]*buffer // guarded by mu
+	bufs engine.Buffers[buffer]
 }
 
 // buffer is what the engine keeps of a buffer besides the executor.
@@ -116,7 +114,7 @@ func Open[G any](ctx context.Context, cfg Config) (*Engine[G], error) {
 		closeAll(owned)
 		return nil, err
 	}
-	e := &Engine[G]{rt: rt, devs: sel, owned: owned, bufs: map[engine.BufferID]*buffer{}}
+	e := &Engine[G]{rt: rt, devs: sel, owned: owned}
 	for _, d := range sel {
 		info := d.Info()
 		e.targets = append(e.targets, &target{rt: rt, dev: d, info: info, mem: rt.MemOf(info.ID), goOK: info.Caps.Runs(device.FormGo)})
@@ -261,21 +259,11 @@ func (e *Engine[G]) NewBuffer(s engine.BufferSpec) (engine.BufferID, error) {
 	if err != nil {
 		return 0, err
 	}
-	e.mu.Lock()
-	e.bufs[id] = b
-	e.mu.Unlock()
+	e.bufs.Put(id, b)
 	return id, nil
 }
 
-func (e *Engine[G]) buffer(id engine.BufferID) (*buffer, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	b := e.bufs[id]
-	if b == nil {
-		return nil, fmt.Errorf("%w: buffer %d", coherence.ErrUnknownBuffer, id)
-	}
-	return b, nil
-}
+func (e *Engine[G]) buffer(id engine.BufferID) (*buffer, error) { return e.bufs.Get(id) }
 
 // hostTask submits a host-side group over the whole buffer and returns its
 // node; the group finishes as soon as its copies are done.
@@ -317,9 +305,7 @@ func (e *Engine[G]) CloseBuffer(ctx context.Context, id engine.BufferID) error {
 	if err := n.Wait(ctx); err != nil {
 		return err
 	}
-	e.mu.Lock()
-	delete(e.bufs, id)
-	e.mu.Unlock()
+	e.bufs.Delete(id)
 	return e.rt.RemoveBuffer(id)
 }
 

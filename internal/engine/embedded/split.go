@@ -183,19 +183,14 @@ func chunkGroup(g *engine.Group, t, first *target, nd device.NDRange, c partitio
 }
 
 // mapRegion applies m to chunk c of a buffer (or view) of range buf
-// (coherence order) and clips the region to it.
+// (coherence order) with bd dimensions, clipped to it: the rule the
+// coordinator follows too (partition.MapAccess).
 func mapRegion(m partition.RangeMapper, c partition.Chunk, buf engine.Dims, bd int) (off, rng engine.Dims, err error) {
 	if m == nil {
 		return off, rng, fmt.Errorf("%w: an accessor of the split group has no range mapper", engine.ErrSplit)
 	}
-	o, r := m.Map(c, buf)
-	for d := range 3 {
-		if r[d] < 0 {
-			return off, rng, fmt.Errorf("%w: the range mapper gave the region %v for chunk %v+%v: a negative extent, or a MapFunc Range without the buffer's %d dimensions",
-				engine.ErrSplit, r, c.Offset, c.Range, bd)
-		}
-		lo, hi := min(max(o[d], 0), buf[d]), min(max(o[d]+r[d], 0), buf[d])
-		off[d], rng[d] = lo, hi-lo
+	if off, rng, err = partition.MapAccess(m, c, buf); err != nil {
+		return off, rng, fmt.Errorf("%w: %w (a MapFunc Range without the buffer's %d dimensions gives one)", engine.ErrSplit, err, bd)
 	}
 	return off, rng, nil
 }

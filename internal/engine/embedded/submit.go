@@ -48,8 +48,8 @@ func (e *Engine[G]) Submit(s engine.Slot, g *engine.Group) (engine.Event, error)
 		return e.submitSplit(g, t)
 	}
 	cg, _ := s.(*cgroup)
-	if cg == nil || cg.node.Seq != 0 {
-		cg = new(cgroup) // not from NewGroup, or used already
+	if cg == nil {
+		cg = new(cgroup) // a record not made with NewGroup
 	}
 	after, err := nodesOf(e.rt, g.After)
 	if err != nil {
