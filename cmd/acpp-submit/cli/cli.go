@@ -297,6 +297,11 @@ func newCheckCmd(env Env) *cobra.Command {
 			if err != nil {
 				return usageError{fmt.Errorf("--max-bytes: %w", err)}
 			}
+			cc, release, err := lendClient(cc, slog.New(slog.DiscardHandler))
+			if err != nil {
+				return err
+			}
+			defer release()
 			src, err := kernelsFor(cmd.Context(), cc)
 			if err != nil {
 				return err

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/acpp/acpp"
 	"github.com/acpp/acpp/cpu"
@@ -134,15 +133,11 @@ func hostBudget() *memBudget {
 // clusterBudgets are the memory budgets of every alive member of the
 // cluster (their inventories), and the members that did not answer.
 func clusterBudgets(ctx context.Context, cfg *ClusterConfig) ([]memBudget, []string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	cl, _, ms, err := Dial(ctx, cfg, slog.New(slog.DiscardHandler))
+	ctx, cl, ms, done, err := ask(ctx, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	if cfg.client == nil {
-		defer cl.Close()
-	}
+	defer done()
 	var out []memBudget
 	var missing []string
 	for _, m := range ms.Members {

@@ -169,6 +169,28 @@ func ask(ctx context.Context, cfg *ClusterConfig) (context.Context, *nodeclient.
 	}, nil
 }
 
+// lendClient starts the node client once for a command that asks the
+// cluster several things (run: the kernels' declarations, then the job;
+// check: the declarations, then the budgets): it returns cfg with that
+// client lent to each, and done to close it. A cfg that has a client
+// already (tests) is returned as it is.
+func lendClient(cfg *ClusterConfig, log *slog.Logger) (*ClusterConfig, func(), error) {
+	if cfg == nil || cfg.client != nil {
+		return cfg, func() {}, nil
+	}
+	creds, err := clusterCredentials(cfg)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	cl, err := nodeclient.Start(nodeclient.Config{Credentials: creds, Logger: log, DialTimeout: 5 * time.Second})
+	if err != nil {
+		return nil, func() {}, err
+	}
+	lent := *cfg
+	lent.client = cl
+	return &lent, func() { cl.Close() }, nil
+}
+
 type inventoryClient interface {
 	Connect(ctx context.Context, addr string) (string, error)
 	Inventory(ctx context.Context, node string) (*proto.Inventory, error)

@@ -211,6 +211,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	cc, release, err := lendClient(cfg.Cluster, log)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	cfg.Cluster = cc
 	src, err := kernelsFor(ctx, cfg.Cluster)
 	if err != nil {
 		return nil, err
