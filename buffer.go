@@ -206,8 +206,6 @@ func (b *Buffer[T]) elem() int {
 	return int(unsafe.Sizeof(z))
 }
 
-func (b *Buffer[T]) isView() bool { return b.view }
-
 // Reshape returns a view of the same data with another range of the same
 // element count (P5). Accessors of the view may cover a larger page range
 // than the elements they touch.

@@ -242,7 +242,7 @@ func (v *splitEvent) chunkDone(i int, started time.Time, err error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.errs[i] = err
-	v.issued = earlier(v.issued, started)
+	v.issued = engine.EarlierStart(v.issued, started)
 	if v.left--; v.left > 0 {
 		return
 	}
@@ -305,7 +305,7 @@ func (v *splitEvent) Timing() engine.Timing {
 	t := engine.Timing{Submitted: v.submitted}
 	for _, n := range v.nodes {
 		_, started, _ := n.Times()
-		t.Started = earlier(t.Started, started)
+		t.Started = engine.EarlierStart(t.Started, started)
 	}
 	return t
 }

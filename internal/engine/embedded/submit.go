@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 	"unsafe"
 
 	"github.com/acpp/acpp/coherence"
@@ -262,6 +261,3 @@ func (e *Engine[G]) USMOp(name string, op device.Op, mems []*device.Mem, after [
 }
 
 func addrOf(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b)))) }
-
-// earlier is the earlier of two start times, ignoring zero ones.
-func earlier(a, b time.Time) time.Time { return engine.EarlierStart(a, b) }
