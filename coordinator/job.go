@@ -74,14 +74,18 @@ type Job struct {
 	live    map[GroupID]*groupState
 	err     error         // the job's failure; set once
 	changed chan struct{} // closed and replaced when groups complete, batches go out, or the job fails
-	gated   int           // entries in outboxes waiting for a gate
-	est     estimator
-	queued  []float64 // per device: estimated seconds of work placed and not finished
-	pending []int     // per device: groups placed and not finished
-	rr      int
-	stats   Stats
-	lineage map[coherence.BufferID][]writeRec
-	shipped map[string]*device.Kernel // kernels RegisterKernels shipped to the nodes, by name
+	// notifying counts completed groups whose traces OnGroupDone has not
+	// had yet: Wait waits for them too, so that a caller that completes
+	// its own events there sees them done when Wait returns.
+	notifying int
+	gated     int // entries in outboxes waiting for a gate
+	est       estimator
+	queued    []float64 // per device: estimated seconds of work placed and not finished
+	pending   []int     // per device: groups placed and not finished
+	rr        int
+	stats     Stats
+	lineage   map[coherence.BufferID][]writeRec
+	shipped   map[string]*device.Kernel // kernels RegisterKernels shipped to the nodes, by name
 }
 
 // nodeState is one node of a job.
@@ -413,7 +417,7 @@ func (j *Job) fail(err error) {
 func (j *Job) Wait(ctx context.Context) error {
 	for {
 		j.mu.Lock()
-		err, n, ch := j.err, len(j.live), j.changed
+		err, n, ch := j.err, len(j.live)+j.notifying, j.changed
 		j.mu.Unlock()
 		if err != nil {
 			return err
@@ -719,6 +723,9 @@ func (j *Job) finishLocked(g *groupState, now time.Time) []GroupTrace {
 			tr.Device = j.devices[g.dev].String()
 		}
 		out = append(out, tr)
+		if j.cfg.OnGroupDone != nil {
+			j.notifying++ // until notify has handed it over
+		}
 		for _, d := range g.dependents {
 			d.waitFor--
 			work = append(work, d)
@@ -802,13 +809,19 @@ func (ns *nodeState) kernelTime(g *groupState, ev proto.Event, now time.Time) (t
 }
 
 // notify calls Config.OnGroupDone outside the lock.
+// notify hands finished groups' traces to OnGroupDone, outside j.mu, and
+// then lets Wait return (notifying).
 func (j *Job) notify(done []GroupTrace) {
-	if j.cfg.OnGroupDone == nil {
+	if j.cfg.OnGroupDone == nil || len(done) == 0 {
 		return
 	}
 	for _, tr := range done {
 		j.cfg.OnGroupDone(tr)
 	}
+	j.mu.Lock()
+	j.notifying -= len(done)
+	j.signalLocked()
+	j.mu.Unlock()
 }
 
 func (j *Job) instrFailedLocked(ns *nodeState, g *groupState, ie *proto.InstrError) {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/acpp/acpp/coordinator"
 	"github.com/acpp/acpp/coordinator/coordtest"
@@ -141,5 +142,45 @@ func TestGroupTraceGated_D3(t *testing.T) {
 	}
 	if st := j.Stats(); gated != st.Gated || gated == 0 {
 		t.Errorf("%d traces gated, Stats.Gated %d; want the same, at least 1", gated, st.Gated)
+	}
+}
+
+// Wait returns once OnGroupDone has had the trace of every group it
+// waited for: a caller that completes its own events there (the cluster
+// engine behind acpp.Connect) sees them done.
+func TestWaitAfterEveryTraceDelivered(t *testing.T) {
+	c := coordtest.Start(t, 2, coordtest.Options{})
+	var mu sync.Mutex
+	seen := 0
+	j := openJob(t, c, func(cfg *coordinator.Config) {
+		cfg.OnGroupDone = func(tr coordinator.GroupTrace) {
+			time.Sleep(200 * time.Microsecond) // a slow hook
+			mu.Lock()
+			seen++
+			mu.Unlock()
+		}
+	})
+	buf, err := j.NewBuffer(coordinator.BufferSpec{Range: coordinator.Dims{1, 1, 64}, ElemSize: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	submitted := 0
+	for round := range 20 {
+		for range 5 {
+			if _, err := j.Submit(testCtx(t), coordinator.Group{Kernel: "fill_f32", Range: coordinator.Dims{1, 1, 64},
+				Args: []coordinator.Arg{coordinator.Acc(coordinator.Accessor{Buffer: buf, Mode: coordinator.Write, NoInit: true}), coordinator.ScalarF32(float32(round))}}); err != nil {
+				t.Fatal(err)
+			}
+			submitted++
+		}
+		if err := j.Wait(testCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		got := seen
+		mu.Unlock()
+		if got != submitted {
+			t.Fatalf("round %d: Wait returned with %d of %d traces delivered", round, got, submitted)
+		}
 	}
 }

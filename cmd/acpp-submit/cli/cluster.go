@@ -189,7 +189,7 @@ func openCluster(ctx context.Context, cfg Config, log *slog.Logger) (*engine, er
 	if err != nil {
 		return nil, err
 	}
-	run := &clusterRun{cl: cl, ownCl: cc.client == nil, keep: cfg.Record, signal: make(chan struct{}, 1),
+	run := &clusterRun{cl: cl, ownCl: cc.client == nil, keep: cfg.Record,
 		byID: map[coordinator.GroupID]traced{}, lastDone: map[string]time.Time{}, kernelTime: map[string]time.Duration{}}
 	opts := []acpp.Option{acpp.WithClientCredentials(creds), acpp.WithLogger(log),
 		acpp.WithCoordinator(func(c *coordinator.Config) {
@@ -233,10 +233,6 @@ type clusterRun struct {
 	keep  bool // keep the instructions of each group (Config.Record: transfers for the trace)
 	stats ClusterStats
 
-	// signal receives a value when a trace arrived (buffer 1: wake-ups
-	// coalesce; the runner is the only waiter).
-	signal chan struct{}
-
 	mu sync.Mutex // guards what follows
 	// byID are the traces of finished groups not recorded yet.
 	byID map[coordinator.GroupID]traced
@@ -271,10 +267,6 @@ func (c *clusterRun) groupDone(tr coordinator.GroupTrace) {
 		t.tr.Instrs = nil
 	}
 	c.byID[tr.ID] = t
-	select {
-	case c.signal <- struct{}{}:
-	default:
-	}
 }
 
 // timingLocked is a group's timing: its kernel's times on the node, where
@@ -308,49 +300,28 @@ func (c *clusterRun) timingLocked(tr coordinator.GroupTrace) acpp.Timing {
 
 // take removes and returns the traces of ev's coordinator groups (one, or
 // one per chunk of a split group: Chunks consecutive IDs from ev.ID()), in
-// ID order. The queue completes an event just before OnGroupDone gets the
-// trace of its last group, so for a group that succeeded take waits for
-// them (briefly: they are on their way); for one that failed it takes
-// those that came.
+// ID order. The queue completes an event after OnGroupDone had the traces
+// of all its groups, so a finished event's traces are all here (a failed
+// one's may be fewer).
 func (c *clusterRun) take(ev *acpp.Event) []traced {
 	first := coordinator.GroupID(ev.ID())
 	if first == 0 { // done by the client: no coordinator group
 		return nil
 	}
-	wait := time.NewTimer(5 * time.Second)
-	defer wait.Stop()
-	complete := ev.Status() == acpp.Complete
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for {
-		n, all := 1, true
-		if t, ok := c.byID[first]; ok {
-			n = max(t.tr.Chunks, 1)
-		}
-		for id := first; id < first+coordinator.GroupID(n); id++ {
-			if _, ok := c.byID[id]; !ok {
-				all = false
-			}
-		}
-		if !all && complete {
-			c.mu.Unlock()
-			select {
-			case <-c.signal:
-				c.mu.Lock()
-				continue
-			case <-wait.C:
-			}
-			c.mu.Lock()
-		}
-		var out []traced
-		for id := first; id < first+coordinator.GroupID(n); id++ {
-			if t, ok := c.byID[id]; ok {
-				out = append(out, t)
-				delete(c.byID, id)
-			}
-		}
-		return out
+	n := 1
+	if t, ok := c.byID[first]; ok {
+		n = max(t.tr.Chunks, 1)
 	}
+	var out []traced
+	for id := first; id < first+coordinator.GroupID(n); id++ {
+		if t, ok := c.byID[id]; ok {
+			out = append(out, t)
+			delete(c.byID, id)
+		}
+	}
+	return out
 }
 
 // record completes a finished group's record from its traces: its device

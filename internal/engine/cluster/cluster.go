@@ -82,10 +82,12 @@ func Open[G any](ctx context.Context, cfg Config) (*Engine[G], error) {
 		early: map[coordinator.GroupID]coordinator.GroupTrace{}, watched: make(chan struct{})}
 	user := ccfg.OnGroupDone
 	ccfg.OnGroupDone = func(tr coordinator.GroupTrace) {
-		e.groupDone(tr)
+		// The program's hook first: when an event is done, the hook has
+		// had the traces of all its groups.
 		if user != nil {
 			user(tr)
 		}
+		e.groupDone(tr)
 	}
 	job, err := coordinator.Open(ctx, ccfg)
 	if errors.Is(err, coordinator.ErrNoDevice) {
@@ -354,24 +356,13 @@ func (e *Engine[G]) TakeErrors() []error {
 	return errs
 }
 
-// Wait implements engine.Engine: the job's groups are done, and so are
-// their events (a group's completion reaches its event just after the
-// job counts it done).
+// Wait implements engine.Engine. The job's Wait returns once every
+// group's trace went through OnGroupDone (groupDone), so the events of
+// the groups it waited for are done too.
 func (e *Engine[G]) Wait(ctx context.Context) ([]error, error) {
 	err := e.job.Wait(ctx)
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		return e.TakeErrors(), err
-	}
-	e.mu.Lock()
-	evs := make([]*event, 0, len(e.pending))
-	for _, ev := range e.pending {
-		evs = append(evs, ev)
-	}
-	e.mu.Unlock()
-	for _, ev := range evs {
-		if werr := ev.Wait(ctx); werr != nil && ctx.Err() != nil {
-			return e.TakeErrors(), ctx.Err()
-		}
 	}
 	return append(e.TakeErrors(), err), nil
 }
