@@ -103,30 +103,46 @@ type geometry struct {
 
 // launchGeometry maps an ND range onto a grid of blocks. A grouped range
 // uses its work-group as the block; a flat one gets 256 threads along x
-// (1D), 32×8 (2D) or 32×4×2 (3D), and the grid is rounded up (kernels check
+// (1D; fewer, in whole warps, for a range under 256), 32×8 (2D) or 32×4×2
+// (3D), and the grid is rounded up (kernels check
 // their ids against the range). It refuses what CUDA cannot launch.
 func launchGeometry(r device.NDRange, maxThreads int) (geometry, error) {
+	return hintedGeometry(r, maxThreads, nil)
+}
+
+// hintedGeometry is launchGeometry with a built-in kernel's launch hint
+// (kernels.LaunchFor): a flat range then gets the hint's block, and each
+// thread covers PerThread items along each dimension, so the grid is that
+// many times smaller. A grouped range ignores the hint.
+func hintedGeometry(r device.NDRange, maxThreads int, hint *kernels.Launch) (geometry, error) {
 	var g geometry
 	var block [3]int // dims order
-	if r.Grouped() {
+	per := [3]int{1, 1, 1}
+	switch {
+	case r.Grouped():
 		block = r.Local
-	} else {
-		switch {
-		case r.Global[0] <= 1 && r.Global[1] <= 1:
-			block = [3]int{1, 1, 256}
-		case r.Global[0] <= 1:
-			block = [3]int{1, 8, 32}
-		default:
-			block = [3]int{2, 4, 32}
+	case hint != nil:
+		block = hint.Block
+		for d := range 3 {
+			per[d] = max(hint.PerThread[d], 1)
 		}
+	case r.Global[0] <= 1 && r.Global[1] <= 1:
+		// 256 threads, or the range rounded up to whole warps: a small
+		// launch gets no idle threads beyond its last warp.
+		block = [3]int{1, 1, min(256, max(32, (r.Global[2]+31)&^31))}
+	case r.Global[0] <= 1:
+		block = [3]int{1, 8, 32}
+	default:
+		block = [3]int{2, 4, 32}
 	}
 	threads := block[0] * block[1] * block[2]
 	if maxThreads > 0 && threads > maxThreads {
-		return g, fmt.Errorf("%w: work-group %v has %d work-items, the GPU runs at most %d per group; use smaller work-groups", device.ErrBadOp, r.Local, threads, maxThreads)
+		return g, fmt.Errorf("%w: work-group %v has %d work-items, the GPU runs at most %d per group; use smaller work-groups", device.ErrBadOp, block, threads, maxThreads)
 	}
 	limits := [3]int{65535, 65535, 1<<31 - 1} // grid z, y, x
 	for d := 0; d < 3; d++ {
-		n := (r.Global[d] + block[d] - 1) / block[d]
+		step := block[d] * per[d]
+		n := (r.Global[d] + step - 1) / step
 		if n > limits[d] {
 			return g, fmt.Errorf("%w: range %v needs %d blocks along dimension %d, CUDA allows %d; use larger work-groups or fold the range into dimension 2", device.ErrBadOp, r.Global, n, d, limits[d])
 		}

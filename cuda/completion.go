@@ -143,6 +143,8 @@ func (c *completer) run() {
 		c.runBlocking()
 	case CompletionCallback:
 		c.runCallback()
+	case CompletionSpin:
+		c.runSpin()
 	default:
 		c.runPoll()
 	}
@@ -228,6 +230,86 @@ func (c *completer) runPoll() {
 		setTimerSlack(0) // back to the thread's default
 		runtime.UnlockOSThread()
 	}
+}
+
+// runSpin is runPoll without the sleeps: while batches are pending it
+// queries their events back to back; with none pending it looks for a new
+// batch for SpinIdle (spinRecv) before it blocks on its channel.
+func (c *completer) runSpin() {
+	var pending []batch
+	in := c.in
+	for {
+		if len(pending) == 0 {
+			if in == nil {
+				return
+			}
+			b, ok := spinRecv(in, c.d.cfg.SpinIdle)
+			if !ok {
+				return
+			}
+			pending = append(pending, b)
+		}
+		c.lockWithContext()
+		for len(pending) > 0 {
+		more:
+			for in != nil {
+				select {
+				case b, ok := <-in:
+					if !ok {
+						in = nil
+						break more
+					}
+					pending = append(pending, b)
+				default:
+					break more
+				}
+			}
+			keep, done := pending[:0], 0
+			for _, b := range pending {
+				err := c.d.lib.EventQuery(b.ev)
+				if errors.Is(err, driver.ErrNotReady) {
+					keep = append(keep, b)
+					continue
+				}
+				c.finish(b, err)
+				done++
+			}
+			clear(pending[len(keep):])
+			pending = keep
+			if done > 0 {
+				// A done callback that wakes a goroutine puts it next in
+				// line on this thread's P, where it would wait for as long
+				// as we spin (until another P steals it, which the
+				// scheduler delays): let it run now, here.
+				runtime.UnlockOSThread()
+				runtime.Gosched()
+				c.lockWithContext()
+			}
+		}
+		runtime.UnlockOSThread()
+	}
+}
+
+// spinRecv receives from ch, looking for a value without blocking for up
+// to d before it blocks like a plain receive.
+func spinRecv[T any](ch <-chan T, d time.Duration) (T, bool) {
+	var start time.Time
+	for i := 0; ; i++ {
+		select {
+		case v, ok := <-ch:
+			return v, ok
+		default:
+		}
+		if i%64 == 0 { // reading the clock costs more than a look at ch
+			if i == 0 {
+				start = time.Now()
+			} else if time.Since(start) > d {
+				break
+			}
+		}
+	}
+	v, ok := <-ch
+	return v, ok
 }
 
 // runBlocking waits for each batch in order in cuEventSynchronize on

@@ -28,6 +28,13 @@ const (
 	// each batch calls back into Go on a driver thread, which wakes the
 	// completer.
 	CompletionCallback
+	// CompletionSpin trades host CPU for latency: the completer queries
+	// pending events back to back without sleeping, and both it and the
+	// device's owner goroutine look for new work for SpinIdle before they
+	// block (so a launch that follows the last one's done closely needs no
+	// goroutine wake-up). Each spinning goroutine keeps a core busy while
+	// the device is in use.
+	CompletionSpin
 )
 
 func (c Completion) String() string {
@@ -38,6 +45,8 @@ func (c Completion) String() string {
 		return "blocking-sync"
 	case CompletionCallback:
 		return "callback"
+	case CompletionSpin:
+		return "spin"
 	}
 	return fmt.Sprintf("completion(%d)", uint8(c))
 }
@@ -72,6 +81,9 @@ type Config struct {
 	// PollMin and PollMax bound the sleep between polling rounds; 0 means
 	// 2 µs and 200 µs. Only CompletionPoll uses them.
 	PollMin, PollMax time.Duration
+	// SpinIdle is how long, under CompletionSpin, the owner goroutine and
+	// the completer look for new work before they block; 0 means 50 µs.
+	SpinIdle time.Duration
 	// ManagedReserve is device memory that MemShared allocations leave
 	// free; 0 means 256 MiB.
 	ManagedReserve uint64
@@ -107,8 +119,11 @@ func (c Config) Validate() error {
 	if c.Streams < 0 || c.Streams > 64 {
 		errs = append(errs, fmt.Errorf("%w: Streams (%d) must be in [0, 64]", ErrConfig, c.Streams))
 	}
-	if c.Completion > CompletionCallback {
-		errs = append(errs, fmt.Errorf("%w: Completion (%d) unknown; use CompletionPoll, CompletionBlockingSync or CompletionCallback", ErrConfig, c.Completion))
+	if c.Completion > CompletionSpin {
+		errs = append(errs, fmt.Errorf("%w: Completion (%d) unknown; use CompletionPoll, CompletionBlockingSync, CompletionCallback or CompletionSpin", ErrConfig, c.Completion))
+	}
+	if c.SpinIdle < 0 {
+		errs = append(errs, fmt.Errorf("%w: SpinIdle (%v) must be >= 0", ErrConfig, c.SpinIdle))
 	}
 	if c.PollMin < 0 || c.PollMax < 0 || (c.PollMax != 0 && c.PollMin > c.PollMax) {
 		errs = append(errs, fmt.Errorf("%w: PollMin (%v) and PollMax (%v) must be >= 0 and PollMin <= PollMax", ErrConfig, c.PollMin, c.PollMax))
@@ -136,6 +151,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.PollMax == 0 {
 		c.PollMax = 200 * time.Microsecond
+	}
+	if c.SpinIdle == 0 {
+		c.SpinIdle = 50 * time.Microsecond
 	}
 	if c.PollMin > c.PollMax {
 		c.PollMin = c.PollMax

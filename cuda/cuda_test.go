@@ -186,6 +186,7 @@ func TestPackArgsNamesUnreachableArgument_A2(t *testing.T) {
 func TestLaunchGeometry(t *testing.T) {
 	tests := []struct {
 		r           device.NDRange
+		hint        *kernels.Launch
 		grid, block [3]uint32
 		err         string
 	}{
@@ -195,9 +196,17 @@ func TestLaunchGeometry(t *testing.T) {
 		{r: device.NDRange{Global: [3]int{1, 64, 64}, Local: [3]int{1, 16, 16}}, grid: [3]uint32{4, 4, 1}, block: [3]uint32{16, 16, 1}},
 		{r: device.NDRange{Global: [3]int{1, 1, 4096}, Local: [3]int{1, 1, 2048}}, err: "at most 1024"},
 		{r: device.NDRange{Global: [3]int{1, 1 << 20, 1}}, err: "dimension 1"},
+		// small 1D ranges: whole warps, no more
+		{r: device.NDRange{Global: [3]int{1, 1, 1}}, grid: [3]uint32{1, 1, 1}, block: [3]uint32{32, 1, 1}},
+		{r: device.NDRange{Global: [3]int{1, 1, 100}}, grid: [3]uint32{1, 1, 1}, block: [3]uint32{128, 1, 1}},
+		// the Jacobi built-in's hint: 128×2 threads, 8 rows each
+		{r: device.NDRange{Global: [3]int{1, 4096, 4096}}, hint: jacobiHint(t), grid: [3]uint32{32, 256, 1}, block: [3]uint32{128, 2, 1}},
+		{r: device.NDRange{Global: [3]int{1, 301, 517}}, hint: jacobiHint(t), grid: [3]uint32{5, 19, 1}, block: [3]uint32{128, 2, 1}},
+		// a grouped launch ignores it
+		{r: device.NDRange{Global: [3]int{1, 64, 64}, Local: [3]int{1, 16, 16}}, hint: jacobiHint(t), grid: [3]uint32{4, 4, 1}, block: [3]uint32{16, 16, 1}},
 	}
 	for _, tc := range tests {
-		g, err := launchGeometry(tc.r, 1024)
+		g, err := hintedGeometry(tc.r, 1024, tc.hint)
 		if tc.err != "" {
 			if !errors.Is(err, device.ErrBadOp) || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("launchGeometry(%+v) = %v, want ErrBadOp mentioning %q", tc.r, err, tc.err)
@@ -208,6 +217,15 @@ func TestLaunchGeometry(t *testing.T) {
 			t.Errorf("launchGeometry(%+v) = %+v, %v; want grid %v block %v", tc.r, g, err, tc.grid, tc.block)
 		}
 	}
+}
+
+func jacobiHint(t *testing.T) *kernels.Launch {
+	b, _ := kernels.Lookup("jacobi2d")
+	l, ok := kernels.LaunchFor(b.PTX())
+	if !ok {
+		t.Fatal("jacobi2d has no launch hint")
+	}
+	return &l
 }
 
 // fakeDevice is a Device with no driver behind it: enough for the checks

@@ -76,6 +76,8 @@ type task struct {
 	run func(t *Thread)
 	// args are a launch's arguments as checkLaunch converted them.
 	args []device.Arg
+	// launch is the launch made ready by Enqueue (nil: execLaunch makes it).
+	launch *prepared
 }
 
 // completion is what the completer reports when a batch's event fires.
@@ -181,7 +183,11 @@ func (d *Device) Enqueue(queue int, op device.Op, done func(error)) error {
 		if err != nil {
 			return err
 		}
-		return d.push(task{queue: queue, op: op, done: done, args: args})
+		p, err := d.prepareLaunch(o, args)
+		if err != nil {
+			return err
+		}
+		return d.push(task{queue: queue, op: op, done: done, args: args, launch: p})
 	default:
 		return fmt.Errorf("%w: %s cannot run %T", device.ErrUnsupported, d.info.ID, op)
 	}
@@ -208,7 +214,11 @@ func (d *Device) run(ready chan<- error) {
 	ready <- nil
 	th := &Thread{Lib: d.lib, Context: d.ctx, Device: d.dev, Streams: d.streams, d: d}
 	for {
-		<-d.wake
+		if d.cfg.Completion == CompletionSpin {
+			spinRecv(d.wake, d.cfg.SpinIdle)
+		} else {
+			<-d.wake
+		}
 		d.q.mu.Lock()
 		tasks, closed := d.q.tasks, d.q.closed
 		d.q.tasks = nil
@@ -240,6 +250,11 @@ func (d *Device) run(ready chan<- error) {
 			return
 		}
 		unlock()
+		if d.cfg.Completion == CompletionSpin {
+			// Our flush may have woken the completer onto this P, behind
+			// our own spinning: let it run (see completer.runSpin).
+			runtime.Gosched()
+		}
 		if closed {
 			select { // look again: more may have come before closed was set
 			case d.wake <- struct{}{}:

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -221,29 +222,53 @@ func TestBuiltinKernelsMatchGo(t *testing.T) {
 	})
 
 	t.Run("jacobi2d", func(t *testing.T) {
-		rows, cols := 301, 517
-		ib := randFloats(r, rows*cols)
-		in, out := upload(t, d, ib), mustAlloc(t, d, device.MemDevice, rows*cols*4)
-		rg := [3]int{1, rows, cols}
-		if err := do(t, d, 0, device.LaunchOp{Kernel: builtin(t, "jacobi2d"), Range: device.NDRange{Global: rg}, Args: []device.Arg{accArg(in, rg), accArg(out, rg)}}); err != nil {
-			t.Fatal(err)
-		}
-		a := f32s(ib)
-		want := make([]float32, rows*cols)
-		for y := 0; y < rows; y++ {
-			for x := 0; x < cols; x++ {
-				i := y*cols + x
-				if y == 0 || x == 0 || y+1 >= rows || x+1 >= cols {
-					want[i] = a[i]
-					continue
+		// Whole grids and sub-ranges (a split chunk's rows, columns), with
+		// the built-in's launch hint (column strips) and without it (a copy
+		// of its PTX: one point per thread); points outside the range keep
+		// their poison.
+		for _, tc := range []struct {
+			rows, cols int
+			global     [3]int
+			offset     [3]int
+		}{
+			{301, 517, [3]int{1, 301, 517}, [3]int{}},
+			{301, 517, [3]int{1, 100, 517}, [3]int{0, 150, 0}},
+			{301, 517, [3]int{1, 37, 200}, [3]int{0, 1, 300}},
+			{301, 517, [3]int{1, 65, 517}, [3]int{0, 236, 0}},
+			{1024, 64, [3]int{2, 1024, 64}, [3]int{}},
+			{2, 3, [3]int{1, 2, 3}, [3]int{}},
+			{1, 9, [3]int{1, 1, 9}, [3]int{}},
+		} {
+			ib := randFloats(r, tc.rows*tc.cols)
+			poison := randFloats(r, tc.rows*tc.cols)
+			rg := [3]int{1, tc.rows, tc.cols}
+			a := f32s(ib)
+			want := append([]float32(nil), f32s(poison)...)
+			for y := tc.offset[1]; y < tc.offset[1]+tc.global[1]; y++ {
+				for x := tc.offset[2]; x < tc.offset[2]+tc.global[2]; x++ {
+					i := y*tc.cols + x
+					if y == 0 || x == 0 || y+1 >= tc.rows || x+1 >= tc.cols {
+						want[i] = a[i]
+						continue
+					}
+					s := a[i-tc.cols] + a[i+tc.cols]
+					s = s + a[i-1]
+					s = s + a[i+1]
+					want[i] = 0.25 * s
 				}
-				s := a[i-cols] + a[i+cols]
-				s = s + a[i-1]
-				s = s + a[i+1]
-				want[i] = 0.25 * s
+			}
+			hinted := builtin(t, "jacobi2d")
+			plain := *hinted
+			plain.PTX = &device.PTX{Module: append([]byte(nil), hinted.PTX.Module...), Entry: hinted.PTX.Entry}
+			for _, k := range []*device.Kernel{hinted, &plain} {
+				in, out := upload(t, d, ib), upload(t, d, append([]byte(nil), poison...))
+				op := device.LaunchOp{Kernel: k, Range: device.NDRange{Global: tc.global, Offset: tc.offset}, Args: []device.Arg{accArg(in, rg), accArg(out, rg)}}
+				if err := do(t, d, 0, op); err != nil {
+					t.Fatal(err)
+				}
+				sameBits(t, fmt.Sprintf("%dx%d range %v offset %v hinted %v", tc.rows, tc.cols, tc.global, tc.offset, k == hinted), f32s(download(t, d, out)), want)
 			}
 		}
-		sameBits(t, "out", f32s(download(t, d, out)), want)
 	})
 
 	t.Run("matmul_tiled", func(t *testing.T) {
@@ -566,7 +591,7 @@ func TestOutOfMemoryIsAnError_B1(t *testing.T) {
 // ops over several streams each report done exactly once, and the results
 // are right.
 func TestCompletionStrategies_D4(t *testing.T) {
-	for _, mode := range []Completion{CompletionPoll, CompletionBlockingSync, CompletionCallback} {
+	for _, mode := range []Completion{CompletionPoll, CompletionBlockingSync, CompletionCallback, CompletionSpin} {
 		t.Run(mode.String(), func(t *testing.T) {
 			d := openGPUs(t, Config{Completion: mode})[0]
 			const n = 64

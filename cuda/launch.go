@@ -33,6 +33,9 @@ type function struct {
 	fn        driver.Function
 	checked   map[string]bool // kernel names whose Params matched the entry
 	maxShared int             // dynamic shared memory the function is allowed
+	// hint is the built-in kernel's launch shape (kernels.LaunchFor), nil
+	// for every other entry.
+	hint *kernels.Launch
 }
 
 // checkLaunch validates a launch on the caller's goroutine, before it is
@@ -83,12 +86,46 @@ func (d *Device) checkLaunch(o device.LaunchOp) ([]device.Arg, error) {
 	return args, nil
 }
 
+// prepared is a launch made ready on the caller's goroutine (Enqueue), so
+// that the owner, which issues every launch of the device one after another,
+// only looks its function up and calls the driver.
+type prepared struct {
+	params []byte
+	shared int
+	geo    geometry
+}
+
+// prepareLaunch packs a checked launch's arguments and works out its grid
+// (with the built-in kernel's launch hint, kernels.LaunchFor).
+func (d *Device) prepareLaunch(o device.LaunchOp, args []device.Arg) (*prepared, error) {
+	params, shared, err := packArgs(o.Kernel, o.Range, args, d.kernelAddr)
+	if err != nil {
+		return nil, err
+	}
+	var hint *kernels.Launch
+	if l, ok := kernels.LaunchFor(o.Kernel.PTX); ok {
+		hint = &l
+	}
+	g, err := hintedGeometry(o.Range, d.attrs.MaxThreadsPerBlock, hint)
+	if err != nil {
+		return nil, fmt.Errorf("kernel %q: %w", o.Kernel.Name, err)
+	}
+	return &prepared{params: params, shared: shared, geo: g}, nil
+}
+
 // execLaunch starts a kernel on the owner thread.
 func (d *Device) execLaunch(t task, o device.LaunchOp) error {
-	args := t.args
-	if args == nil && len(o.Args) > 0 {
+	p := t.launch
+	if p == nil {
+		args := t.args
+		if args == nil && len(o.Args) > 0 {
+			var err error
+			if args, err = d.checkLaunch(o); err != nil {
+				return err
+			}
+		}
 		var err error
-		if args, err = d.checkLaunch(o); err != nil {
+		if p, err = d.prepareLaunch(o, args); err != nil {
 			return err
 		}
 	}
@@ -101,25 +138,17 @@ func (d *Device) execLaunch(t task, o device.LaunchOp) error {
 		d.issued(s, completion{done: t.done})
 		return nil
 	}
-	params, shared, err := packArgs(o.Kernel, o.Range, args, d.kernelAddr)
-	if err != nil {
-		return err
-	}
-	if shared > f.maxShared {
-		if shared > d.attrs.MaxSharedPerBlockOptin {
-			return fmt.Errorf("%w: kernel %q needs %d bytes of local memory per work-group, %s has %d", device.ErrBadOp, o.Kernel.Name, shared, d.info.ID, d.attrs.MaxSharedPerBlockOptin)
+	if p.shared > f.maxShared {
+		if p.shared > d.attrs.MaxSharedPerBlockOptin {
+			return fmt.Errorf("%w: kernel %q needs %d bytes of local memory per work-group, %s has %d", device.ErrBadOp, o.Kernel.Name, p.shared, d.info.ID, d.attrs.MaxSharedPerBlockOptin)
 		}
-		if err := d.lib.FuncSetAttribute(f.fn, driver.FuncAttrMaxDynamicShared, shared); err != nil {
-			return fmt.Errorf("kernel %q: allowing %d bytes of dynamic shared memory: %w", o.Kernel.Name, shared, err)
+		if err := d.lib.FuncSetAttribute(f.fn, driver.FuncAttrMaxDynamicShared, p.shared); err != nil {
+			return fmt.Errorf("kernel %q: allowing %d bytes of dynamic shared memory: %w", o.Kernel.Name, p.shared, err)
 		}
-		f.maxShared = shared
+		f.maxShared = p.shared
 	}
-	g, err := launchGeometry(o.Range, d.attrs.MaxThreadsPerBlock)
-	if err != nil {
-		return err
-	}
-	c := driver.LaunchConfig{Grid: g.Grid, Block: g.Block, SharedBytes: uint32(shared), Stream: d.streams[s]}
-	if err := d.lib.LaunchKernel(f.fn, &c, params); err != nil {
+	c := driver.LaunchConfig{Grid: p.geo.Grid, Block: p.geo.Block, SharedBytes: uint32(p.shared), Stream: d.streams[s]}
+	if err := d.lib.LaunchKernel(f.fn, &c, p.params); err != nil {
 		return fmt.Errorf("kernel %q on %s: %w", o.Kernel.Name, d.info.ID, err)
 	}
 	d.issued(s, completion{done: t.done})
@@ -161,6 +190,9 @@ func (d *Device) function(k *device.Kernel) (*function, error) {
 			return nil, fmt.Errorf("kernel %q: %w", k.Name, err)
 		}
 		f = &function{fn: fn, checked: map[string]bool{}, maxShared: d.attrs.MaxSharedPerBlock}
+		if l, ok := kernels.LaunchFor(k.PTX); ok {
+			f.hint = &l
+		}
 		m.fns[k.PTX.Entry] = f
 	}
 	if !f.checked[k.Name] {

@@ -159,10 +159,26 @@ func (l *Lib) call(p procID, args ...uintptr) error {
 	}
 	r1, _, _ := purego.SyscallN(fn, args...)
 	if r := Result(int32(r1)); r != Success {
+		if r == ErrorNotReady {
+			return notReady[p]
+		}
 		return l.newError(p, r)
 	}
 	return nil
 }
+
+// notReady holds one CUDA_ERROR_NOT_READY error per entry point: queries
+// (cuEventQuery, cuStreamQuery) return it in a loop while work runs, and
+// building a fresh error there cost two more driver calls (cuGetErrorName,
+// cuGetErrorString) and an allocation per query. Callers must not modify
+// the *Error they get.
+var notReady = func() (e [numProcs]*Error) {
+	for i := range e {
+		e[i] = &Error{Call: procs[i].name, Code: ErrorNotReady, Name: "CUDA_ERROR_NOT_READY",
+			Desc: "asynchronous operations issued previously have not completed yet"}
+	}
+	return e
+}()
 
 func (l *Lib) newError(p procID, r Result) *Error {
 	e := &Error{Call: procs[p].name, Code: r, Name: fallbackNames[r]}

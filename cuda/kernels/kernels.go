@@ -4,6 +4,8 @@ import (
 	"embed"
 	"fmt"
 	"sort"
+	"strings"
+	"unsafe"
 
 	"github.com/acpp/acpp/device"
 )
@@ -27,13 +29,71 @@ type Builtin struct {
 	Entry  string
 }
 
-// PTX returns the kernel's implementation for device.Kernel.PTX.
-func (b Builtin) PTX() *device.PTX {
-	m, err := ptxFS.ReadFile("ptx/" + b.File + ".ptx")
+// modules holds each embedded PTX module once, by file name (without
+// .ptx): every Builtin.PTX of a file shares its bytes, so a device loads it
+// once, and LaunchFor recognises a built-in by the bytes' identity.
+var modules = func() map[string][]byte {
+	es, err := ptxFS.ReadDir("ptx")
 	if err != nil {
-		panic(fmt.Sprintf("kernels: embedded ptx/%s.ptx missing: %v", b.File, err)) // a build defect
+		panic(fmt.Sprintf("kernels: embedded ptx/ missing: %v", err)) // a build defect
+	}
+	m := make(map[string][]byte, len(es))
+	for _, e := range es {
+		b, err := ptxFS.ReadFile("ptx/" + e.Name())
+		if err != nil {
+			panic(fmt.Sprintf("kernels: embedded ptx/%s: %v", e.Name(), err))
+		}
+		m[strings.TrimSuffix(e.Name(), ".ptx")] = b
+	}
+	return m
+}()
+
+// PTX returns the kernel's implementation for device.Kernel.PTX. Module is
+// shared by every caller (and every kernel of the same file): do not modify
+// it.
+func (b Builtin) PTX() *device.PTX {
+	m, ok := modules[b.File]
+	if !ok {
+		panic(fmt.Sprintf("kernels: embedded ptx/%s.ptx missing", b.File)) // a build defect
 	}
 	return &device.PTX{Module: m, Entry: b.Entry}
+}
+
+// Launch is how the CUDA backend shapes a flat (ungrouped) launch of a
+// built-in kernel whose code is written for it: the block, and how many
+// items of the range each thread covers, per dimension (dimension order,
+// dimension 2 fastest, as in device.NDRange). The grid along dimension d is
+// ceil(Global[d] / (Block[d] * PerThread[d])). Such a kernel must still be
+// right for any grid (it shares the range out over the threads it gets), so
+// a launch without the hint (a copy of the PTX, a grouped launch) is only
+// slower.
+type Launch struct {
+	Block     [3]int
+	PerThread [3]int
+}
+
+// launches are the built-ins with a launch hint, by name. jacobi2d: column
+// strips of 8 rows under blocks of 128×2 threads; see docs/CUDA.md,
+// "Built-in kernels' speed", for the sweep that chose it.
+var launches = map[string]Launch{
+	"jacobi2d": {Block: [3]int{1, 2, 128}, PerThread: [3]int{1, 8, 1}},
+}
+
+// LaunchFor returns the launch hint of the built-in kernel whose PTX p is:
+// p.Module must be the very bytes Builtin.PTX returned (not a copy) and
+// p.Entry its entry. ok is false for every other module.
+func LaunchFor(p *device.PTX) (l Launch, ok bool) {
+	if p == nil || len(p.Module) == 0 {
+		return Launch{}, false
+	}
+	for name, l := range launches {
+		b := builtins[name]
+		m := modules[b.File]
+		if p.Entry == b.Entry && len(p.Module) == len(m) && unsafe.SliceData(p.Module) == unsafe.SliceData(m) {
+			return l, true
+		}
+	}
+	return Launch{}, false
 }
 
 // Kernel returns a device.Kernel with the CUDA implementation only; a

@@ -141,3 +141,26 @@ func FuzzEntries(f *testing.F) {
 		}
 	})
 }
+
+// TestLaunchFor: the launch hint belongs to the built-in's own PTX bytes and
+// entry; a copy of the bytes, another entry or another module has none (and
+// so runs one item per thread, which the kernel must also get right).
+func TestLaunchFor(t *testing.T) {
+	b, _ := Lookup("jacobi2d")
+	p := b.PTX()
+	l, ok := LaunchFor(p)
+	if !ok || l.Block != [3]int{1, 2, 128} || l.PerThread != [3]int{1, 8, 1} {
+		t.Fatalf("LaunchFor(jacobi2d) = %+v, %v", l, ok)
+	}
+	if q := b.PTX(); &q.Module[0] != &p.Module[0] {
+		t.Error("two PTX() calls gave two copies of the module; LaunchFor needs one")
+	}
+	cp := &device.PTX{Module: append([]byte(nil), p.Module...), Entry: p.Entry}
+	other := &device.PTX{Module: p.Module, Entry: "other"}
+	s, _ := Lookup("saxpy")
+	for _, q := range []*device.PTX{cp, other, s.PTX(), nil, {}} {
+		if l, ok := LaunchFor(q); ok {
+			t.Errorf("LaunchFor(%v) = %+v, want none", q, l)
+		}
+	}
+}
