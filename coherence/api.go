@@ -182,7 +182,7 @@ var (
 	// ErrBadAccess: an access has an invalid mode.
 	ErrBadAccess = errors.New("coherence: invalid access")
 	// ErrTooManyAllocations: a buffer would have more allocations than its
-	// page states can track (63); release some with Core.Release.
+	// page states can track (255); release some with Core.Release.
 	ErrTooManyAllocations = errors.New("coherence: too many allocations for one buffer")
 	// ErrNoAllocation: Release named an allocation the buffer does not have.
 	ErrNoAllocation = errors.New("coherence: no such allocation")

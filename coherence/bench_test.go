@@ -69,7 +69,7 @@ func BenchmarkMarkWritten(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				lo := rng.IntN(n - 4096)
-				buf.states.update(lo, lo+4096, stateOp{kind: opSet, m: 1 << (i % 3)})
+				buf.states.update(lo, lo+4096, stateOp{kind: opSet, m: slotBit(i % 3)})
 				i++
 			}
 		})

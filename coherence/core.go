@@ -113,8 +113,8 @@ type buffer struct {
 	geo    Geometry
 	pages  Dims
 	n      int
-	slots  [maxSlots]slot
-	used   uint64 // live slots
+	slots  []slot   // by slot; grows to the highest slot used
+	used   slotMask // live slots
 	states *pageStates
 	conf   *imap[*region]
 	lost   []lostRecord
@@ -159,10 +159,9 @@ func (c *Core) AddBuffer(s BufferSpec) error {
 	}
 	b := &buffer{id: s.ID, geo: s.Geometry, pages: s.Geometry.Pages()}
 	b.n = b.pages.Volume()
-	var initial uint64
+	var initial slotMask
 	if s.HostData != nil {
-		sl := b.addSlot(*s.HostData, c.newGen())
-		initial = 1 << sl
+		initial = slotBit(b.addSlot(*s.HostData, c.newGen()))
 	}
 	b.states = newPageStates(b.n, initial)
 	b.conf = newIMap[*region](b.n)
@@ -171,10 +170,12 @@ func (c *Core) AddBuffer(s BufferSpec) error {
 }
 
 func (b *buffer) slotOf(a AllocID) (int, bool) {
-	for m := b.used; m != 0; m &= m - 1 {
-		s := bits.TrailingZeros64(m)
-		if b.slots[s].alloc == a {
-			return s, true
+	// Words written out (no iterator): this runs several times per access.
+	for w, x := range b.used {
+		for ; x != 0; x &= x - 1 {
+			if s := w<<6 | bits.TrailingZeros64(x); b.slots[s].alloc == a {
+				return s, true
+			}
 		}
 	}
 	return -1, false
@@ -184,8 +185,11 @@ func (b *buffer) slotOf(a AllocID) (int, bool) {
 // core (so fill and allocation records never match a later allocation, even
 // of a buffer re-added under the same ID).
 func (b *buffer) addSlot(a AllocID, gen uint64) int {
-	s := bits.TrailingZeros64(^b.used)
-	b.used |= 1 << s
+	s := b.used.firstFree()
+	b.used.add(s)
+	for len(b.slots) <= s { // the lost pseudo-slot (63) has an unused entry
+		b.slots = append(b.slots, slot{})
+	}
 	b.slots[s] = slot{alloc: a, gen: gen}
 	return s
 }
@@ -201,8 +205,8 @@ func (b *buffer) allocation(s int) Allocation {
 
 func (b *buffer) allocs() []AllocID {
 	var out []AllocID
-	for m := b.used; m != 0; m &= m - 1 {
-		out = append(out, b.slots[bits.TrailingZeros64(m)].alloc)
+	for s := range b.used.all() {
+		out = append(out, b.slots[s].alloc)
 	}
 	slices.SortFunc(out, compareAlloc)
 	return out
@@ -252,14 +256,10 @@ func (c *Core) Outdated(buf BufferID, alloc AllocID, pages Box) ([]Box, error) {
 		return nil, err
 	}
 	s, ok := b.slotOf(alloc)
-	var bit uint64
-	if ok {
-		bit = 1 << s
-	}
 	var out []span
 	boxSpans(b.pages, pages, func(lo, hi int) {
-		b.states.visit(lo, hi, func(lo, hi int, m uint64) {
-			if m&bit == 0 {
+		b.states.visit(lo, hi, func(lo, hi int, m slotMask) {
+			if !ok || !m.has(s) {
 				out = appendSpan(out, lo, hi)
 			}
 		})
@@ -384,7 +384,7 @@ func (c *Core) Submit(cg CommandGroup) (Step, error) {
 		}
 		b := bs[i]
 		t, _ := b.slotOf(a.Target)
-		op := stateOp{kind: opOrIfInit, m: 1 << t}
+		op := stateOp{kind: opOrIfInit, m: slotBit(t)}
 		boxSpans(b.pages, a.Pages, func(lo, hi int) { b.states.update(lo, hi, op) })
 	}
 	// In-flight allocations. A target that an incomplete group's Allocate
@@ -422,7 +422,7 @@ func (c *Core) Submit(cg CommandGroup) (Step, error) {
 		}
 		b := bs[i]
 		t, _ := b.slotOf(a.Target)
-		op := stateOp{kind: opSet, m: 1 << t}
+		op := stateOp{kind: opSet, m: slotBit(t)}
 		boxSpans(b.pages, a.Pages, func(lo, hi int) { b.states.update(lo, hi, op) })
 	}
 	step.Deps = c.keepIDs(c.reduceDeps(finishDeps(deps, cg.ID)))
@@ -460,8 +460,7 @@ type plannedTo struct {
 // adds them to copies, and returns deps extended by the in-flight fills of the
 // chosen sources. It does not change the page states.
 func (c *Core) planAccess(b *buffer, box Box, t int, copies *[]*copyAcc, planned *[]plannedTo, deps []CGID) []CGID {
-	tbit := uint64(1) << t
-	if m, ok := b.states.uniform(b.pages, box); ok && (m&tbit != 0 || m&^lostBit == 0) {
+	if m, ok := b.states.uniform(b.pages, box); ok && (m.has(t) || !m.hasReal()) {
 		// Fast path: the box lies in one run of the page states, up to date
 		// on t or with no valid copy: nothing to copy.
 		return deps
@@ -488,10 +487,10 @@ func (c *Core) planAccess(b *buffer, box Box, t int, copies *[]*copyAcc, planned
 		// in-flight fills into them.
 		deps = c.fillDeps(b, lo, hi, b.slots[src].gen, deps)
 	}
-	take := func(lo, hi int, real uint64) {
+	take := func(lo, hi int, real *slotMask) {
 		cands := c.cheapest(b, real, dst)
-		if cands&(cands-1) == 0 {
-			emit(lo, hi, bits.TrailingZeros64(cands))
+		if cands.single() {
+			emit(lo, hi, cands.first())
 			return
 		}
 		// Several equally cheap sources: decide per conflict region, so
@@ -501,9 +500,9 @@ func (c *Core) planAccess(b *buffer, box Box, t int, copies *[]*copyAcc, planned
 		})
 	}
 	boxSpans(b.pages, box, func(lo, hi int) {
-		b.states.visit(lo, hi, func(lo, hi int, m uint64) {
-			real := m &^ lostBit
-			if m&tbit != 0 || real == 0 {
+		b.states.visit(lo, hi, func(lo, hi int, m slotMask) {
+			real := m.real()
+			if m.has(t) || real.isZero() {
 				return
 			}
 			// Subtract what this group already copies to t.
@@ -511,12 +510,12 @@ func (c *Core) planAccess(b *buffer, box Box, t int, copies *[]*copyAcc, planned
 			i, _ := slices.BinarySearchFunc(ps, lo, func(s span, x int) int { return cmpInt(s.hi, x+1) })
 			for ; i < len(ps) && ps[i].lo < hi && lo < hi; i++ {
 				if ps[i].lo > lo {
-					take(lo, ps[i].lo, real)
+					take(lo, ps[i].lo, &real)
 				}
 				lo = max(lo, ps[i].hi)
 			}
 			if lo < hi {
-				take(lo, hi, real)
+				take(lo, hi, &real)
 			}
 		})
 	})
@@ -568,9 +567,11 @@ func (c *Core) allocPending(u allocRef, self CGID, others []CGID) (CGID, bool) {
 	b := c.bufs[u.buf]
 	var by CGID
 	found := false
-	for m := b.used; m != 0; m &= m - 1 {
-		if s := bits.TrailingZeros64(m); b.slots[s].gen == u.gen && b.slots[s].hasBy {
-			by, found = b.slots[s].by, true
+	for w, x := range b.used {
+		for ; x != 0; x &= x - 1 {
+			if s := w<<6 | bits.TrailingZeros64(x); b.slots[s].gen == u.gen && b.slots[s].hasBy {
+				by, found = b.slots[s].by, true
+			}
 		}
 	}
 	if !found || !c.isLive(by) {
@@ -593,8 +594,8 @@ func (c *Core) allocPending(u allocRef, self CGID, others []CGID) (CGID, bool) {
 // slotOfGen is the slot of the allocation with generation gen, which
 // must exist.
 func (b *buffer) slotOfGen(gen uint64) int {
-	for m := b.used; m != 0; m &= m - 1 {
-		if s := bits.TrailingZeros64(m); b.slots[s].gen == gen {
+	for s := range b.used.all() {
+		if b.slots[s].gen == gen {
 			return s
 		}
 	}
@@ -613,17 +614,19 @@ func findCopy(copies *[]*copyAcc, k copyKey) *copyAcc {
 }
 
 // cheapest is the set of slots in mask with the lowest cost to dst.
-func (c *Core) cheapest(b *buffer, mask uint64, dst AllocID) uint64 {
-	var cands uint64
+func (c *Core) cheapest(b *buffer, mask *slotMask, dst AllocID) slotMask {
+	if mask.single() {
+		return *mask
+	}
+	var cands slotMask
 	bestCost := 0
-	for m := mask; m != 0; m &= m - 1 {
-		s := bits.TrailingZeros64(m)
+	for s := range mask.all() {
 		cost := c.cost.Cost(b.slots[s].alloc, dst)
 		switch {
-		case cands == 0 || cost < bestCost:
-			cands, bestCost = 1<<s, cost
+		case cands.isZero() || cost < bestCost:
+			cands, bestCost = slotBit(s), cost
 		case cost == bestCost:
-			cands |= 1 << s
+			cands.add(s)
 		}
 	}
 	return cands
@@ -632,11 +635,10 @@ func (c *Core) cheapest(b *buffer, mask uint64, dst AllocID) uint64 {
 // pickSource chooses among equally cheap sources for pages of region r: one
 // that no in-flight copy is still filling (no extra ordering), then the
 // previous segment's source (keeping boxes large), then the lowest AllocID.
-func (c *Core) pickSource(b *buffer, cands uint64, r *region, prev int) int {
+func (c *Core) pickSource(b *buffer, cands slotMask, r *region, prev int) int {
 	if r != nil {
-		var settled uint64
-		for m := cands; m != 0; m &= m - 1 {
-			s := bits.TrailingZeros64(m)
+		var settled slotMask
+		for s := range cands.all() {
 			filling := false
 			for _, f := range r.fills {
 				if f.gen == b.slots[s].gen && c.isLive(f.cg) {
@@ -645,19 +647,18 @@ func (c *Core) pickSource(b *buffer, cands uint64, r *region, prev int) int {
 				}
 			}
 			if !filling {
-				settled |= 1 << s
+				settled.add(s)
 			}
 		}
-		if settled != 0 {
+		if !settled.isZero() {
 			cands = settled
 		}
 	}
-	if prev >= 0 && cands&(1<<prev) != 0 {
+	if prev >= 0 && cands.has(prev) {
 		return prev
 	}
 	best := -1
-	for m := cands; m != 0; m &= m - 1 {
-		s := bits.TrailingZeros64(m)
+	for s := range cands.all() {
 		if best < 0 || b.slots[s].alloc.less(b.slots[best].alloc) {
 			best = s
 		}
@@ -772,7 +773,7 @@ func (c *Core) validate(cg CommandGroup, bs []*buffer) ([]*buffer, error) {
 					n++
 				}
 			}
-			if bits.OnesCount64(b.used)+n == maxSlots+1 {
+			if b.used.count()+n == maxSlots+1 {
 				errs = append(errs, fmt.Errorf("%w: buffer %d would need more than %d allocations; release some with Core.Release",
 					ErrTooManyAllocations, b.id, maxSlots))
 			}
@@ -797,14 +798,10 @@ func (c *Core) lostNeeded(cg CommandGroup) []LostPages {
 		if len(b.lost) == 0 {
 			continue // no page of b was ever lost
 		}
-		var tbit uint64
-		if s, ok := b.slotOf(a.Target); ok {
-			tbit = 1 << s
-		}
 		var sp []span
 		boxSpans(b.pages, a.Pages, func(lo, hi int) {
-			b.states.visit(lo, hi, func(lo, hi int, m uint64) {
-				if m == lostBit && m&tbit == 0 {
+			b.states.visit(lo, hi, func(lo, hi int, m slotMask) {
+				if m == lostBit {
 					sp = appendSpan(sp, lo, hi)
 				}
 			})
@@ -970,9 +967,9 @@ func (c *Core) Release(id CGID, buf BufferID, alloc AllocID) (Step, error) {
 	if !ok {
 		return Step{}, fmt.Errorf("%w: buffer %d has no allocation on %v; see Core.Allocations", ErrNoAllocation, buf, alloc)
 	}
-	sbit := uint64(1) << s
+	sbit := slotBit(s)
 	var only []span
-	b.states.visit(0, b.n, func(lo, hi int, m uint64) {
+	b.states.visit(0, b.n, func(lo, hi int, m slotMask) {
 		if m == sbit {
 			only = appendSpan(only, lo, hi)
 		}
@@ -982,7 +979,7 @@ func (c *Core) Release(id CGID, buf BufferID, alloc AllocID) (Step, error) {
 		return Step{}, fmt.Errorf("%w: buffer %d: %v holds the only valid copy of %d page box(es); release device allocations instead, or remove the buffer",
 			ErrLastCopy, buf, alloc, len(spansToBoxes(b.pages, only)))
 	}
-	if len(only) > 0 && bits.OnesCount64(b.used) >= maxSlots {
+	if len(only) > 0 && b.used.count() >= maxSlots {
 		if _, ok := b.slotOf(host); !ok {
 			return Step{}, fmt.Errorf("%w: buffer %d: no slot left for the host allocation the release evacuates to; release another allocation first",
 				ErrTooManyAllocations, buf)
@@ -1019,13 +1016,13 @@ func (c *Core) Release(id CGID, buf BufferID, alloc AllocID) (Step, error) {
 		}
 		info.use(b, h)
 		for _, sp := range only {
-			b.states.update(sp.lo, sp.hi, stateOp{kind: opSet, m: 1 << h})
+			b.states.update(sp.lo, sp.hi, stateOp{kind: opSet, m: slotBit(h)})
 		}
 		step.Copies = append(step.Copies, makeCopy(b, &copyAcc{key: copyKey{b, s, h}, spans: only}))
 	}
 	b.states.update(0, b.n, stateOp{kind: opLose, m: sbit})
 	step.Free = []Allocation{b.allocation(s)}
-	b.used &^= sbit
+	b.used.remove(s)
 	b.slots[s] = slot{}
 	step.Deps = c.keepIDs(c.reduceDeps(finishDeps(deps, id)))
 	c.depBuf = deps[:0]
@@ -1049,27 +1046,26 @@ func (c *Core) LoseNode(n NodeID) []LostPages {
 	var out []LostPages
 	for _, id := range ids {
 		b := c.bufs[id]
-		var m uint64
-		for u := b.used; u != 0; u &= u - 1 {
-			s := bits.TrailingZeros64(u)
+		var m slotMask
+		for s := range b.used.all() {
 			if b.slots[s].alloc.Node == n {
-				m |= 1 << s
+				m.add(s)
 			}
 		}
-		if m == 0 {
+		if m.isZero() {
 			continue
 		}
 		var lost []span
-		b.states.visit(0, b.n, func(lo, hi int, mask uint64) {
-			if mask&m != 0 && mask&^m == 0 {
+		b.states.visit(0, b.n, func(lo, hi int, mask slotMask) {
+			if mask.meets(m) && mask.andNot(m).isZero() {
 				lost = appendSpan(lost, lo, hi)
 			}
 		})
 		b.states.update(0, b.n, stateOp{kind: opLose, m: m})
-		for u := m; u != 0; u &= u - 1 {
-			b.slots[bits.TrailingZeros64(u)] = slot{}
+		for s := range m.all() {
+			b.slots[s] = slot{}
 		}
-		b.used &^= m
+		b.used = b.used.andNot(m)
 		if len(lost) > 0 {
 			b.lost = append(b.lost, lostRecord{node: n, spans: lost})
 			out = append(out, LostPages{Buffer: id, Boxes: spansToBoxes(b.pages, lost), Nodes: []NodeID{n}})
@@ -1109,8 +1105,8 @@ func (c *Core) Stats() Stats {
 	s := Stats{Buffers: len(c.bufs), Live: c.live.len()}
 	for _, b := range c.bufs {
 		s.Pages += b.n
-		s.Allocations += bits.OnesCount64(b.used)
-		s.PageAllocs += b.n * bits.OnesCount64(b.used)
+		s.Allocations += b.used.count()
+		s.PageAllocs += b.n * b.used.count()
 		s.StateBytes += b.states.memBytes()
 		s.DenseChunks += b.states.denseChunks()
 		s.Regions += b.conf.segments()
@@ -1149,20 +1145,19 @@ func (c *Core) Buffers() []BufferInfo {
 	for _, id := range ids {
 		b := c.bufs[id]
 		info := BufferInfo{ID: id, Geometry: b.geo}
-		var valid [64]int
-		b.states.visit(0, b.n, func(lo, hi int, m uint64) {
+		valid := make([]int, len(b.slots))
+		b.states.visit(0, b.n, func(lo, hi int, m slotMask) {
 			switch {
-			case m == 0:
+			case m.isZero():
 				info.Uninitialised += hi - lo
 			case m == lostBit:
 				info.Lost += hi - lo
 			}
-			for x := m &^ lostBit; x != 0; x &= x - 1 {
-				valid[bits.TrailingZeros64(x)] += hi - lo
+			for s := range m.real().all() {
+				valid[s] += hi - lo
 			}
 		})
-		for u := b.used; u != 0; u &= u - 1 {
-			s := bits.TrailingZeros64(u)
+		for s := range b.used.all() {
 			info.Allocations = append(info.Allocations, AllocInfo{Alloc: b.slots[s].alloc, ValidPages: valid[s]})
 		}
 		slices.SortFunc(info.Allocations, func(x, y AllocInfo) int { return compareAlloc(x.Alloc, y.Alloc) })

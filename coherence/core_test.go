@@ -545,14 +545,15 @@ func TestTooManyAllocations(t *testing.T) {
 	for m := 1; m < maxSlots; m++ {
 		mustSubmit(t, c, CGID(m), acc(Read, AllocID{Mem: MemID(m)}, span1(0, 1)))
 	}
-	_, err := c.Submit(CommandGroup{ID: 100, Accesses: []Access{acc(Read, AllocID{Mem: 99}, span1(0, 1))}})
+	extra := AllocID{Mem: MemID(maxSlots + 10)}
+	_, err := c.Submit(CommandGroup{ID: 1000, Accesses: []Access{acc(Read, extra, span1(0, 1))}})
 	if !errors.Is(err, ErrTooManyAllocations) {
-		t.Fatalf("64th allocation: err = %v, want ErrTooManyAllocations", err)
+		t.Fatalf("allocation %d: err = %v, want ErrTooManyAllocations", maxSlots+1, err)
 	}
-	if _, err := c.Release(100, 1, AllocID{Mem: 5}); err != nil {
+	if _, err := c.Release(1000, 1, AllocID{Mem: 5}); err != nil {
 		t.Fatal(err)
 	}
-	mustSubmit(t, c, 101, acc(Read, AllocID{Mem: 99}, span1(0, 1))) // the freed slot is reused
+	mustSubmit(t, c, 1001, acc(Read, extra, span1(0, 1))) // the freed slot is reused
 	if got := len(c.Allocations(1)); got != maxSlots {
 		t.Fatalf("%d allocations, want %d", got, maxSlots)
 	}

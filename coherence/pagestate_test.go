@@ -9,7 +9,7 @@ import (
 )
 
 // TestPageStatesAgainstDense_P2 checks the chunked run/dense representation
-// against a plain []uint64 over random updates that cross chunk boundaries
+// against a plain []slotMask over random updates that cross chunk boundaries
 // and fragment chunks until they switch to the dense form.
 func TestPageStatesAgainstDense_P2(t *testing.T) {
 	denseSeen := 0
@@ -29,9 +29,16 @@ func TestPageStatesAgainstDense_P2(t *testing.T) {
 			n = 1 + rng.IntN(700)
 			maxSteps = 1200
 		}
-		init := []uint64{0, 1, 3}[rng.IntN(3)]
+		// Slots are either the first few or spread over every word of the
+		// mask (the last one next to the lost pseudo-slot).
+		slotOf := func(i int) int { return i }
+		if rng.IntN(2) == 0 {
+			spread := []int{0, 62, 64, 127, 128, 191, 200, 255, 1}
+			slotOf = func(i int) int { return spread[i] }
+		}
+		init := []slotMask{{}, slotBit(slotOf(0)), slotBit(slotOf(0)).or(slotBit(slotOf(1)))}[rng.IntN(3)]
 		ps := newPageStates(n, init)
-		ref := make([]uint64, n)
+		ref := make([]slotMask, n)
 		for i := range ref {
 			ref[i] = init
 		}
@@ -49,11 +56,11 @@ func TestPageStatesAgainstDense_P2(t *testing.T) {
 			var op stateOp
 			switch rng.IntN(5) {
 			case 0, 1:
-				op = stateOp{kind: opSet, m: 1 << s}
+				op = stateOp{kind: opSet, m: slotBit(slotOf(s))}
 			case 2, 3:
-				op = stateOp{kind: opOrIfInit, m: 1 << s}
+				op = stateOp{kind: opOrIfInit, m: slotBit(slotOf(s))}
 			default:
-				op = stateOp{kind: opLose, m: 1<<s | 1<<((s+1)%slots)}
+				op = stateOp{kind: opLose, m: slotBit(slotOf(s)).or(slotBit(slotOf((s + 1) % slots)))}
 			}
 			ps.update(lo, hi, op)
 			for p := lo; p < hi; p++ {
@@ -68,7 +75,7 @@ func TestPageStatesAgainstDense_P2(t *testing.T) {
 		for range 20 {
 			lo := rng.IntN(n)
 			hi := min(n, lo+1+rng.IntN(3))
-			op := stateOp{kind: []opKind{opSet, opOrIfInit}[rng.IntN(2)], m: 1 << slots}
+			op := stateOp{kind: []opKind{opSet, opOrIfInit}[rng.IntN(2)], m: slotBit(slotOf(slots))}
 			ps.update(lo, hi, op)
 			for p := lo; p < hi; p++ {
 				ref[p] = op.apply(ref[p])
@@ -77,13 +84,13 @@ func TestPageStatesAgainstDense_P2(t *testing.T) {
 		// Full visit matches, and sub-range visits are clipped correctly.
 		check := func(lo, hi int) {
 			p := lo
-			ps.visit(lo, hi, func(a, b int, m uint64) {
+			ps.visit(lo, hi, func(a, b int, m slotMask) {
 				if a != p || b <= a || b > hi {
 					t.Fatalf("visit(%d,%d): run [%d,%d) after %d", lo, hi, a, b, p)
 				}
 				for q := a; q < b; q++ {
 					if ref[q] != m {
-						t.Fatalf("page %d: mask %b, want %b (dense chunk: %v)", q, m, ref[q], ps.chunks[q>>chunkShift].dense != nil)
+						t.Fatalf("page %d: mask %v, want %v (dense chunk: %v)", q, m, ref[q], ps.chunks[q>>chunkShift].dense != nil)
 					}
 				}
 				p = b
@@ -102,9 +109,9 @@ func TestPageStatesAgainstDense_P2(t *testing.T) {
 // that it switches to one bit per page per slot and back to one run when a
 // write covers it.
 func TestPageStatesDenseFallback_P2(t *testing.T) {
-	ps := newPageStates(chunkLen, 1)
+	ps := newPageStates(chunkLen, slotBit(0))
 	for p := 0; p < chunkLen; p += 2 {
-		ps.update(p, p+1, stateOp{kind: opSet, m: 2})
+		ps.update(p, p+1, stateOp{kind: opSet, m: slotBit(1)})
 	}
 	if ps.denseChunks() != 1 {
 		t.Fatalf("fully fragmented chunk: dense chunks = %d, want 1", ps.denseChunks())
@@ -112,7 +119,7 @@ func TestPageStatesDenseFallback_P2(t *testing.T) {
 	if bits := float64(ps.memBytes()*8) / float64(chunkLen*2); bits > 1.2 {
 		t.Fatalf("dense chunk with 2 slots: %.2f bits/page/slot, want ≤ 1.2", bits)
 	}
-	ps.update(0, chunkLen, stateOp{kind: opSet, m: 4})
+	ps.update(0, chunkLen, stateOp{kind: opSet, m: slotBit(2)})
 	if ps.denseChunks() != 0 || len(ps.chunks[0].starts) != 1 {
 		t.Fatalf("covering write: dense=%d runs=%d, want one run", ps.denseChunks(), len(ps.chunks[0].starts))
 	}
@@ -229,7 +236,7 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 	i := 0
 	markWritten := func() {
 		lo := (i * 7919) % (1<<20 - 4096)
-		buf.states.update(lo, lo+4096, stateOp{kind: opSet, m: 1 << (i % 3)})
+		buf.states.update(lo, lo+4096, stateOp{kind: opSet, m: slotBit(i % 3)})
 		i++
 	}
 	for range 5000 { // reach the steady fragmentation (run lists stop growing)
@@ -258,11 +265,11 @@ func TestUniformMatchesVisit_P2(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		ext := Dims{rapid.IntRange(1, 3).Draw(t, "z"), rapid.IntRange(1, 40).Draw(t, "y"), rapid.IntRange(1, 300).Draw(t, "x")}
 		n := ext.Volume()
-		ps := newPageStates(n, 1)
+		ps := newPageStates(n, slotBit(0))
 		for range rapid.IntRange(0, 6).Draw(t, "updates") {
 			lo := rapid.IntRange(0, n-1).Draw(t, "lo")
 			hi := rapid.IntRange(lo+1, n).Draw(t, "hi")
-			ps.update(lo, hi, stateOp{kind: opSet, m: 1 << rapid.IntRange(0, 3).Draw(t, "slot")})
+			ps.update(lo, hi, stateOp{kind: opSet, m: slotBit(rapid.IntRange(0, 3).Draw(t, "slot"))})
 		}
 		var box Box
 		for d := range 3 {
@@ -274,9 +281,9 @@ func TestUniformMatchesVisit_P2(t *testing.T) {
 			return // the caller walks the states instead
 		}
 		boxSpans(ext, box, func(lo, hi int) {
-			ps.visit(lo, hi, func(a, b int, got uint64) {
+			ps.visit(lo, hi, func(a, b int, got slotMask) {
 				if got != m {
-					t.Fatalf("uniform(%v) = %#x, but pages [%d,%d) have %#x", box, m, a, b, got)
+					t.Fatalf("uniform(%v) = %v, but pages [%d,%d) have %v", box, m, a, b, got)
 				}
 			})
 		})
