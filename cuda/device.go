@@ -214,47 +214,61 @@ func (d *Device) run(ready chan<- error) {
 	ready <- nil
 	th := &Thread{Lib: d.lib, Context: d.ctx, Device: d.dev, Streams: d.streams, d: d}
 	for {
-		if d.cfg.Completion == CompletionSpin {
-			spinRecv(d.wake, d.cfg.SpinIdle)
-		} else {
-			<-d.wake
-		}
-		d.q.mu.Lock()
-		tasks, closed := d.q.tasks, d.q.closed
-		d.q.tasks = nil
-		d.q.mu.Unlock()
+		<-d.wake
 		unlock, err := d.lockContext()
 		if err != nil {
 			// The driver refuses our context: every op fails with why.
 			d.log.Error("cuda context lost", "device", d.info.ID.String(), "error", err)
 			unlock = func() {}
 		}
-		for i := range tasks {
-			t := tasks[i]
-			tasks[i] = task{}
-			switch {
-			case t.run != nil:
-				t.run(th)
-			case err != nil:
-				if t.done != nil {
-					t.done(err)
+		var closed bool
+	batches:
+		for {
+			d.q.mu.Lock()
+			var tasks []task
+			tasks, closed = d.q.tasks, d.q.closed
+			d.q.tasks = nil
+			d.q.mu.Unlock()
+			for i := range tasks {
+				t := tasks[i]
+				tasks[i] = task{}
+				switch {
+				case t.run != nil:
+					t.run(th)
+				case err != nil:
+					if t.done != nil {
+						t.done(err)
+					}
+				default:
+					d.exec(t)
 				}
+			}
+			d.flush()
+			if closed && len(tasks) == 0 {
+				d.shutdown()
+				unlock()
+				return
+			}
+			if closed {
+				break
+			}
+			// More work queued meanwhile: take it on this thread, with the
+			// context still current (no unlock, relock and cuCtxSetCurrent
+			// between back-to-back batches). Under CompletionSpin, look for
+			// it for SpinIdle first, still holding the thread.
+			if d.cfg.Completion == CompletionSpin {
+				if spinPoll(d.wake, d.cfg.SpinIdle) {
+					continue
+				}
+				break
+			}
+			select {
+			case <-d.wake:
 			default:
-				d.exec(t)
+				break batches
 			}
 		}
-		d.flush()
-		if closed && len(tasks) == 0 {
-			d.shutdown()
-			unlock()
-			return
-		}
 		unlock()
-		if d.cfg.Completion == CompletionSpin {
-			// Our flush may have woken the completer onto this P, behind
-			// our own spinning: let it run (see completer.runSpin).
-			runtime.Gosched()
-		}
 		if closed {
 			select { // look again: more may have come before closed was set
 			case d.wake <- struct{}{}:

@@ -86,31 +86,22 @@ func (d *Device) checkLaunch(o device.LaunchOp) ([]device.Arg, error) {
 	return args, nil
 }
 
-// prepared is a launch made ready on the caller's goroutine (Enqueue), so
-// that the owner, which issues every launch of the device one after another,
-// only looks its function up and calls the driver.
+// prepared is a launch's parameter buffer, packed on the caller's goroutine
+// (Enqueue), so that the owner, which issues every launch of the device one
+// after another, only looks its function up, works out the grid and calls
+// the driver.
 type prepared struct {
 	params []byte
 	shared int
-	geo    geometry
 }
 
-// prepareLaunch packs a checked launch's arguments and works out its grid
-// (with the built-in kernel's launch hint, kernels.LaunchFor).
+// prepareLaunch packs a checked launch's arguments.
 func (d *Device) prepareLaunch(o device.LaunchOp, args []device.Arg) (*prepared, error) {
 	params, shared, err := packArgs(o.Kernel, o.Range, args, d.kernelAddr)
 	if err != nil {
 		return nil, err
 	}
-	var hint *kernels.Launch
-	if l, ok := kernels.LaunchFor(o.Kernel.PTX); ok {
-		hint = &l
-	}
-	g, err := hintedGeometry(o.Range, d.attrs.MaxThreadsPerBlock, hint)
-	if err != nil {
-		return nil, fmt.Errorf("kernel %q: %w", o.Kernel.Name, err)
-	}
-	return &prepared{params: params, shared: shared, geo: g}, nil
+	return &prepared{params: params, shared: shared}, nil
 }
 
 // execLaunch starts a kernel on the owner thread.
@@ -147,7 +138,13 @@ func (d *Device) execLaunch(t task, o device.LaunchOp) error {
 		}
 		f.maxShared = p.shared
 	}
-	c := driver.LaunchConfig{Grid: p.geo.Grid, Block: p.geo.Block, SharedBytes: uint32(p.shared), Stream: d.streams[s]}
+	// The grid with the function's launch hint: checkLaunch's (which
+	// validated the range) without one, a few times smaller with one.
+	g, err := hintedGeometry(o.Range, d.attrs.MaxThreadsPerBlock, f.hint)
+	if err != nil {
+		return fmt.Errorf("kernel %q: %w", o.Kernel.Name, err)
+	}
+	c := driver.LaunchConfig{Grid: g.Grid, Block: g.Block, SharedBytes: uint32(p.shared), Stream: d.streams[s]}
 	if err := d.lib.LaunchKernel(f.fn, &c, p.params); err != nil {
 		return fmt.Errorf("kernel %q on %s: %w", o.Kernel.Name, d.info.ID, err)
 	}

@@ -3,12 +3,13 @@ package cuda
 import (
 	"testing"
 
+	"github.com/acpp/acpp/cuda/kernels"
 	"github.com/acpp/acpp/device"
 )
 
 // BenchmarkLaunchPrepare: the host work of a launch before the device's
 // owner sees it (Enqueue's argument checks, the PTX entry check, packing
-// the parameter buffer, the grid with the built-in's launch hint), on a
+// the parameter buffer), and the grid the owner works out, on a
 // device with no driver behind it, so it runs everywhere (CI) and a
 // regression in the CPU side of the launch path shows without a GPU. The
 // GPU side is BenchmarkLaunchEmpty and BenchmarkSubmitWait.
@@ -27,6 +28,10 @@ func BenchmarkLaunchPrepare(b *testing.B) {
 			Args: []device.Arg{accArg(x, rg), accArg(y, rg)}}},
 		{"empty", device.LaunchOp{Kernel: builtin(b, "empty"), Range: device.NDRange{Global: [3]int{1, 1, 1}}}},
 	} {
+		var hint *kernels.Launch
+		if l, ok := kernels.LaunchFor(c.op.Kernel.PTX); ok {
+			hint = &l
+		}
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -35,6 +40,9 @@ func BenchmarkLaunchPrepare(b *testing.B) {
 					b.Fatal(err)
 				}
 				if _, err := d.prepareLaunch(c.op, args); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := hintedGeometry(c.op.Range, 1024, hint); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -31,7 +31,7 @@ type Builtin struct {
 
 // modules holds each embedded PTX module once, by file name (without
 // .ptx): every Builtin.PTX of a file shares its bytes, so a device loads it
-// once, and LaunchFor recognises a built-in by the bytes' identity.
+// once.
 var modules = func() map[string][]byte {
 	es, err := ptxFS.ReadDir("ptx")
 	if err != nil {
@@ -80,8 +80,9 @@ var launches = map[string]Launch{
 }
 
 // LaunchFor returns the launch hint of the built-in kernel whose PTX p is:
-// p.Module must be the very bytes Builtin.PTX returned (not a copy) and
-// p.Entry its entry. ok is false for every other module.
+// p.Entry its entry and p.Module the bytes Builtin.PTX returned, or a copy
+// of them (a module shipped to a node). ok is false for every other module.
+// The CUDA backend asks once per loaded module.
 func LaunchFor(p *device.PTX) (l Launch, ok bool) {
 	if p == nil || len(p.Module) == 0 {
 		return Launch{}, false
@@ -89,7 +90,10 @@ func LaunchFor(p *device.PTX) (l Launch, ok bool) {
 	for name, l := range launches {
 		b := builtins[name]
 		m := modules[b.File]
-		if p.Entry == b.Entry && len(p.Module) == len(m) && unsafe.SliceData(p.Module) == unsafe.SliceData(m) {
+		if p.Entry != b.Entry || len(p.Module) != len(m) {
+			continue
+		}
+		if unsafe.SliceData(p.Module) == unsafe.SliceData(m) || string(p.Module) == string(m) {
 			return l, true
 		}
 	}

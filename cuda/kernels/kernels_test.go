@@ -142,8 +142,8 @@ func FuzzEntries(f *testing.F) {
 	})
 }
 
-// TestLaunchFor: the launch hint belongs to the built-in's own PTX bytes and
-// entry; a copy of the bytes, another entry or another module has none (and
+// TestLaunchFor: the launch hint belongs to the built-in's PTX (its bytes or
+// a copy of them) and entry; another entry or another module has none (and
 // so runs one item per thread, which the kernel must also get right).
 func TestLaunchFor(t *testing.T) {
 	b, _ := Lookup("jacobi2d")
@@ -156,11 +156,16 @@ func TestLaunchFor(t *testing.T) {
 		t.Error("two PTX() calls gave two copies of the module; LaunchFor needs one")
 	}
 	cp := &device.PTX{Module: append([]byte(nil), p.Module...), Entry: p.Entry}
+	if l2, ok := LaunchFor(cp); !ok || l2 != l {
+		t.Errorf("LaunchFor(a copy of jacobi2d's PTX) = %+v, %v; want %+v", l2, ok, l)
+	}
+	edited := &device.PTX{Module: append([]byte(nil), p.Module...), Entry: p.Entry}
+	edited.Module[len(edited.Module)-2] ^= 1
 	other := &device.PTX{Module: p.Module, Entry: "other"}
 	s, _ := Lookup("saxpy")
-	for _, q := range []*device.PTX{cp, other, s.PTX(), nil, {}} {
+	for _, q := range []*device.PTX{edited, other, s.PTX(), nil, {}} {
 		if l, ok := LaunchFor(q); ok {
-			t.Errorf("LaunchFor(%v) = %+v, want none", q, l)
+			t.Errorf("LaunchFor(module of %d bytes, entry %q) = %+v, want none", len(q.Module), q.Entry, l)
 		}
 	}
 }
