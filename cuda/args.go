@@ -122,7 +122,13 @@ func hintedGeometry(r device.NDRange, maxThreads int, hint *kernels.Launch) (geo
 	case r.Grouped():
 		block = r.Local
 	case hint != nil:
+		// The hint's block, shrunk to fit a small range: whole warps along
+		// x, no more than the range along y and z.
 		block = hint.Block
+		block[2] = min(block[2], max(32, (r.Global[2]+31)&^31))
+		for d := range 2 {
+			block[d] = min(block[d], max(1, r.Global[d]))
+		}
 		for d := range 3 {
 			per[d] = max(hint.PerThread[d], 1)
 		}

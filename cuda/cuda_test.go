@@ -202,6 +202,8 @@ func TestLaunchGeometry(t *testing.T) {
 		// the Jacobi built-in's hint: 128×2 threads, 8 rows each
 		{r: device.NDRange{Global: [3]int{1, 4096, 4096}}, hint: jacobiHint(t), grid: [3]uint32{32, 256, 1}, block: [3]uint32{128, 2, 1}},
 		{r: device.NDRange{Global: [3]int{1, 301, 517}}, hint: jacobiHint(t), grid: [3]uint32{5, 19, 1}, block: [3]uint32{128, 2, 1}},
+		// a narrow grid gets a narrower block
+		{r: device.NDRange{Global: [3]int{1, 1, 40}}, hint: jacobiHint(t), grid: [3]uint32{1, 1, 1}, block: [3]uint32{64, 1, 1}},
 		// a grouped launch ignores it
 		{r: device.NDRange{Global: [3]int{1, 64, 64}, Local: [3]int{1, 16, 16}}, hint: jacobiHint(t), grid: [3]uint32{4, 4, 1}, block: [3]uint32{16, 16, 1}},
 	}

@@ -200,25 +200,39 @@ func TestBuiltinKernelsMatchGo(t *testing.T) {
 	})
 
 	t.Run("copy_f32 ranged", func(t *testing.T) {
-		sr, dr := [3]int{5, 7, 9}, [3]int{4, 8, 11}
-		sb, db := randFloats(r, sr[0]*sr[1]*sr[2]), randFloats(r, dr[0]*dr[1]*dr[2])
-		src, dst := upload(t, d, sb), upload(t, d, append([]byte(nil), db...))
-		box := [3]int{3, 4, 5}
-		so, do_ := [3]int{1, 2, 3}, [3]int{0, 3, 4}
-		sa := device.Arg{Kind: device.ArgRangedAccessor, Space: device.GlobalDevice, Mem: src, ElemSize: 4, Range: sr, AccessOffset: so, AccessRange: box}
-		da := device.Arg{Kind: device.ArgRangedAccessor, Space: device.GlobalDevice, Mem: dst, ElemSize: 4, Range: dr, AccessOffset: do_, AccessRange: box}
-		if err := do(t, d, 3, device.LaunchOp{Kernel: builtin(t, "copy_f32"), Range: device.NDRange{Global: box}, Args: []device.Arg{sa, da}}); err != nil {
-			t.Fatal(err)
-		}
-		want := append([]float32(nil), f32s(db)...)
-		for z := 0; z < box[0]; z++ {
-			for y := 0; y < box[1]; y++ {
-				for x := 0; x < box[2]; x++ {
-					want[((z+do_[0])*dr[1]+y+do_[1])*dr[2]+x+do_[2]] = f32s(sb)[((z+so[0])*sr[1]+y+so[1])*sr[2]+x+so[2]]
+		// A 3D box between offsets; long rows (several elements a thread
+		// under the launch hint); a range larger than the access ranges
+		// (ids outside either are skipped). Everything outside the box
+		// keeps its old value.
+		for _, tc := range []struct {
+			sr, dr, global, so, do_, sa, da [3]int
+		}{
+			{sr: [3]int{5, 7, 9}, dr: [3]int{4, 8, 11}, global: [3]int{3, 4, 5}, so: [3]int{1, 2, 3}, do_: [3]int{0, 3, 4}, sa: [3]int{3, 4, 5}, da: [3]int{3, 4, 5}},
+			{sr: [3]int{2, 3, 3000}, dr: [3]int{2, 4, 2900}, global: [3]int{2, 3, 2500}, so: [3]int{0, 0, 7}, do_: [3]int{0, 1, 100}, sa: [3]int{2, 3, 2500}, da: [3]int{2, 3, 2500}},
+			{sr: [3]int{1, 3, 3000}, dr: [3]int{1, 3, 3000}, global: [3]int{1, 3, 3000}, so: [3]int{0, 0, 1}, do_: [3]int{0, 1, 0}, sa: [3]int{1, 3, 2500}, da: [3]int{1, 2, 2800}},
+			{sr: [3]int{1, 1, 1 << 20}, dr: [3]int{1, 1, 1<<20 + 5}, global: [3]int{1, 1, 1<<20 - 3}, so: [3]int{0, 0, 3}, do_: [3]int{0, 0, 5}, sa: [3]int{1, 1, 1<<20 - 3}, da: [3]int{1, 1, 1<<20 - 3}},
+		} {
+			sb, db := randFloats(r, tc.sr[0]*tc.sr[1]*tc.sr[2]), randFloats(r, tc.dr[0]*tc.dr[1]*tc.dr[2])
+			src, dst := upload(t, d, sb), upload(t, d, append([]byte(nil), db...))
+			sa := device.Arg{Kind: device.ArgRangedAccessor, Space: device.GlobalDevice, Mem: src, ElemSize: 4, Range: tc.sr, AccessOffset: tc.so, AccessRange: tc.sa}
+			da := device.Arg{Kind: device.ArgRangedAccessor, Space: device.GlobalDevice, Mem: dst, ElemSize: 4, Range: tc.dr, AccessOffset: tc.do_, AccessRange: tc.da}
+			if err := do(t, d, 3, device.LaunchOp{Kernel: builtin(t, "copy_f32"), Range: device.NDRange{Global: tc.global}, Args: []device.Arg{sa, da}}); err != nil {
+				t.Fatal(err)
+			}
+			var box [3]int
+			for i := range box {
+				box[i] = min(tc.global[i], tc.sa[i], tc.da[i])
+			}
+			want := append([]float32(nil), f32s(db)...)
+			for z := 0; z < box[0]; z++ {
+				for y := 0; y < box[1]; y++ {
+					for x := 0; x < box[2]; x++ {
+						want[((z+tc.do_[0])*tc.dr[1]+y+tc.do_[1])*tc.dr[2]+x+tc.do_[2]] = f32s(sb)[((z+tc.so[0])*tc.sr[1]+y+tc.so[1])*tc.sr[2]+x+tc.so[2]]
+					}
 				}
 			}
+			sameBits(t, fmt.Sprintf("dst (box %v)", box), f32s(download(t, d, dst)), want)
 		}
-		sameBits(t, "dst", f32s(download(t, d, dst)), want)
 	})
 
 	t.Run("jacobi2d", func(t *testing.T) {

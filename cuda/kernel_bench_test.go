@@ -33,8 +33,8 @@ import (
 
 // refKernels are the hand-written references, loaded on one device.
 type refKernels struct {
-	how                        string
-	naive, strip, saxpy, empty driver.Function
+	how                                    string
+	naive, strip, saxpy, fill, copy, empty driver.Function
 }
 
 func loadRefs(b *testing.B, d *Device) *refKernels {
@@ -67,7 +67,7 @@ func loadRefs(b *testing.B, d *Device) *refKernels {
 		for _, f := range []struct {
 			name string
 			fn   *driver.Function
-		}{{"jacobi_naive", &r.naive}, {"jacobi_strip", &r.strip}, {"saxpy", &r.saxpy}, {"empty", &r.empty}} {
+		}{{"jacobi_naive", &r.naive}, {"jacobi_strip", &r.strip}, {"saxpy", &r.saxpy}, {"fill", &r.fill}, {"copy", &r.copy}, {"empty", &r.empty}} {
 			if *f.fn, err = t.Lib.ModuleGetFunction(m, f.name); err != nil {
 				return err
 			}
@@ -411,6 +411,45 @@ func BenchmarkKernels(b *testing.B) {
 	saxpyRun("acpp", prepareRaw(b, d, sax, snd, sargs, nil))
 	if c := candidate(b, "saxpy", "saxpy"); c != nil {
 		saxpyRun("cand", prepareRaw(b, d, c, snd, sargs, nil))
+	}
+
+	// fill_f32 and copy_f32 over the same 64 Mi floats, as a 1D range (4
+	// and 8 bytes an element).
+	elementwise := func(name string, bytes int, l *rawLaunch) {
+		b.Run(name, func(b *testing.B) {
+			var total time.Duration
+			for b.Loop() {
+				total += gpuTime(b, d, steps, func(t *Thread, i int) error {
+					l.cfg.Stream = t.Streams[0]
+					return l.launch(t)
+				})
+			}
+			stepReport(b, total/time.Duration(b.N), bytes)
+		})
+	}
+	grid1 := driver.LaunchConfig{Grid: [3]uint32{sn / 256, 1, 1}, Block: [3]uint32{256, 1, 1}}
+	rg1 := [3]int{1, 1, sn}
+	fargs := []device.Arg{accArg(y, rg1), scalarF32(1.5)}
+	elementwise("fill/64Mi/ref", 4*sn, &rawLaunch{fn: ref.fill, cfg: grid1, params: params(uint64(y.Addr), float32(1.5), int32(sn))})
+	elementwise("fill/64Mi/acpp", 4*sn, prepareRaw(b, d, builtin(b, "fill_f32"), snd, fargs, nil))
+	if c := candidate(b, "fill_f32", "fill"); c != nil {
+		elementwise("fill/64Mi/cand", 4*sn, prepareRaw(b, d, c, snd, fargs, nil))
+	}
+	ranged1 := func(m *device.Mem) device.Arg {
+		return device.Arg{Kind: device.ArgRangedAccessor, Space: m.Space(), Mem: m, ElemSize: 4, Range: rg1, AccessRange: rg1}
+	}
+	cargs := []device.Arg{ranged1(x), ranged1(y)}
+	elementwise("copy/64Mi/ref", 8*sn, &rawLaunch{fn: ref.copy, cfg: grid1, params: params(uint64(x.Addr), uint64(y.Addr), int32(sn))})
+	elementwise("copy/64Mi/acpp", 8*sn, prepareRaw(b, d, builtin(b, "copy_f32"), snd, cargs, nil))
+	if c := candidate(b, "copy_f32", "copy"); c != nil {
+		elementwise("copy/64Mi/cand", 8*sn, prepareRaw(b, d, c, snd, cargs, nil))
+		for _, per := range []int{2, 4, 8} {
+			g, err := hintedGeometry(snd, 1024, &kernels.Launch{Block: [3]int{1, 1, 256}, PerThread: [3]int{1, 1, per}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			elementwise(fmt.Sprintf("copy/64Mi/cand-%d", per), 8*sn, prepareRaw(b, d, c, snd, cargs, &g))
+		}
 	}
 }
 

@@ -41,3 +41,15 @@ extern "C" __global__ void saxpy(int n, float a, const float *__restrict__ x, fl
 
 // empty: for launch and submit->wait baselines.
 extern "C" __global__ void empty() {}
+
+// fill: one element per thread, 256 threads per block.
+extern "C" __global__ void fill(float *__restrict__ p, float v, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) p[i] = v;
+}
+
+// copy: one element per thread, 256 threads per block.
+extern "C" __global__ void copy(const float *__restrict__ s, float *__restrict__ d, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) d[i] = s[i];
+}

@@ -62,7 +62,8 @@ func (b Builtin) PTX() *device.PTX {
 // Launch is how the CUDA backend shapes a flat (ungrouped) launch of a
 // built-in kernel whose code is written for it: the block, and how many
 // items of the range each thread covers, per dimension (dimension order,
-// dimension 2 fastest, as in device.NDRange). The grid along dimension d is
+// dimension 2 fastest, as in device.NDRange); the block shrinks to fit a
+// small range (whole warps along dimension 2). The grid along dimension d is
 // ceil(Global[d] / (Block[d] * PerThread[d])). Such a kernel must still be
 // right for any grid (it shares the range out over the threads it gets), so
 // a launch without the hint (a copy of the PTX, a grouped launch) is only
@@ -73,10 +74,12 @@ type Launch struct {
 }
 
 // launches are the built-ins with a launch hint, by name. jacobi2d: column
-// strips of 8 rows under blocks of 128×2 threads; see docs/CUDA.md,
-// "Built-in kernels' speed", for the sweep that chose it.
+// strips of 8 rows under blocks of 128×2 threads; copy_f32: 4 elements of a
+// row a thread under 256-thread blocks. See docs/CUDA.md, "Built-in
+// kernels' speed", for the sweeps that chose them.
 var launches = map[string]Launch{
 	"jacobi2d": {Block: [3]int{1, 2, 128}, PerThread: [3]int{1, 8, 1}},
+	"copy_f32": {Block: [3]int{1, 1, 256}, PerThread: [3]int{1, 1, 4}},
 }
 
 // LaunchFor returns the launch hint of the built-in kernel whose PTX p is:
