@@ -23,6 +23,16 @@
 //	local memory                  8 bytes: byte offset into the dynamic shared memory
 //	scalar                        its bytes, aligned to min(size, 8)
 //
+// # Launch hints
+//
+// A built-in may come with a Launch hint (LaunchFor): the block and how many
+// items of the range each thread covers, so that the CUDA backend launches a
+// grid a few times smaller than the range (jacobi2d: column strips of 8 rows;
+// copy_f32: 4 elements of a row). Such a kernel shares the range out over the
+// threads it is given, so it is right under any grid; the hint only makes it
+// fast. The bytes of the built-in's PTX (or a copy of them) carry the hint,
+// nothing else does.
+//
 // Jobs can ship their own PTX: Entries lists a module's entry points and
 // their parameter sizes, and CheckLayout compares them with the layout above.
 package kernels
