@@ -255,9 +255,12 @@ type GossipResult struct {
 	KillS   float64 `json:"kill_s"`  // that one SIGKILLed → every survivor dropped it
 	// FlapRounds counts the poll rounds (every 100 ms, HoldS seconds after
 	// convergence) in which some process saw fewer members than run.
-	FlapRounds int     `json:"flap_rounds"`
-	HoldRounds int     `json:"hold_rounds"`
-	Load1      float64 `json:"load1"` // the host's 1-minute load average at the end
+	FlapRounds int `json:"flap_rounds"`
+	HoldRounds int `json:"hold_rounds"`
+	// NodeCPU is the mean CPU time a node process used per second of the
+	// hold (0.05: 5% of one core), the /healthz polls included.
+	NodeCPU float64 `json:"node_cpu"`
+	Load1   float64 `json:"load1"` // the host's 1-minute load average at the end
 }
 
 // CoordResult is the coordinator's cost for one cluster size.
@@ -335,6 +338,27 @@ func threadCPU() time.Duration {
 	return time.Duration(ts.Nano())
 }
 
+// procsCPU is the CPU time (user and system) the processes used so far
+// (Linux /proc/PID/stat; clock ticks of 10 ms).
+func procsCPU(ps []*proc) time.Duration {
+	var total time.Duration
+	for _, p := range ps {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+		if err != nil {
+			continue
+		}
+		// Fields after the command name, which is in parentheses.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		total += time.Duration(ut+st) * 10 * time.Millisecond
+	}
+	return total
+}
+
 // rssMiB is a process's resident memory (Linux), -1 elsewhere.
 func rssMiB(pid int) float64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
@@ -359,7 +383,7 @@ func rssMiB(pid int) float64 {
 //	ACPP_SCALE_MEMBERS=1,4,16,64 cluster sizes
 //	ACPP_SCALE_TIMING=lan,local  presets for the gossip part
 //	ACPP_SCALE_COORD=lan         the preset whose clusters also run the coordinator part ("" none)
-//	ACPP_SCALE_STEPS=64          timed Jacobi steps per size (after 2 untimed)
+//	ACPP_SCALE_CHUNKS=4096       timed chunk groups per size: Jacobi steps of one chunk per member, at least 16 steps (after 2 untimed)
 //	ACPP_SCALE_HOLD=5s           how long to watch for flaps after convergence
 //	ACPP_SCALE_TIMEOUT=60s       how long each convergence may take
 func TestScale(t *testing.T) {
@@ -372,7 +396,7 @@ func TestScale(t *testing.T) {
 	if _, set := os.LookupEnv("ACPP_SCALE_COORD"); !set {
 		coordTiming = "lan"
 	}
-	steps := envInts(t, "ACPP_SCALE_STEPS", "64")[0]
+	chunks := envInts(t, "ACPP_SCALE_CHUNKS", "4096")[0]
 	holdFor := envDur(t, "ACPP_SCALE_HOLD", 5*time.Second)
 	timeout := envDur(t, "ACPP_SCALE_TIMEOUT", 60*time.Second)
 	out := os.Getenv("ACPP_SCALE_OUT")
@@ -397,11 +421,12 @@ func TestScale(t *testing.T) {
 	for _, timing := range timings {
 		for _, n := range sizes {
 			h := &harness{t: t, bin: bin, creds: creds, timing: timing}
+			steps := max(16, (chunks/n+7)/8*8)
 			g, c := runSize(t, h, n, timeout, holdFor, timing == coordTiming, steps)
 			h.stopAll()
 			res.Gossip = append(res.Gossip, g)
-			t.Logf("gossip %s members=%d: start %.2fs join %.2fs kill %.2fs flaps %d/%d load %.1f",
-				timing, n, g.StartS, g.JoinS, g.KillS, g.FlapRounds, g.HoldRounds, g.Load1)
+			t.Logf("gossip %s members=%d: start %.2fs join %.2fs kill %.2fs flaps %d/%d node CPU %.3f load %.1f",
+				timing, n, g.StartS, g.JoinS, g.KillS, g.FlapRounds, g.HoldRounds, g.NodeCPU, g.Load1)
 			if c != nil {
 				res.Coordinator = append(res.Coordinator, *c)
 				t.Logf("coordinator members=%d: submit %.0f ns/chunk wall, %.0f ns/chunk CPU (%.0f ns/group wall), client CPU %.0f ns/chunk, %.0f chunks/s, client heap %.1f MiB, %.0f B/chunk, node RSS %.1f MiB",
@@ -414,6 +439,26 @@ func TestScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("results in %s", out)
+}
+
+// TestReplot redraws the plots from a scale.json (ACPP_SCALE_REPLOT names
+// it; the PNGs go beside it), for a change to the plots alone.
+func TestReplot(t *testing.T) {
+	path := os.Getenv("ACPP_SCALE_REPLOT")
+	if path == "" {
+		t.Skip("set ACPP_SCALE_REPLOT to a scale.json")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res Results
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	if err := writePlots(filepath.Dir(path), res); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // runSize starts n processes (the first one alone, the others joining it
@@ -446,9 +491,15 @@ func runSize(t *testing.T, h *harness, n int, timeout, holdFor time.Duration, co
 			}
 		}
 	}
+	c0, t0 := procsCPU(ps), time.Now()
 	g.FlapRounds, g.HoldRounds = hold(ps, n, holdFor)
+	g.NodeCPU = math.Round((procsCPU(ps)-c0).Seconds()/time.Since(t0).Seconds()/float64(n)*1000) / 1000
+	if !ok { // a join or a kill would measure nothing
+		g.JoinS, g.KillS, g.Load1 = -1, -1, load1()
+		return g, nil
+	}
 	var c *CoordResult
-	if coord && ok {
+	if coord {
 		c = runCoordinator(t, ps, h.creds, steps)
 	}
 	// One more member joins, then dies.
@@ -607,9 +658,16 @@ func writePlots(dir string, res Results) error {
 	for _, tm := range order {
 		for _, kind := range []string{"start", "join", "kill"} {
 			s := Series{Name: tm + ": " + kind}
+			var never []string
 			for _, g := range byTiming[tm] {
 				v := map[string]float64{"start": g.StartS, "join": g.JoinS, "kill": g.KillS}[kind]
 				s.X, s.Y = append(s.X, float64(g.Members)), append(s.Y, nanIfNeg(v))
+				if v < 0 {
+					never = append(never, strconv.Itoa(g.Members))
+				}
+			}
+			if len(never) > 0 { // a gap in the line: say why
+				s.Name += " (" + strings.Join(never, ",") + ": never)"
 			}
 			gp.Series = append(gp.Series, s)
 		}
