@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/acpp/acpp/coherence"
@@ -77,7 +78,16 @@ func (j *Job) NewBuffer(spec BufferSpec) (*Buffer, error) {
 	if spec.Init != nil && len(spec.Init) != geo.Bytes() {
 		return nil, fmt.Errorf("%w: buffer %q: Init has %d bytes, the range %v × %d-byte elements needs %d", ErrInvalid, spec.Name, len(spec.Init), spec.Range, spec.ElemSize, geo.Bytes())
 	}
-	j.mu.Lock()
+	for {
+		if err := j.waitRecovered(context.Background()); err != nil {
+			return nil, err
+		}
+		j.mu.Lock()
+		if j.res.recovering == nil {
+			break
+		}
+		j.mu.Unlock()
+	}
 	defer j.mu.Unlock()
 	if j.err != nil {
 		return nil, j.err
@@ -94,6 +104,9 @@ func (j *Job) NewBuffer(spec BufferSpec) (*Buffer, error) {
 	}
 	j.nextBuf++
 	j.bufs[b.id] = b
+	if j.res.on {
+		j.res.appendLocked(logOp{kind: opNewBuffer, buf: b, data: slices.Clone(spec.Init)})
+	}
 	return b, nil
 }
 
@@ -101,6 +114,19 @@ func (j *Job) NewBuffer(spec BufferSpec) (*Buffer, error) {
 // command group submitted before the call has finished (B1: allocations
 // live until the buffer is released). Later use of b is refused.
 func (j *Job) Release(ctx context.Context, b *Buffer) error {
+	for {
+		if err := j.waitRecovered(ctx); err != nil {
+			return err
+		}
+		if err := j.releaseOnce(ctx, b, false); err != errEpochChanged {
+			return err
+		}
+	}
+}
+
+// releaseOnce releases b in the current epoch (replay: a recovery's
+// replay of a logged release).
+func (j *Job) releaseOnce(ctx context.Context, b *Buffer, replay bool) error {
 	j.mu.Lock()
 	if j.err != nil {
 		j.mu.Unlock()
@@ -114,14 +140,18 @@ func (j *Job) Release(ctx context.Context, b *Buffer) error {
 	for id := range j.live {
 		ids = append(ids, id)
 	}
+	ep := j.ep
 	j.mu.Unlock()
-	if err := j.waitGroups(ctx, ids); err != nil {
+	if err := j.waitGroups(ctx, ep, ids); err != nil {
 		return err
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.err != nil {
 		return j.err
+	}
+	if ep != j.ep || (!replay && j.res.recovering != nil) {
+		return errEpochChanged
 	}
 	if j.bufs[b.id] != b {
 		return fmt.Errorf("%w: %s was released concurrently", ErrInvalid, b)
@@ -132,6 +162,9 @@ func (j *Job) Release(ctx context.Context, b *Buffer) error {
 	}
 	delete(j.bufs, b.id)
 	delete(j.lineage, b.id)
+	if !replay {
+		j.res.appendLocked(logOp{kind: opRelease, buf: b})
+	}
 	gs := &groupState{id: j.nextCG, kernel: "release", dev: -1, host: true, submitted: time.Now()}
 	j.nextCG++
 	bd := &builder{j: j, g: gs, entries: map[coherence.NodeID]*entry{}}

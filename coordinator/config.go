@@ -105,7 +105,8 @@ type Config struct {
 	// MaxBytes asks each node for a per-job memory limit (0: the node's).
 	MaxBytes uint64
 	// LostTimeout is how long a node may stay unreachable (its completion
-	// feed failing) before the job treats it as lost; 0 means 5 seconds.
+	// feed failing, or no answer to pings) before the job treats it as
+	// lost; 0 means 1.5 seconds.
 	// Nodes report peers lost by membership much sooner (about 1 s on a
 	// local cluster, 5 s on a LAN).
 	LostTimeout time.Duration
@@ -117,6 +118,38 @@ type Config struct {
 	// to move into time for placement; 0 means 500 MB/s between nodes and
 	// 5 GB/s within a node.
 	NetworkBandwidth, LocalBandwidth float64
+	// OnNodeLoss is what the job does when it loses a node whose pages
+	// had no other copy, or that was running groups: RecoverOnLoss (the
+	// default) restores from the latest checkpoint and replays on the
+	// nodes left; FailOnLoss fails with a *NodeLostError.
+	OnNodeLoss NodeLossPolicy
+	// Checkpoint is how often the job copies every buffer to the client
+	// for recovery: CheckpointAuto (0, Young's interval from the last
+	// checkpoint's time and NodeMTBF), CheckpointOff (-1), or every N
+	// command groups (N > 0). Only with RecoverOnLoss.
+	Checkpoint int
+	// NodeMTBF is the mean time between failures of one node, for the
+	// automatic checkpoint interval; 0 means 24 hours.
+	NodeMTBF time.Duration
+	// OnRecovery, when set, is called when a recovery starts and when it
+	// ends (RecoveryReport.Done). It must not block and must not call the
+	// Job.
+	OnRecovery func(RecoveryReport)
+	// OnCheckpoint, when set, is called when a checkpoint completes. It
+	// must not block and must not call the Job.
+	OnCheckpoint func(CheckpointReport)
+	// MembershipInterval is how often the job asks a node for the
+	// cluster's members: nodes that joined are offered to the job
+	// (through Devices), nodes that drain hand their pages over and leave
+	// it, nodes seen failed are lost. 0 means 500 ms; negative turns it
+	// off (and with it joins and drains).
+	MembershipInterval time.Duration
+	// Static: nodes that join the cluster later are not added to the job.
+	Static bool
+	// OnNodeEvent, when set, is called when a node joins the job, starts
+	// draining, has drained or is lost. It must not block and must not
+	// call the Job.
+	OnNodeEvent func(NodeEvent)
 	// OnGroupDone, when set, is called once per finished command group
 	// (progress bars, traces), from the job's goroutines, in completion
 	// order per node. It must not block and must not call the Job.
@@ -150,6 +183,15 @@ func (c Config) Validate() error {
 	if c.LostTimeout < 0 || c.PollInterval < 0 || c.Lease < 0 {
 		errs = append(errs, errors.New("LostTimeout, PollInterval and Lease must not be negative"))
 	}
+	if c.OnNodeLoss > FailOnLoss {
+		errs = append(errs, fmt.Errorf("OnNodeLoss %d is unknown; use RecoverOnLoss or FailOnLoss", c.OnNodeLoss))
+	}
+	if c.Checkpoint < CheckpointOff {
+		errs = append(errs, fmt.Errorf("Checkpoint %d: want CheckpointAuto (0), CheckpointOff (-1) or a number of groups ≥ 1", c.Checkpoint))
+	}
+	if c.NodeMTBF < 0 {
+		errs = append(errs, errors.New("NodeMTBF must not be negative"))
+	}
 	if c.NetworkBandwidth < 0 || c.LocalBandwidth < 0 {
 		errs = append(errs, errors.New("NetworkBandwidth and LocalBandwidth must not be negative"))
 	}
@@ -161,7 +203,13 @@ func (c Config) Validate() error {
 
 func (c *Config) populate() {
 	if c.LostTimeout == 0 {
-		c.LostTimeout = 5 * time.Second
+		c.LostTimeout = 1500 * time.Millisecond
+	}
+	if c.NodeMTBF == 0 {
+		c.NodeMTBF = 24 * time.Hour
+	}
+	if c.MembershipInterval == 0 {
+		c.MembershipInterval = 500 * time.Millisecond
 	}
 	if c.PollInterval == 0 {
 		c.PollInterval = 2 * time.Second

@@ -112,11 +112,38 @@ type accRegion struct {
 // lost meanwhile), the IDs of the chunks already submitted come back with
 // the error.
 func (j *Job) Submit(ctx context.Context, g Group) ([]GroupID, error) {
+	for {
+		if err := j.waitRecovered(ctx); err != nil {
+			return nil, err
+		}
+		ids, err := j.submit(ctx, g, nil)
+		if err != errEpochChanged {
+			if err == nil {
+				j.maybeCheckpoint()
+			}
+			return ids, err
+		}
+	}
+}
+
+// errEpochChanged: a recovery started while a call was planning; the
+// call starts again once it has finished.
+var errEpochChanged = errors.New("coordinator: recovery started meanwhile")
+
+// submit plans g. rep is nil for the program's groups (they are logged
+// for recovery), or the replay a recovery runs g for.
+func (j *Job) submit(ctx context.Context, g Group, rep *replaySet) ([]GroupID, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if err := j.Err(); err != nil {
 		return nil, err
+	}
+	j.mu.Lock()
+	ep := j.ep
+	j.mu.Unlock()
+	if rep != nil {
+		g = j.replayable(g)
 	}
 	params, err := j.validate(&g)
 	if err != nil {
@@ -212,6 +239,9 @@ func (j *Job) Submit(ctx context.Context, g Group) ([]GroupID, error) {
 	ids := make([]GroupID, 0, len(plans))
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if ep != j.ep || (rep == nil && j.res.recovering != nil) {
+		return nil, errEpochChanged
+	}
 	for _, p := range plans {
 		if j.err != nil {
 			return ids, j.err
@@ -220,7 +250,15 @@ func (j *Job) Submit(ctx context.Context, g Group) ([]GroupID, error) {
 		if err != nil {
 			return ids, err
 		}
+		gs := j.live[id]
+		gs.rep = rep
+		gs.user = rep == nil
 		ids = append(ids, id)
+	}
+	if rep != nil {
+		rep.left += len(ids)
+	} else {
+		j.res.logGroupLocked(g, ids)
 	}
 	return ids, nil
 }
@@ -289,7 +327,7 @@ func (j *Job) capable(kernel string) []int {
 	defer j.mu.Unlock()
 	var out []int
 	for i, d := range j.devices {
-		if d.lost {
+		if d.lost || d.leaving {
 			continue
 		}
 		if decl, ok := nodeDecl(d.node, kernel); ok {
@@ -427,8 +465,8 @@ func (j *Job) whyNoDevice(kernel string) string {
 // instructions for the nodes.
 func (j *Job) submitLocked(g *Group, params []device.Param, p chunkPlan, capable []int, chunks int) (GroupID, error) {
 	dev := p.dev
-	if dev >= 0 && j.devices[dev].lost {
-		return 0, fmt.Errorf("%w: device %s is on a lost node", ErrNoDevice, j.devices[dev])
+	if dev >= 0 && (j.devices[dev].lost || j.devices[dev].leaving) {
+		return 0, fmt.Errorf("%w: device %s is on a lost or draining node", ErrNoDevice, j.devices[dev])
 	}
 	if dev < 0 {
 		dev = j.placeLocked(g, p, capable)
@@ -528,7 +566,7 @@ func (j *Job) recordWriteLocked(buf coherence.BufferID, g GroupID, pages coheren
 func (j *Job) placeLocked(g *Group, p chunkPlan, capable []int) int {
 	var cands []int
 	for _, i := range capable {
-		if !j.devices[i].lost {
+		if !j.devices[i].lost && !j.devices[i].leaving {
 			cands = append(cands, i)
 		}
 	}
@@ -778,6 +816,19 @@ func (j *Job) issueLocked(g *groupState, step coherence.Step, x *nodeState, laun
 			}
 		}
 	}
+	if launch == nil {
+		// Pages moved, no kernel (a drain hands pages over): the frontier
+		// on x is what brought them.
+		if len(local) > 0 {
+			front[x.id] = local
+		}
+		for n, ids := range sends {
+			front[n] = ids
+		}
+		g.tails = front
+		j.enqueueLocked(bd)
+		return
+	}
 	ldeps := append(slices.Clone(xDeps), local...)
 	slices.Sort(ldeps)
 	lid := bd.add(x, proto.Instr{Kind: proto.InstrLaunch, Deps: slices.Compact(ldeps), Launch: launch})
@@ -879,55 +930,110 @@ func (j *Job) Write(ctx context.Context, b *Buffer, off, rng Dims, data []byte) 
 }
 
 // hostAccess is a host accessor on the client's allocation: a read (data
-// nil) or a write of data.
+// nil) or a write of data. A recovery that starts meanwhile makes a read
+// start again; a write it has logged, the recovery replays.
 func (j *Job) hostAccess(ctx context.Context, b *Buffer, off, rng Dims, data []byte) ([]byte, error) {
+	for {
+		if err := j.waitRecovered(ctx); err != nil {
+			return nil, err
+		}
+		out, logged, err := j.hostAccessOnce(ctx, b, off, rng, data, false)
+		if err != errEpochChanged {
+			return out, err
+		}
+		if logged {
+			return nil, j.waitRecovered(ctx)
+		}
+	}
+}
+
+// hostOp is a planned host access: the group, and the read backs that
+// bring the pages it lacks.
+type hostOp struct {
+	ep    *epoch
+	b     *Buffer
+	gs    *groupState
+	deps  []GroupID
+	need  map[*nodeState]uint64
+	rbs   []readBack
+	host  []byte
+	off   Dims
+	rng   Dims
+	data  []byte
+	bytes int64
+}
+
+type readBack struct {
+	ns    *nodeState
+	nj    *nodeclient.Job
+	id    uint64
+	mem   uint32
+	boxes []proto.Box
+}
+
+// hostAccessOnce plans and runs one host access in the current epoch;
+// logged reports whether a write went into the recovery log (replay: a
+// recovery's own replay of it, not logged again).
+func (j *Job) hostAccessOnce(ctx context.Context, b *Buffer, off, rng Dims, data []byte, replay bool) (out []byte, logged bool, err error) {
 	what := "read"
 	if data != nil {
 		what = "write"
 	}
 	if b == nil {
-		return nil, fmt.Errorf("%w: host %s of a nil buffer", ErrInvalid, what)
+		return nil, false, fmt.Errorf("%w: host %s of a nil buffer", ErrInvalid, what)
 	}
 	if rng == (Dims{}) {
 		rng = sub(b.geo.Range, off)
 	}
 	pages, err := b.pageRange(off, rng)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
+	if data != nil && len(data) != rng.Volume()*b.geo.ElemSize {
+		return nil, false, fmt.Errorf("%w: write of %d bytes to %s region %v+%v, which holds %d", ErrInvalid, len(data), b, off, rng, rng.Volume()*b.geo.ElemSize)
+	}
+	j.mu.Lock()
+	if j.err != nil {
+		j.mu.Unlock()
+		return nil, false, j.err
+	}
+	if !replay && j.res.recovering != nil {
+		j.mu.Unlock()
+		return nil, false, errEpochChanged
+	}
+	if j.bufs[b.id] != b {
+		j.mu.Unlock()
+		return nil, false, fmt.Errorf("%w: %s is not a buffer of this job", ErrInvalid, b)
+	}
+	op, err := j.planHostLocked(j.ep, b, off, rng, pages, data, "host "+what)
+	if err == nil && data != nil && !replay {
+		j.res.appendLocked(logOp{kind: opWrite, buf: b, off: off, rng: rng, data: slices.Clone(data)})
+		logged = j.res.on
+	}
+	j.mu.Unlock()
+	if err != nil {
+		return nil, false, err
+	}
+	out, _, err = j.finishHost(ctx, op, false)
+	return out, logged, err
+}
+
+// planHostLocked plans a host access of b's region in epoch ep (j.ep):
+// the group on the core and the read backs its copies need.
+func (j *Job) planHostLocked(ep *epoch, b *Buffer, off, rng Dims, pages coherence.Box, data []byte, kernel string) (*hostOp, error) {
 	acc := coherence.Access{Buffer: b.id, Pages: pages, Mode: Read, Target: clientAlloc}
 	if data != nil {
-		if len(data) != rng.Volume()*b.geo.ElemSize {
-			return nil, fmt.Errorf("%w: write of %d bytes to %s region %v+%v, which holds %d", ErrInvalid, len(data), b, off, rng, rng.Volume()*b.geo.ElemSize)
-		}
 		acc.Mode = Write
 		// Whole pages need not be fetched first (T1).
 		acc.Discard = b.geo.ElementBox(pages) == coherence.Box{Lo: off, Hi: addDims(off, rng)}
 	}
-	type rb struct {
-		ns    *nodeState
-		id    uint64
-		mem   uint32
-		boxes []proto.Box
-	}
-	var rbs []rb
-	j.mu.Lock()
-	if j.err != nil {
-		j.mu.Unlock()
-		return nil, j.err
-	}
-	if j.bufs[b.id] != b {
-		j.mu.Unlock()
-		return nil, fmt.Errorf("%w: %s is not a buffer of this job", ErrInvalid, b)
-	}
 	id := j.nextCG
 	step, err := j.core.Submit(coherence.CommandGroup{ID: id, Accesses: []coherence.Access{acc}})
 	if err != nil {
-		j.mu.Unlock()
-		return nil, fmt.Errorf("coordinator: host %s of %s: %w", what, b, err)
+		return nil, fmt.Errorf("coordinator: %s of %s: %w", kernel, b, err)
 	}
 	j.nextCG++
-	gs := &groupState{id: id, kernel: "host " + what, dev: -1, host: true, pending: 1, submitted: time.Now()} // the extra 1 is held until the copy
+	gs := &groupState{id: id, kernel: kernel, dev: -1, host: true, pending: 1, submitted: time.Now()} // the extra 1 is held until the copy
 	j.live[id] = gs
 	j.stats.Groups++
 	// Later groups inherit what this one waited for (it waits for its
@@ -941,57 +1047,71 @@ func (j *Job) hostAccess(ctx context.Context, b *Buffer, off, rng Dims, data []b
 			b.host = make([]byte, b.geo.Bytes())
 		}
 	}
-	host := b.host // read under the lock: Release clears the field
-	need := map[*nodeState]uint64{}
+	op := &hostOp{ep: ep, b: b, gs: gs, deps: step.Deps, need: map[*nodeState]uint64{}, host: b.host, off: off, rng: rng, data: data} // host read under the lock: Release clears the field
 	for _, c := range step.Copies {
 		src := j.nodes[c.Src.Node-1]
 		boxes := make([]proto.Box, 0, len(c.Boxes))
 		for _, pb := range c.Boxes {
 			boxes = append(boxes, protoBox(b.geo.ElementBox(pb)))
 		}
-		j.stats.PlannedBytes[src.name+"->client"] += int64(elemBytes(b, c.Boxes))
+		n := int64(elemBytes(b, c.Boxes))
+		op.bytes += n
+		j.stats.PlannedBytes[src.name+"->client"] += n
 		for len(boxes) > 0 {
 			part := boxes[:min(len(boxes), proto.MaxBoxes)]
 			boxes = boxes[len(part):]
 			src.nextInstr++
 			src.instrs[src.nextInstr] = instrRef{g: gs, kind: proto.InstrReadBack, peer: "client", bytes: boxBytes(part, b.geo.ElemSize)}
 			gs.pending++
-			rbs = append(rbs, rb{ns: src, id: src.nextInstr, mem: uint32(c.Src.Mem), boxes: part})
+			op.rbs = append(op.rbs, readBack{ns: src, nj: src.nj, id: src.nextInstr, mem: uint32(c.Src.Mem), boxes: part})
 		}
-		need[src] = src.enqSeq
+		op.need[src] = src.enqSeq
 	}
-	j.mu.Unlock()
+	return op, nil
+}
 
-	err = j.finishRead(ctx, gs, step.Deps, need, func(ctx context.Context) error {
-		errs := make([]error, len(rbs))
+// finishHost waits for op's dependencies, reads back what it lacks and
+// copies the data out (a read; whole: the whole buffer, for a
+// checkpoint) or in (a write). It returns the bytes read back.
+func (j *Job) finishHost(ctx context.Context, op *hostOp, whole bool) ([]byte, int64, error) {
+	b := op.b
+	err := j.finishRead(ctx, op.ep, op.gs, op.deps, op.need, func(ctx context.Context) error {
+		errs := make([]error, len(op.rbs))
 		var wg sync.WaitGroup
-		for i, r := range rbs {
+		for i, r := range op.rbs {
 			wg.Go(func() {
-				errs[i] = r.ns.nj.ReadBack(ctx, r.id, nil, uint64(b.id), r.mem, toU64(b.geo.Range), uint32(b.geo.ElemSize), r.boxes, host)
+				errs[i] = r.nj.ReadBack(ctx, r.id, nil, uint64(b.id), r.mem, toU64(b.geo.Range), uint32(b.geo.ElemSize), r.boxes, op.host)
 			})
 		}
 		wg.Wait()
 		for i, err := range errs {
 			if err != nil && ctx.Err() == nil {
-				j.readBackFailed(rbs[i].ns, err)
+				j.readBackFailed(op.ep, op.rbs[i].ns, err)
 			}
 		}
 		return errors.Join(errs...)
 	})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var out []byte
-	if data == nil {
-		out = copyOut(host, b.geo, off, rng)
-	} else {
-		copyIn(host, b.geo, off, rng, data)
+	switch {
+	case whole:
+		out = slices.Clone(op.host)
+	case op.data == nil:
+		out = copyOut(op.host, b.geo, op.off, op.rng)
+	default:
+		copyIn(op.host, b.geo, op.off, op.rng, op.data)
 	}
 	j.mu.Lock()
-	gs.pending--
+	if op.ep != j.ep {
+		j.mu.Unlock()
+		return nil, 0, errEpochChanged
+	}
+	op.gs.pending--
 	var done []GroupTrace
-	if gs.pending == 0 && !gs.finished {
-		done = j.finishLocked(gs, time.Now())
+	if op.gs.pending == 0 && !op.gs.finished {
+		done = j.finishLocked(op.gs, time.Now())
 		j.signalLocked()
 		if j.gated > 0 {
 			j.wakeAllLocked()
@@ -999,7 +1119,7 @@ func (j *Job) hostAccess(ctx context.Context, b *Buffer, off, rng Dims, data []b
 	}
 	j.mu.Unlock()
 	j.notify(done)
-	return out, nil
+	return out, op.bytes, nil
 }
 
 func addDims(a, b Dims) Dims { return Dims{a[0] + b[0], a[1] + b[1], a[2] + b[2]} }
@@ -1017,14 +1137,15 @@ func copyIn(host []byte, geo coherence.Geometry, off, rng Dims, data []byte) {
 }
 
 // finishRead waits for the read's dependencies and for the nodes' FIFOs to
-// have sent what was queued before it, then runs the read backs.
-func (j *Job) finishRead(ctx context.Context, gs *groupState, deps []GroupID, need map[*nodeState]uint64, run func(context.Context) error) error {
-	if err := j.waitGroups(ctx, deps); err != nil {
+// have sent what was queued before it, then runs the read backs. It
+// returns errEpochChanged when a recovery ends ep meanwhile.
+func (j *Job) finishRead(ctx context.Context, ep *epoch, gs *groupState, deps []GroupID, need map[*nodeState]uint64, run func(context.Context) error) error {
+	if err := j.waitGroups(ctx, ep, deps); err != nil {
 		return err
 	}
 	for {
 		j.mu.Lock()
-		err, ch := j.err, j.changed
+		err, ch, cur := j.err, j.changed, j.ep
 		ready := true
 		for ns, seq := range need {
 			if ns.subSeq < seq {
@@ -1034,6 +1155,9 @@ func (j *Job) finishRead(ctx context.Context, gs *groupState, deps []GroupID, ne
 		j.mu.Unlock()
 		if err != nil {
 			return err
+		}
+		if cur != ep {
+			return errEpochChanged
 		}
 		if ready {
 			break
@@ -1045,10 +1169,11 @@ func (j *Job) finishRead(ctx context.Context, gs *groupState, deps []GroupID, ne
 		}
 	}
 	// A read back fails when its node is lost; the feed turns that into
-	// the job's failure, which we prefer to the transport's error.
+	// the job's failure or a recovery, which we prefer to the transport's
+	// error.
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stop := context.AfterFunc(j.ctx, cancel)
+	stop := context.AfterFunc(ep.ctx, cancel)
 	defer stop()
 	if err := run(rctx); err != nil {
 		if jerr := j.Err(); jerr != nil {
@@ -1056,6 +1181,12 @@ func (j *Job) finishRead(ctx context.Context, gs *groupState, deps []GroupID, ne
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		j.mu.Lock()
+		changed := j.ep != ep || j.res.recovering != nil
+		j.mu.Unlock()
+		if changed || ep.ctx.Err() != nil {
+			return errEpochChanged
 		}
 		err = fmt.Errorf("%w: read back: %w", ErrJobFailed, err)
 		j.fail(err)
@@ -1067,20 +1198,26 @@ func (j *Job) finishRead(ctx context.Context, gs *groupState, deps []GroupID, ne
 // readBackFailed turns a failed read back into the job's failure: a node
 // that failed the instruction because a node was lost, or that cannot be
 // reached, is lost (C5); the node's other refusals fail the job.
-func (j *Job) readBackFailed(ns *nodeState, err error) {
+func (j *Job) readBackFailed(ep *epoch, ns *nodeState, err error) {
 	var ife *nodeclient.InstrFailedError
 	if errors.As(err, &ife) {
 		j.mu.Lock()
 		defer j.mu.Unlock()
+		if ep != j.ep {
+			return
+		}
 		for _, name := range ife.LostNodes() {
 			if lost := j.byName[name]; lost != nil {
 				j.nodeLostLocked(lost, "failed, reported by "+ns.name)
 			}
 		}
+		if j.res.recovering != nil {
+			return
+		}
 		j.failLocked(fmt.Errorf("%w: read back from node %s: %w", ErrJobFailed, ns.name, err))
 		return
 	}
-	j.transportFailure(ns, "read back", err)
+	j.transportFailure(ep, ns, "read back", err)
 }
 
 func copyOut(host []byte, geo coherence.Geometry, off, rng Dims) []byte {

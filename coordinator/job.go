@@ -41,8 +41,9 @@ type Device struct {
 	HostUnified bool
 	MemBytes    uint64
 
-	node *nodeState
-	lost bool // guarded by Job.mu
+	node    *nodeState
+	lost    bool // guarded by Job.mu
+	leaving bool // its node drains: no new work (guarded by Job.mu)
 }
 
 // String is "node/kind:index".
@@ -61,10 +62,14 @@ type Job struct {
 	devByID   map[string]int
 	start     time.Time
 
-	ctx    context.Context
+	ctx    context.Context // the job's life: Close cancels it
 	cancel context.CancelCauseFunc
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // long-lived goroutines: membership watch, recovery, checkpoints
 	closed sync.Once
+
+	// ep is the current epoch (guarded by mu): the node jobs, goroutines
+	// and page directory since the job opened or last recovered.
+	ep *epoch
 
 	mu      sync.Mutex // guards everything below, and the guarded fields of nodeState, groupState and Device
 	core    *coherence.Core
@@ -86,6 +91,7 @@ type Job struct {
 	stats     Stats
 	lineage   map[coherence.BufferID][]writeRec
 	shipped   map[string]*device.Kernel // kernels RegisterKernels shipped to the nodes, by name
+	res       resilience                // recovery, checkpoints, the op log (recover.go)
 }
 
 // nodeState is one node of a job.
@@ -106,6 +112,7 @@ type nodeState struct {
 	lost      bool
 	lastDone  map[int]time.Time // per device: when its last kernel finished
 	lastEnd   map[int]int64     // per device: when its last kernel finished, node clock (Unix ns)
+	lastSeen  time.Time         // the node's last answer (feed or ping)
 }
 
 type instrRef struct {
@@ -160,6 +167,11 @@ type groupState struct {
 	// recvs are the pages this group brings from other nodes: if the
 	// source is lost before the group finishes, they never arrive.
 	recvs []recvRec
+	// user: a group the program submitted (its ID is the program's);
+	// rep: the replay a recovery runs this group for (its trace goes out
+	// under the program's IDs once every group of the replay is done).
+	user bool
+	rep  *replaySet
 }
 
 type recvRec struct {
@@ -190,6 +202,8 @@ type Stats struct {
 	KernelTime map[string]time.Duration
 	// Placed counts groups per device.
 	Placed map[string]int
+	// Recovery counts recoveries, checkpoints, drains and joins.
+	Recovery RecoveryStats
 	// Live is the number of groups not completed; CoreRegions and
 	// CoreLive are the coherence core's history size and live groups
 	// (they stay bounded because completed groups are Completed there).
@@ -218,6 +232,7 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 		stats: Stats{PlannedBytes: map[string]int64{}, KernelTime: map[string]time.Duration{}, Placed: map[string]int{}},
 	}
 	j.ctx, j.cancel = context.WithCancelCause(context.Background())
+	j.ep = j.newEpoch(0)
 	fail := func(err error) (*Job, error) {
 		for _, ns := range j.nodes {
 			if ns.nj != nil {
@@ -273,13 +288,38 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 		ns.nj = nj
 	}
 	j.start = time.Now()
+	j.res.init(j)
 	for _, ns := range j.nodes {
-		j.wg.Add(2)
-		go j.sender(ns)
-		go j.feed(ns)
+		j.startNodeLocked(j.ep, ns)
 	}
-	j.log.Info("job open", "nodes", len(j.nodes), "devices", len(j.devices))
+	j.startWatch()
+	j.log.Info("job open", "nodes", len(j.nodes), "devices", len(j.devices), "on_node_loss", cfg.OnNodeLoss, "checkpoint", cfg.Checkpoint)
 	return j, nil
+}
+
+// epoch is one span of a job between recoveries: the node jobs opened for
+// it, the goroutines that drive them, and (in Job) the page directory.
+// A recovery cancels the epoch, waits for its goroutines and starts the
+// next one (recover.go).
+type epoch struct {
+	n      int
+	jobID  uint64 // the job's ID on the nodes in this epoch
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	wg     sync.WaitGroup
+}
+
+func (j *Job) newEpoch(n int) *epoch {
+	ep := &epoch{n: n, jobID: j.cfg.JobID + uint64(n)}
+	ep.ctx, ep.cancel = context.WithCancelCause(j.ctx)
+	return ep
+}
+
+// startNodeLocked starts ns's sender and completion feed for epoch ep.
+func (j *Job) startNodeLocked(ep *epoch, ns *nodeState) {
+	ep.wg.Add(2)
+	go j.sender(ep, ns, ns.nj)
+	go j.feed(ep, ns, ns.nj)
 }
 
 func kindOf(id string) string {
@@ -338,6 +378,7 @@ func (j *Job) Stats() Stats {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	s := j.stats
+	s.Recovery = j.res.stats
 	cs := j.core.Stats()
 	s.Live, s.CoreRegions, s.CoreLive = len(j.live), cs.Regions, cs.Live
 	s.PlannedBytes, s.KernelTime, s.Placed = map[string]int64{}, map[string]time.Duration{}, map[string]int{}
@@ -418,6 +459,9 @@ func (j *Job) Wait(ctx context.Context) error {
 	for {
 		j.mu.Lock()
 		err, n, ch := j.err, len(j.live)+j.notifying, j.changed
+		if j.res.recovering != nil {
+			n++
+		}
 		j.mu.Unlock()
 		if err != nil {
 			return err
@@ -433,11 +477,12 @@ func (j *Job) Wait(ctx context.Context) error {
 	}
 }
 
-// waitGroups waits until every group in ids has completed.
-func (j *Job) waitGroups(ctx context.Context, ids []GroupID) error {
+// waitGroups waits until every group in ids has completed; it returns
+// errEpochChanged when a recovery ends ep meanwhile.
+func (j *Job) waitGroups(ctx context.Context, ep *epoch, ids []GroupID) error {
 	for {
 		j.mu.Lock()
-		err, ch := j.err, j.changed
+		err, ch, cur := j.err, j.changed, j.ep
 		pending := false
 		for _, id := range ids {
 			if j.live[id] != nil {
@@ -448,6 +493,9 @@ func (j *Job) waitGroups(ctx context.Context, ids []GroupID) error {
 		j.mu.Unlock()
 		if err != nil {
 			return err
+		}
+		if cur != ep {
+			return errEpochChanged
 		}
 		if !pending {
 			return nil
@@ -474,6 +522,10 @@ func (j *Job) Close(ctx context.Context) error {
 		j.mu.Unlock()
 		j.cancel(ErrClosed)
 		j.wg.Wait()
+		j.mu.Lock()
+		ep := j.ep
+		j.mu.Unlock()
+		ep.wg.Wait()
 		var cwg sync.WaitGroup
 		var emu sync.Mutex
 		for _, ns := range j.nodes {
@@ -508,12 +560,12 @@ func (j *Job) Close(ctx context.Context) error {
 
 // sender owns ns's FIFO: it submits entries in order, as soon as their
 // gates are open, in batches, then starts their uploads.
-func (j *Job) sender(ns *nodeState) {
-	defer j.wg.Done()
+func (j *Job) sender(ep *epoch, ns *nodeState, nj *nodeclient.Job) {
+	defer ep.wg.Done()
 	for {
 		select {
 		case <-ns.wake:
-		case <-j.ctx.Done():
+		case <-ep.ctx.Done():
 			return
 		}
 		for {
@@ -543,14 +595,14 @@ func (j *Job) sender(ns *nodeState) {
 			if len(batch) == 0 {
 				break
 			}
-			if j.log.Enabled(j.ctx, slog.LevelDebug) {
+			if j.log.Enabled(ep.ctx, slog.LevelDebug) {
 				for _, in := range batch {
 					j.log.Debug("submit", "node", ns.name, "id", in.ID, "kind", in.Kind, "deps", in.Deps, "buffer", in.Buffer, "mem", in.Mem, "boxes", len(in.Boxes))
 				}
 			}
-			if _, err := ns.nj.Submit(j.ctx, batch...); err != nil {
-				if j.ctx.Err() == nil {
-					j.transportFailure(ns, "submit", err)
+			if _, err := nj.Submit(ep.ctx, batch...); err != nil {
+				if ep.ctx.Err() == nil {
+					j.transportFailure(ep, ns, "submit", err)
 				}
 				return
 			}
@@ -563,8 +615,8 @@ func (j *Job) sender(ns *nodeState) {
 			j.signalLocked()
 			j.mu.Unlock()
 			for _, u := range ups {
-				j.wg.Add(1)
-				go j.upload(ns, u)
+				ep.wg.Add(1)
+				go j.upload(ep, ns, nj, u)
 			}
 		}
 	}
@@ -581,36 +633,41 @@ func gateOpen(gate []*groupState) bool {
 
 // transportFailure handles a failed call to a node: a refusal by the node
 // fails the job; a connection failure means the node is lost.
-func (j *Job) transportFailure(ns *nodeState, what string, err error) {
-	var re *transport.RemoteError
-	if errors.As(err, &re) {
-		j.fail(fmt.Errorf("%w: %s to node %s: %w", ErrJobFailed, what, ns.name, err))
-		return
-	}
+// Failures seen by an epoch that has ended are ignored: the recovery
+// that ended it replays what they were part of.
+func (j *Job) transportFailure(ep *epoch, ns *nodeState, what string, err error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if ep != j.ep || ep.ctx.Err() != nil {
+		return
+	}
+	var re *transport.RemoteError
+	if errors.As(err, &re) && re.Code != proto.CodeDraining && re.Code != proto.CodeJobClosed {
+		j.failLocked(fmt.Errorf("%w: %s to node %s: %w", ErrJobFailed, what, ns.name, err))
+		return
+	}
 	j.nodeLostLocked(ns, fmt.Sprintf("unreachable: %s failed: %v", what, err))
 }
 
-func (j *Job) upload(ns *nodeState, u upload) {
-	defer j.wg.Done()
+func (j *Job) upload(ep *epoch, ns *nodeState, nj *nodeclient.Job, u upload) {
+	defer ep.wg.Done()
 	b := u.buf
-	err := ns.nj.Upload(j.ctx, uint64(b.id), u.mem, toU64(b.geo.Range), uint32(b.geo.ElemSize), u.boxes, u.host)
-	if err != nil && j.ctx.Err() == nil {
-		j.transportFailure(ns, "upload", err)
+	err := nj.Upload(ep.ctx, uint64(b.id), u.mem, toU64(b.geo.Range), uint32(b.geo.ElemSize), u.boxes, u.host)
+	if err != nil && ep.ctx.Err() == nil {
+		j.transportFailure(ep, ns, "upload", err)
 	}
 }
 
 // feed follows ns's completion feed until the job ends or the node is lost.
-func (j *Job) feed(ns *nodeState) {
-	defer j.wg.Done()
+func (j *Job) feed(ep *epoch, ns *nodeState, nj *nodeclient.Job) {
+	defer ep.wg.Done()
 	var after uint64
 	var failingSince time.Time
 	for {
-		ctx, cancel := context.WithTimeout(j.ctx, j.cfg.PollInterval)
-		evs, err := ns.nj.Events(ctx, after, 1024)
+		ctx, cancel := context.WithTimeout(ep.ctx, j.cfg.PollInterval)
+		evs, err := nj.Events(ctx, after, 1024)
 		cancel()
-		if j.ctx.Err() != nil {
+		if ep.ctx.Err() != nil {
 			return
 		}
 		if err != nil {
@@ -619,21 +676,26 @@ func (j *Job) feed(ns *nodeState) {
 				failingSince = now
 			} else if now.Sub(failingSince) >= j.cfg.LostTimeout {
 				j.mu.Lock()
-				j.nodeLostLocked(ns, fmt.Sprintf("unreachable for %v: %v", now.Sub(failingSince).Round(time.Millisecond), err))
+				if ep == j.ep {
+					j.nodeLostLocked(ns, fmt.Sprintf("unreachable for %v: %v", now.Sub(failingSince).Round(time.Millisecond), err))
+				}
 				j.mu.Unlock()
 				return
 			}
 			select {
 			case <-time.After(50 * time.Millisecond):
-			case <-j.ctx.Done():
+			case <-ep.ctx.Done():
 				return
 			}
 			continue
 		}
 		failingSince = time.Time{}
+		j.mu.Lock()
+		ns.lastSeen = time.Now()
+		j.mu.Unlock()
 		if len(evs) > 0 {
 			after = evs[len(evs)-1].Seq
-			if !j.onEvents(ns, evs) {
+			if !j.onEvents(ep, ns, evs) {
 				return
 			}
 		}
@@ -641,13 +703,13 @@ func (j *Job) feed(ns *nodeState) {
 }
 
 // onEvents records finished instructions; false when ns is lost.
-func (j *Job) onEvents(ns *nodeState, evs []proto.Event) bool {
+func (j *Job) onEvents(ep *epoch, ns *nodeState, evs []proto.Event) bool {
 	now := time.Now()
 	var traces []GroupTrace
 	defer func() { j.notify(traces) }()
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if ns.lost {
+	if ns.lost || ep != j.ep {
 		return false
 	}
 	done := false
@@ -712,6 +774,7 @@ func (j *Job) finishLocked(g *groupState, now time.Time) []GroupTrace {
 		if g.completed || !g.finished || g.waitFor > 0 {
 			continue
 		}
+		before := len(out)
 		g.completed = true
 		g.tails = nil
 		delete(j.live, g.id)
@@ -722,9 +785,15 @@ func (j *Job) finishLocked(g *groupState, now time.Time) []GroupTrace {
 		if g.dev >= 0 {
 			tr.Device = j.devices[g.dev].String()
 		}
-		out = append(out, tr)
+		if g.rep != nil {
+			// A replayed group: the program knows it by the IDs of the
+			// group it replays, reported once the whole replay is done.
+			out = append(out, g.rep.doneLocked(tr)...)
+		} else {
+			out = append(out, tr)
+		}
 		if j.cfg.OnGroupDone != nil {
-			j.notifying++ // until notify has handed it over
+			j.notifying += len(out) - before // until notify has handed them over
 		}
 		for _, d := range g.dependents {
 			d.waitFor--
@@ -757,6 +826,9 @@ type GroupTrace struct {
 	// Instrs are the group's instructions as the nodes ran them: its
 	// kernel, and the copies and transfers planned for it.
 	Instrs []InstrTrace
+	// Replayed: a recovery ran the group again (its first run was lost
+	// with a node); Device is where the replay ran.
+	Replayed bool
 }
 
 // InstrTrace is one instruction of a group as a node ran it. Start and End
@@ -851,14 +923,14 @@ func (j *Job) nodeLostLocked(ns *nodeState, how string) {
 	if ns.lost || j.err != nil {
 		return
 	}
-	ns.lost = true
-	for _, d := range j.devices {
-		if d.node == ns {
-			d.lost = true
-		}
-	}
+	j.markLostLocked(ns)
 	j.gated -= countGated(ns.outbox)
 	ns.outbox = nil
+	if j.res.recovering != nil {
+		// The epoch is ending anyway: what ns held is restored with the rest.
+		j.startRecoveryLocked(ns, how, &NodeLostError{Node: ns.name, How: how}, 0)
+		return
+	}
 	lost := j.core.LoseNode(ns.id)
 	var groups []GroupID
 	for _, ref := range ns.instrs {
@@ -868,7 +940,7 @@ func (j *Job) nodeLostLocked(ns *nodeState, how string) {
 	}
 	slices.Sort(groups)
 	ns.instrs = map[uint64]instrRef{}
-	if len(lost) == 0 && len(groups) == 0 {
+	if len(lost) == 0 && len(groups) == 0 && !j.recvsFromLocked(ns) {
 		j.log.Warn("node lost; every page it held has another valid copy, going on without it", "node", ns.name, "how", how)
 		j.signalLocked()
 		return
@@ -933,7 +1005,26 @@ func (j *Job) nodeLostLocked(ns *nodeState, how string) {
 		slices.Sort(lr.Producers)
 		e.Lost = append(e.Lost, lr)
 	}
+	var lostBytes int64
+	for _, id := range bufIDs {
+		lostBytes += int64(elemBytes(j.bufs[id], mergeBoxes(byBuf[id])))
+	}
+	if j.startRecoveryLocked(ns, how, e, lostBytes) {
+		return
+	}
 	j.failLocked(e)
+}
+
+// recvsFromLocked: a live group brings pages from ns.
+func (j *Job) recvsFromLocked(ns *nodeState) bool {
+	for _, g := range j.live {
+		for _, r := range g.recvs {
+			if r.src == ns.id {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func countGated(es []*entry) int {

@@ -12,6 +12,9 @@ import (
 	"github.com/acpp/acpp/coordinator/coordtest"
 )
 
+// failOnLoss opens a job with the MPI-style policy: a loss fails it.
+func failOnLoss(cfg *coordinator.Config) { cfg.OnNodeLoss = coordinator.FailOnLoss }
+
 func fill(t *testing.T, j *coordinator.Job, b *coordinator.Buffer, n int, v float32, dev string) {
 	t.Helper()
 	if _, err := j.Submit(testCtx(t), coordinator.Group{Kernel: "fill_f32", Range: coordinator.Dims{1, 1, n}, Device: dev,
@@ -26,7 +29,7 @@ func fill(t *testing.T, j *coordinator.Job, b *coordinator.Buffer, n int, v floa
 func TestNodeLostMidJobFailsWithLostRanges_C5(t *testing.T) {
 	c := coordtest.Start(t, 3, coordtest.Options{})
 	ctx := testCtx(t)
-	j := openJob(t, c, nil)
+	j := openJob(t, c, failOnLoss)
 	const n = 4096
 	d, _ := j.NewBuffer(coordinator.BufferSpec{Name: "d", Range: coordinator.Dims{1, 1, n}, ElemSize: 4})
 	out, _ := j.NewBuffer(coordinator.BufferSpec{Name: "out", Range: coordinator.Dims{1, 1, n}, ElemSize: 4})
@@ -139,7 +142,7 @@ func TestNodeLostPagesTakenFromOtherCopy_C5(t *testing.T) {
 func TestNodeLostDuringRead_C5(t *testing.T) {
 	c := coordtest.Start(t, 2, coordtest.Options{})
 	ctx := testCtx(t)
-	j := openJob(t, c, nil)
+	j := openJob(t, c, failOnLoss)
 	const n = 1024
 	x, _ := j.NewBuffer(coordinator.BufferSpec{Name: "x", Range: coordinator.Dims{1, 1, n}, ElemSize: 4})
 	fill(t, j, x, n, 2, "n1/cpu:0")

@@ -1,0 +1,183 @@
+package coordinator_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/acpp/acpp/coordinator"
+	"github.com/acpp/acpp/coordinator/coordtest"
+)
+
+// The case that failed before issue 15: a node holding the only copy of
+// a buffer, with a group running there and a consumer waiting on it, is
+// stopped. The job recovers on the nodes left (default policy), the
+// consumer's result is right, and the report says what happened (C5).
+func TestRecoverLostOnlyCopy_C5(t *testing.T) {
+	c := coordtest.Start(t, 3, coordtest.Options{})
+	ctx := testCtx(t)
+	var mu sync.Mutex
+	var reports []coordinator.RecoveryReport
+	j := openJob(t, c, func(cfg *coordinator.Config) {
+		cfg.OnRecovery = func(r coordinator.RecoveryReport) { mu.Lock(); reports = append(reports, r); mu.Unlock() }
+	})
+	const n = 4096
+	d, _ := j.NewBuffer(coordinator.BufferSpec{Name: "d", Range: coordinator.Dims{1, 1, n}, ElemSize: 4})
+	out, _ := j.NewBuffer(coordinator.BufferSpec{Name: "out", Range: coordinator.Dims{1, 1, n}, ElemSize: 4})
+	fill(t, j, d, n, 3, "n2/cpu:0")
+	if _, err := j.Submit(ctx, coordinator.Group{Kernel: "test_sleep", Range: coordinator.Dims{1, 1, 1}, Device: "n2/cpu:0",
+		Args: []coordinator.Arg{coordinator.ScalarU64(91), coordinator.ScalarU64(1500), coordinator.Acc(coordinator.Accessor{Buffer: d, Mode: coordinator.ReadWrite})}}); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := j.Submit(ctx, coordinator.Group{Kernel: "copy_f32", Range: coordinator.Dims{1, 1, n}, Device: "n0/cpu:0",
+		Args: []coordinator.Arg{coordinator.Acc(coordinator.Accessor{Buffer: d, Mode: coordinator.Read}), coordinator.Acc(coordinator.Accessor{Buffer: out, Mode: coordinator.Write, NoInit: true})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key := uint64(0); key != 91; {
+		select {
+		case key = <-started:
+		case <-ctx.Done():
+			t.Fatal("the long kernel never started")
+		}
+	}
+	c.Stop(2)
+	if err := j.Wait(ctx); err != nil {
+		t.Fatalf("Wait after losing n2 = %v, want the job recovered", err)
+	}
+	got, err := j.Read(ctx, out, coordinator.Dims{}, coordinator.Dims{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range bytesF32(got) {
+		want := float32(3)
+		if i == 0 {
+			want = math.Float32frombits(91) // test_sleep's key
+		}
+		if v != want {
+			t.Fatalf("out[%d] = %v after recovery, want %v", i, v, want)
+		}
+	}
+	st := j.Stats()
+	if st.Recovery.Recoveries != 1 || st.Recovery.RerunGroups < 2 {
+		t.Errorf("Stats.Recovery = %+v, want one recovery re-running the fill and the consumer at least", st.Recovery)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reports) != 2 || reports[0].Done || !reports[1].Done || reports[1].Node != "n2" || reports[1].Err != nil {
+		t.Fatalf("recovery reports = %+v, want a start and an end for n2", reports)
+	}
+	if reports[1].LostBytes != n*4 || reports[1].Rerun < 2 {
+		t.Errorf("report %v: want %d lost bytes and ≥ 2 groups re-run", reports[1], n*4)
+	}
+	t.Log(reports[1])
+	_ = ids
+}
+
+// Property (C5): random programs over a few buffers (fills, copies,
+// saxpys; some pinned, some split over every device), a random node
+// stopped at a random point, with checkpoints every few groups: the final
+// contents equal a model run's, bit for bit.
+func TestRecoveryMatchesModel_C5(t *testing.T) {
+	seeds := []uint64{1, 2}
+	if testing.Short() {
+		seeds = seeds[:1]
+	}
+	for _, seed := range seeds {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { recoveryProperty(t, seed) })
+	}
+}
+
+func recoveryProperty(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 15))
+	c := coordtest.Start(t, 3, coordtest.Options{})
+	ctx := testCtx(t)
+	every := 1 + rng.IntN(6)
+	j := openJob(t, c, func(cfg *coordinator.Config) { cfg.Checkpoint = every })
+	const nb, n = 3, 2048
+	bufs := make([]*coordinator.Buffer, nb)
+	model := make([][]float32, nb)
+	for i := range bufs {
+		model[i] = make([]float32, n)
+		init := make([]float32, n)
+		for k := range init {
+			init[k] = float32(i*n + k)
+		}
+		copy(model[i], init)
+		var err error
+		if bufs[i], err = j.NewBuffer(coordinator.BufferSpec{Name: fmt.Sprint("b", i), Range: coordinator.Dims{1, 1, n}, ElemSize: 4, Init: f32bytes(init)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	devs := []string{"", "n0/cpu:0", "n1/cpu:0", "n2/cpu:0", "split"}
+	const steps = 40
+	kill := 5 + rng.IntN(steps-10)
+	victim := 1 + rng.IntN(2) // n1 or n2: n0 answers membership
+	for s := range steps {
+		if s == kill {
+			c.Stop(victim)
+			for k, d := range devs {
+				if d == fmt.Sprintf("n%d/cpu:0", victim) {
+					devs[k] = ""
+				}
+			}
+		}
+		g := coordinator.Group{Range: coordinator.Dims{1, 1, n}}
+		dev := devs[rng.IntN(len(devs))]
+		one := coordinator.OneToOne()
+		x, y := rng.IntN(nb), rng.IntN(nb)
+		for y == x {
+			y = rng.IntN(nb)
+		}
+		switch rng.IntN(3) {
+		case 0:
+			v := float32(rng.IntN(100))
+			g.Kernel = "fill_f32"
+			g.Args = []coordinator.Arg{coordinator.Acc(coordinator.Accessor{Buffer: bufs[y], Mode: coordinator.Write, NoInit: true, Map: one}), coordinator.ScalarF32(v)}
+			for k := range model[y] {
+				model[y][k] = v
+			}
+		case 1:
+			g.Kernel = "copy_f32"
+			g.Args = []coordinator.Arg{coordinator.Acc(coordinator.Accessor{Buffer: bufs[x], Mode: coordinator.Read, Map: one}), coordinator.Acc(coordinator.Accessor{Buffer: bufs[y], Mode: coordinator.Write, NoInit: true, Map: one})}
+			copy(model[y], model[x])
+		default:
+			a := float32(rng.IntN(5)) - 2
+			g.Kernel = "saxpy"
+			g.Args = []coordinator.Arg{coordinator.ScalarF32(a), coordinator.Acc(coordinator.Accessor{Buffer: bufs[x], Mode: coordinator.Read, Map: one}), coordinator.Acc(coordinator.Accessor{Buffer: bufs[y], Mode: coordinator.ReadWrite, Map: one})}
+			for k := range model[y] {
+				model[y][k] = a*model[x][k] + model[y][k]
+			}
+		}
+		if dev == "split" {
+			g.Split = &coordinator.Split{}
+		} else {
+			g.Device = dev
+		}
+		if _, err := j.Submit(ctx, g); err != nil {
+			t.Fatalf("step %d (%s on %q): %v", s, g.Kernel, dev, err)
+		}
+		if rng.IntN(4) == 0 {
+			time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
+		}
+	}
+	if err := j.Wait(ctx); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	for i, b := range bufs {
+		got, err := j.Read(ctx, b, coordinator.Dims{}, coordinator.Dims{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range bytesF32(got) {
+			if v != model[i][k] {
+				t.Fatalf("seed %d (checkpoint every %d, n%d stopped before step %d): b%d[%d] = %v, model %v", seed, every, victim, kill, i, k, v, model[i][k])
+			}
+		}
+	}
+	st := j.Stats().Recovery
+	t.Logf("checkpoint every %d, n%d stopped before step %d: %+v", every, victim, kill, st)
+}

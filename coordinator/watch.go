@@ -1,0 +1,369 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/acpp/acpp/coherence"
+	"github.com/acpp/acpp/node/nodeclient"
+	"github.com/acpp/acpp/proto"
+)
+
+// The membership watch (issue 15, items 4 and 5): every
+// Config.MembershipInterval the job pings its nodes (a node that has not
+// answered for LostTimeout is lost: a hang, SIGSTOP, a partition) and asks
+// one of them for the cluster's members. A member that joined since the
+// job opened is offered to it; a job node that drains (Leaving) first
+// hands over the pages only it holds, then leaves the job; a job node the
+// members see failed is lost at once.
+
+// NodeEvent is a change of the job's nodes, for progress output.
+type NodeEvent struct {
+	Node string
+	// Kind is "joined", "draining", "drained" (its pages handed over, it
+	// left the job) or "lost".
+	Kind string
+	// Pages are the bytes a drain handed over; Devices the devices a join
+	// added.
+	Bytes   int64
+	Devices []string
+	Time    time.Time
+}
+
+func (j *Job) nodeEvent(ev NodeEvent) {
+	if j.cfg.OnNodeEvent != nil {
+		ev.Time = time.Now()
+		j.cfg.OnNodeEvent(ev)
+	}
+}
+
+func (j *Job) startWatch() {
+	now := time.Now()
+	for _, ns := range j.nodes {
+		ns.lastSeen = now
+	}
+	if j.cfg.MembershipInterval < 0 {
+		return
+	}
+	j.wg.Add(1)
+	go j.watch()
+}
+
+func (j *Job) watch() {
+	defer j.wg.Done()
+	t := time.NewTicker(j.cfg.MembershipInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-j.ctx.Done():
+			return
+		case <-t.C:
+		}
+		j.pingAll()
+		j.checkMembers()
+	}
+}
+
+// pingAll pings every node of the job; one that has not answered (ping or
+// feed) for LostTimeout is lost.
+func (j *Job) pingAll() {
+	j.mu.Lock()
+	ep := j.ep
+	var nodes []*nodeState
+	for _, ns := range j.nodes {
+		if !ns.lost {
+			nodes = append(nodes, ns)
+		}
+	}
+	j.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, ns := range nodes {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ep.ctx, j.cfg.LostTimeout)
+			_, err := j.cl.Ping(ctx, ns.name)
+			cancel()
+			j.mu.Lock()
+			defer j.mu.Unlock()
+			if ep != j.ep || ns.lost || j.err != nil {
+				return
+			}
+			if err == nil {
+				ns.lastSeen = time.Now()
+				return
+			}
+			if silent := time.Since(ns.lastSeen); silent >= j.cfg.LostTimeout {
+				j.nodeLostLocked(ns, fmt.Sprintf("no answer for %v: %v", silent.Round(time.Millisecond), err))
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// checkMembers asks a node of the job for the members and acts on joins,
+// drains and failures.
+func (j *Job) checkMembers() {
+	j.mu.Lock()
+	var ask *nodeState
+	for _, ns := range j.nodes {
+		if !ns.lost && !j.res.leaving[ns.name] {
+			ask = ns
+			break
+		}
+	}
+	j.mu.Unlock()
+	if ask == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(j.ctx, 2*time.Second)
+	defer cancel()
+	ms, err := j.cl.Members(ctx, ask.name)
+	if err != nil {
+		return
+	}
+	for _, m := range ms.Members {
+		j.mu.Lock()
+		ns := j.byName[m.Name]
+		inJob := ns != nil && !ns.lost
+		seen := j.res.seen[m.Name]
+		recovering := j.res.recovering != nil
+		j.mu.Unlock()
+		switch {
+		case inJob && m.State == "failed":
+			j.mu.Lock()
+			if !ns.lost {
+				j.nodeLostLocked(ns, "membership: failed")
+			}
+			j.mu.Unlock()
+			j.nodeEvent(NodeEvent{Node: m.Name, Kind: "lost"})
+		case inJob && m.State == "alive" && m.Leaving:
+			j.mu.Lock()
+			start := !j.res.leaving[m.Name]
+			if start {
+				j.res.leaving[m.Name] = true
+				for _, d := range j.devices {
+					if d.node == ns {
+						d.leaving = true
+					}
+				}
+				j.wg.Add(1)
+				go j.evacuate(ns)
+			}
+			j.mu.Unlock()
+			if start {
+				j.nodeEvent(NodeEvent{Node: m.Name, Kind: "draining"})
+			}
+		case !inJob && m.State == "alive" && !m.Leaving && m.QUICAddr != "" && !j.cfg.Static && !recovering && (!seen || ns != nil):
+			j.join(ctx, m)
+		}
+	}
+}
+
+// join offers a member that joined the cluster to the job: its devices
+// that pass Config.Devices are added, and placement and splits use them.
+func (j *Job) join(ctx context.Context, m proto.Member) {
+	name, err := j.cl.Connect(ctx, m.QUICAddr)
+	if err != nil || name != m.Name {
+		return
+	}
+	inv, err := j.cl.Inventory(ctx, name)
+	if err != nil || inv.Draining {
+		return
+	}
+	var devs []*Device
+	for _, d := range inv.Devices {
+		dev := &Device{Node: name, ID: d.ID, Kind: kindOf(d.ID), Mem: d.Mem, Forms: d.Forms, HostUnified: d.HostUnified, MemBytes: d.MemBytes}
+		if j.cfg.Devices.match(*dev) {
+			devs = append(devs, dev)
+		}
+	}
+	j.mu.Lock()
+	if len(devs) == 0 || len(j.nodes) >= maxJobNodes {
+		j.res.seen[name] = true // filtered out: not asked again
+		if old := j.byName[name]; old != nil && old.lost {
+			j.byName[name] = nil
+			delete(j.byName, name)
+		}
+		j.mu.Unlock()
+		return
+	}
+	ep := j.ep
+	j.mu.Unlock()
+	nj, err := j.cl.Open(ctx, name, ep.jobID, nodeclient.JobOptions{Lease: j.cfg.Lease, MaxBytes: j.cfg.MaxBytes})
+	if err != nil {
+		return
+	}
+	j.mu.Lock()
+	if ep != j.ep || j.err != nil || j.res.recovering != nil {
+		j.mu.Unlock()
+		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		nj.Close(cctx)
+		cancel()
+		return
+	}
+	ns := &nodeState{id: coherence.NodeID(len(j.nodes) + 1), name: name, addr: m.QUICAddr, inv: inv, nj: nj, wake: make(chan struct{}, 1),
+		instrs: map[uint64]instrRef{}, lastDone: map[int]time.Time{}, lastEnd: map[int]int64{}, lastSeen: time.Now()}
+	j.nodes = append(j.nodes, ns)
+	j.byName[name] = ns
+	j.res.seen[name] = true
+	var names []string
+	for _, d := range devs {
+		d.node = ns
+		j.devByID[d.String()] = len(j.devices)
+		j.devices = append(j.devices, d)
+		j.queued = append(j.queued, 0)
+		j.pending = append(j.pending, 0)
+		names = append(names, d.String())
+	}
+	j.res.stats.Joins++
+	j.startNodeLocked(ep, ns)
+	j.signalLocked()
+	j.mu.Unlock()
+	j.log.Info("node joined the job", "node", name, "devices", names)
+	j.nodeEvent(NodeEvent{Node: name, Kind: "joined", Devices: names})
+}
+
+// maxJobNodes bounds the nodes of one job: the page directory has at most
+// coherence's allocation slots per buffer.
+const maxJobNodes = 62
+
+// evacuate drains ns out of the job: it waits for what is queued there to
+// finish, moves the pages whose only copy ns holds to another node, then
+// drops ns from the job (nothing lost, nothing re-run) and closes the job
+// on it, which lets the node leave.
+func (j *Job) evacuate(ns *nodeState) {
+	defer j.wg.Done()
+	var moved int64
+	for {
+		if err := j.waitRecovered(j.ctx); err != nil {
+			return
+		}
+		j.mu.Lock()
+		ep := j.ep
+		j.mu.Unlock()
+		n, err := j.evacuateOnce(ep, ns)
+		moved += n
+		if err == errEpochChanged {
+			continue
+		}
+		if err != nil {
+			j.log.Warn("drain: pages not handed over", "node", ns.name, "error", err)
+			return
+		}
+		break
+	}
+	j.mu.Lock()
+	if !ns.lost {
+		j.nodeLostLocked(ns, "drained")
+	}
+	j.res.stats.Drains++
+	nj := ns.nj
+	j.mu.Unlock()
+	cctx, cancel := context.WithTimeout(j.ctx, 5*time.Second)
+	nj.Close(cctx)
+	cancel()
+	j.log.Info("node drained out of the job", "node", ns.name, "moved_bytes", moved)
+	j.nodeEvent(NodeEvent{Node: ns.name, Kind: "drained", Bytes: moved})
+}
+
+func (j *Job) evacuateOnce(ep *epoch, ns *nodeState) (int64, error) {
+	// Let what is queued on ns finish there: nothing is re-run.
+	for {
+		j.mu.Lock()
+		err, ch, cur := j.err, j.changed, j.ep
+		busy := len(ns.instrs) > 0 || len(ns.outbox) > 0
+		j.mu.Unlock()
+		if err != nil {
+			return 0, err
+		}
+		if cur != ep {
+			return 0, errEpochChanged
+		}
+		if !busy {
+			break
+		}
+		select {
+		case <-ch:
+		case <-j.ctx.Done():
+			return 0, context.Cause(j.ctx)
+		}
+	}
+	j.mu.Lock()
+	if ep != j.ep {
+		j.mu.Unlock()
+		return 0, errEpochChanged
+	}
+	target := -1
+	for i, d := range j.devices {
+		if !d.lost && !d.leaving && (target < 0 || j.pending[i] < j.pending[target]) {
+			target = i
+		}
+	}
+	if target < 0 {
+		j.mu.Unlock()
+		return 0, fmt.Errorf("no other node to hand the pages to")
+	}
+	td := j.devices[target]
+	dst := coherence.AllocID{Node: td.node.id, Mem: coherence.MemID(td.Mem)}
+	var ids []GroupID
+	var moved int64
+	for _, bid := range slices.Sorted(mapsKeys(j.bufs)) {
+		b := j.bufs[bid]
+		sole := j.soleCopiesLocked(b, ns.id)
+		if len(sole) == 0 {
+			continue
+		}
+		cg := coherence.CommandGroup{ID: j.nextCG}
+		for _, pb := range sole {
+			cg.Accesses = append(cg.Accesses, coherence.Access{Buffer: b.id, Pages: pb, Mode: Read, Target: dst})
+			moved += int64(elemBytes(b, []coherence.Box{pb}))
+		}
+		step, err := j.core.Submit(cg)
+		if err != nil {
+			j.mu.Unlock()
+			return moved, fmt.Errorf("hand over %s: %w", b, err)
+		}
+		j.nextCG++
+		gs := &groupState{id: cg.ID, kernel: "drain " + ns.name, dev: -1, submitted: time.Now()}
+		j.live[gs.id] = gs
+		j.stats.Groups++
+		j.issueLocked(gs, step, td.node, nil)
+		ids = append(ids, gs.id)
+	}
+	j.mu.Unlock()
+	return moved, j.waitGroups(j.ctx, ep, ids)
+}
+
+// soleCopiesLocked are the pages of b whose only valid copies are in
+// allocations of node n.
+func (j *Job) soleCopiesLocked(b *Buffer, n coherence.NodeID) []coherence.Box {
+	all := b.geo.All()
+	var sole []coherence.Box
+	allocs := j.core.Allocations(b.id)
+	for _, a := range allocs {
+		if a.Node != n {
+			continue
+		}
+		out, err := j.core.Outdated(b.id, a, all)
+		if err != nil {
+			continue
+		}
+		sole = append(sole, subtractBoxes(all, out)...)
+	}
+	for _, a := range allocs {
+		if a.Node == n || len(sole) == 0 {
+			continue
+		}
+		var next []coherence.Box
+		for _, pb := range sole {
+			out, err := j.core.Outdated(b.id, a, pb)
+			if err == nil {
+				next = append(next, out...)
+			}
+		}
+		sole = next
+	}
+	return mergeBoxes(sole)
+}
