@@ -28,6 +28,45 @@ type clusterConfig struct {
 	labels      map[string][]string
 	match       []string
 	tune        func(*cluster.CoordinatorConfig)
+	onLoss      NodeLossPolicy
+	checkpoint  *int
+}
+
+// NodeLossPolicy is what a cluster queue's job does when it loses a node
+// (WithNodeLoss).
+type NodeLossPolicy = cluster.NodeLossPolicy
+
+const (
+	// RecoverOnNodeLoss (the default): pages whose only copy was on the
+	// lost node are rebuilt from the latest checkpoint by replaying the
+	// command groups since then on the nodes left; groups that were
+	// running there run again; the program's events complete as usual.
+	RecoverOnNodeLoss NodeLossPolicy = cluster.RecoverOnLoss
+	// FailOnNodeLoss: the job fails with an error matching
+	// coordinator.ErrNodeLost (MPI's contract).
+	FailOnNodeLoss NodeLossPolicy = cluster.FailOnLoss
+)
+
+// Checkpoint settings for WithCheckpoints.
+const (
+	// CheckpointAuto: at Young's interval, sqrt(2 × checkpoint time ×
+	// the nodes' MTBF) (the default).
+	CheckpointAuto = cluster.CheckpointAuto
+	// CheckpointOff: none; a recovery replays from the job's start.
+	CheckpointOff = cluster.CheckpointOff
+)
+
+// WithNodeLoss sets what a cluster queue's job does when it loses a node
+// (RecoverOnNodeLoss, the default, or FailOnNodeLoss). Connect only.
+func WithNodeLoss(p NodeLossPolicy) Option {
+	return func(c *queueConfig) { c.clusterCfg().onLoss = p }
+}
+
+// WithCheckpoints sets how often a recovering cluster queue copies every
+// buffer to this process (its checkpoint): CheckpointAuto, CheckpointOff,
+// or every n command groups (n ≥ 1). Connect only.
+func WithCheckpoints(n int) Option {
+	return func(c *queueConfig) { c.clusterCfg().checkpoint = &n }
 }
 
 func (c *queueConfig) clusterCfg() *clusterConfig {
@@ -86,10 +125,14 @@ func OnNode(node string, id DeviceID) SubmitOption {
 // Fill, host access, events, Wait and Close work as on NewQueue's queue;
 // Go closures cannot travel and are refused at Submit (ErrClosureOnCluster).
 // A kernel registered in this process with PTX or CUDA C only is sent to
-// the nodes on its first use. A node lost
-// during the job fails the groups that need it with an error matching
-// coordinator.ErrNodeLost (*coordinator.NodeLostError names the node and
-// the lost ranges). ctx bounds the queue's life as for NewQueue. Split
+// the nodes on its first use. A node lost during the job is recovered
+// from (WithNodeLoss, WithCheckpoints): what only it held is rebuilt on
+// the nodes left; with FailOnNodeLoss, or when no node is left, the
+// groups fail with an error matching coordinator.ErrNodeLost
+// (*coordinator.NodeLostError names the node and the lost ranges). Nodes
+// that join the cluster while the job runs are added to it (when they
+// pass WithKind, WithNodes, WithLabels); a node that drains hands over
+// its pages before it leaves. ctx bounds the queue's life as for NewQueue. Split
 // and Map work as on NewQueue's queue; the coordinator makes the chunks.
 func Connect(ctx context.Context, addrs []string, opts ...Option) (*Queue, error) {
 	if ctx == nil {
@@ -127,7 +170,7 @@ func Connect(ctx context.Context, addrs []string, opts ...Option) (*Queue, error
 	}
 	qctx, cancel := context.WithCancelCause(ctx)
 	eng, err := cluster.Open[cgroup](qctx, cluster.Config{Addrs: addrs, Credentials: creds, Logger: cfg.log, Kinds: cfg.kinds,
-		Nodes: cc.nodes, Labels: cc.labels, MatchLabels: cc.match, Tune: cc.tune})
+		Nodes: cc.nodes, Labels: cc.labels, MatchLabels: cc.match, OnNodeLoss: cc.onLoss, Checkpoint: cc.checkpoint, Tune: cc.tune})
 	if err != nil {
 		cancel(err)
 		return nil, err

@@ -254,7 +254,7 @@ func TestConnectRefusesClosures(t *testing.T) {
 // coordinator.ErrNodeLost; nothing hangs (C5).
 func TestConnectNodeLostFailsEvent_C5(t *testing.T) {
 	c := coordtest.Start(t, 2, coordtest.Options{})
-	q := connect(t, c)
+	q := connect(t, c, WithNodeLoss(FailOnNodeLoss))
 	const n = 4096
 	d, _ := NewBuffer[float32](q, R1(n))
 	out, _ := NewBuffer[float32](q, R1(n))
@@ -291,6 +291,54 @@ func TestConnectNodeLostFailsEvent_C5(t *testing.T) {
 	}
 	if err := q.Close(); !errors.Is(err, coordinator.ErrNodeLost) {
 		t.Errorf("Close after the loss = %v, want the loss", err)
+	}
+}
+
+// The default policy: the same loss is recovered from. The group that
+// needed n1's only copy completes with the right data, computed again on
+// n0 (C5, issue 15).
+func TestConnectRecoversLostNode_C5(t *testing.T) {
+	c := coordtest.Start(t, 2, coordtest.Options{})
+	q := connect(t, c, WithCheckpoints(1))
+	const n = 4096
+	d, _ := NewBuffer[float32](q, R1(n))
+	out, _ := NewBuffer[float32](q, R1(n))
+	ctx := testCtx(t)
+	ev, err := q.Submit(func(h *Handler) error {
+		h.Launch("fill_f32", R1(n), Write(h, d, NoInit), Scalar(float32(3)))
+		return nil
+	}, OnNode("n1", DeviceID{Kind: CPU}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.Stop(1)
+	ev, err = q.Submit(func(h *Handler) error {
+		h.Launch("copy_f32", R1(n), ReadRange(h, d, R1(n), I1(0)), WriteRange(h, out, R1(n), I1(0), NoInit))
+		return nil
+	}, OnNode("n0", DeviceID{Kind: CPU}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.Wait(ctx); err != nil {
+		t.Fatalf("group needing n1's only copy after the loss: %v, want it recovered", err)
+	}
+	got, err := out.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range got {
+		if v != 3 {
+			t.Fatalf("out[%d] = %v after recovery, want 3", i, v)
+		}
+	}
+	if _, err := NewQueue(context.Background(), WithNodeLoss(FailOnNodeLoss)); err == nil || !strings.Contains(err.Error(), "WithNodeLoss") {
+		t.Errorf("NewQueue with WithNodeLoss = %v, want it refused", err)
+	}
+	if _, err := Connect(ctx, c.Addrs(), WithCredentials(c.Dir, "alice"), WithCheckpoints(-5)); err == nil || !strings.Contains(err.Error(), "Checkpoint") {
+		t.Errorf("Connect with WithCheckpoints(-5) = %v, want it refused", err)
 	}
 }
 

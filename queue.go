@@ -141,7 +141,7 @@ func NewQueue(ctx context.Context, opts ...Option) (*Queue, error) {
 		o(&cfg)
 	}
 	if cfg.cluster != nil {
-		return nil, errors.New("acpp: WithCredentials, WithClientCredentials, WithNodes, WithLabels and WithCoordinator apply to Connect only")
+		return nil, errors.New("acpp: WithCredentials, WithClientCredentials, WithNodes, WithLabels, WithNodeLoss, WithCheckpoints and WithCoordinator apply to Connect only")
 	}
 	if cfg.cpus < 0 || cfg.workers < 0 {
 		return nil, fmt.Errorf("acpp: WithCPUDevices (%d) and WithWorkers (%d) must be >= 0", cfg.cpus, cfg.workers)

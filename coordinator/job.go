@@ -709,8 +709,8 @@ func (j *Job) onEvents(ep *epoch, ns *nodeState, evs []proto.Event) bool {
 	defer func() { j.notify(traces) }()
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if ns.lost || ep != j.ep {
-		return false
+	if ns.lost || ep != j.ep || ep.ctx.Err() != nil {
+		return false // a recovery ends this epoch: it replays what these were part of
 	}
 	done := false
 	for _, ev := range evs {
@@ -721,6 +721,9 @@ func (j *Job) onEvents(ep *epoch, ns *nodeState, evs []proto.Event) bool {
 		delete(ns.instrs, ev.ID)
 		if ev.Err != nil {
 			j.instrFailedLocked(ns, ref.g, ev.Err)
+			if j.res.recovering != nil || j.err != nil {
+				return false
+			}
 			continue
 		}
 		g := ref.g
@@ -897,10 +900,13 @@ func (j *Job) notify(done []GroupTrace) {
 }
 
 func (j *Job) instrFailedLocked(ns *nodeState, g *groupState, ie *proto.InstrError) {
+	if j.res.recovering != nil {
+		return // the epoch ends: its failures are replayed
+	}
 	if ie.Code == proto.CodeNodeLost && ie.Node != "" {
 		if lost := j.byName[ie.Node]; lost != nil {
 			j.nodeLostLocked(lost, "failed, reported by "+ns.name)
-			if j.err != nil {
+			if j.err != nil || j.res.recovering != nil {
 				return
 			}
 		}
@@ -909,7 +915,7 @@ func (j *Job) instrFailedLocked(ns *nodeState, g *groupState, ie *proto.InstrErr
 		// We did not close it: the node is shutting down (drain, Close)
 		// or its lease on the job ran out. Either way it is gone for us.
 		j.nodeLostLocked(ns, "closed the job: "+ie.Message)
-		if j.err != nil {
+		if j.err != nil || j.res.recovering != nil {
 			return
 		}
 	}

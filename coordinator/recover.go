@@ -150,7 +150,7 @@ type RecoveryReport struct {
 
 func (r RecoveryReport) String() string {
 	if !r.Done {
-		return fmt.Sprintf("node %s lost at group %d: recovering %s (%d buffers from checkpoint after group %d, replaying the log)", r.Node, r.AtGroup, mib(r.LostBytes), r.FromCheckpoint, r.Checkpoint)
+		return fmt.Sprintf("node %s lost at group %d: recovering %s (restoring the checkpoint taken after group %d, replaying the groups since on the nodes left) …", r.Node, r.AtGroup, mib(r.LostBytes), r.Checkpoint)
 	}
 	if r.Err != nil {
 		return fmt.Sprintf("node %s lost at group %d: recovery failed: %v", r.Node, r.AtGroup, r.Err)
@@ -355,8 +355,9 @@ func (j *Job) recover(r *recovery) {
 		j.cfg.OnRecovery(r.report)
 	}
 	for {
-		rerun, err := j.restart(r)
+		ids, err := j.restart(r)
 		j.mu.Lock()
+		r.report.Rerun += len(ids)
 		if err == nil && r.again {
 			r.again = false
 			j.mu.Unlock()
@@ -364,10 +365,20 @@ func (j *Job) recover(r *recovery) {
 		}
 		rep := &r.report
 		rep.Node = strings.Join(r.nodes, ", ")
-		rep.Rerun += rerun
+		j.res.recovering = nil
+		ep := j.ep
+		j.signalLocked()
+		j.mu.Unlock()
+		if err == nil {
+			// The program goes on meanwhile; the recovery is over when
+			// what it replayed has run.
+			if werr := j.waitGroups(j.ctx, ep, ids); werr != nil && werr != errEpochChanged {
+				err = werr
+			}
+		}
+		j.mu.Lock()
 		rep.Ended, rep.Done = time.Now(), true
 		rep.Replay = rep.Ended.Sub(rep.Started)
-		j.res.recovering = nil
 		if err != nil {
 			rep.Err = err
 			j.failLocked(err)
@@ -389,13 +400,13 @@ func (j *Job) recover(r *recovery) {
 
 // restart ends the current epoch and starts the next one from the latest
 // checkpoint, replaying the log since. It returns the groups re-run.
-func (j *Job) restart(r *recovery) (int, error) {
+func (j *Job) restart(r *recovery) ([]GroupID, error) {
 	j.mu.Lock()
 	old := j.ep
 	j.mu.Unlock()
 	old.wg.Wait()
 	if j.ctx.Err() != nil {
-		return 0, context.Cause(j.ctx)
+		return nil, context.Cause(j.ctx)
 	}
 
 	// Close the job on the survivors (their allocations and pending
@@ -419,7 +430,7 @@ func (j *Job) restart(r *recovery) (int, error) {
 			ns.nj.Close(cctx) // best effort: its lease ends it otherwise
 			octx, ocancel := context.WithTimeout(j.ctx, 10*time.Second)
 			defer ocancel()
-			njs[i], errs[i] = j.cl.Open(octx, ns.name, next.jobID, nodeclient.JobOptions{Lease: j.cfg.Lease, MaxBytes: j.cfg.MaxBytes})
+			njs[i], errs[i] = j.cl.Open(octx, ns.name, next.jobID, nodeclient.JobOptions{Lease: j.cfg.Lease, MaxBytes: j.cfg.MaxBytes, Recovery: uint32(next.n)})
 		})
 	}
 	wg.Wait()
@@ -427,7 +438,7 @@ func (j *Job) restart(r *recovery) (int, error) {
 	j.mu.Lock()
 	if j.err != nil {
 		j.mu.Unlock()
-		return 0, j.err
+		return nil, j.err
 	}
 	for i, ns := range alive {
 		if errs[i] != nil {
@@ -446,7 +457,7 @@ func (j *Job) restart(r *recovery) (int, error) {
 	}
 	if !left {
 		j.mu.Unlock()
-		return 0, &NodeLostError{Node: strings.Join(r.nodes, ", "), How: r.report.How + "; no node is left to recover on", Lost: r.report.Lost}
+		return nil, &NodeLostError{Node: strings.Join(r.nodes, ", "), How: r.report.How + "; no node is left to recover on", Lost: r.report.Lost}
 	}
 
 	// The new epoch: a fresh page directory holding the checkpoint.
@@ -476,7 +487,7 @@ func (j *Job) restart(r *recovery) (int, error) {
 		}
 		if err := j.core.AddBuffer(bs); err != nil {
 			j.mu.Unlock()
-			return 0, fmt.Errorf("%w: recovery: restore %s: %w", ErrJobFailed, b, err)
+			return nil, fmt.Errorf("%w: recovery: restore %s: %w", ErrJobFailed, b, err)
 		}
 		j.bufs[b.id] = b
 	}
@@ -494,7 +505,7 @@ func (j *Job) restart(r *recovery) (int, error) {
 
 	// Replay, in log order.
 	ctx := next.ctx
-	rerun := 0
+	var rerun []GroupID
 	for i, op := range ops {
 		var err error
 		switch op.kind {
@@ -528,7 +539,7 @@ func (j *Job) restart(r *recovery) (int, error) {
 			}
 			var ids []GroupID
 			ids, err = j.submit(ctx, op.g, rep)
-			rerun += len(ids)
+			rerun = append(rerun, ids...)
 		}
 		if err != nil {
 			if next.ctx.Err() != nil && j.ctx.Err() == nil {

@@ -468,6 +468,8 @@ func (d *decoder) job(root *yaml.Node) *Job {
 			j.Steps = d.steps(f.node, "steps")
 		case "outputs":
 			j.Outputs = d.outputs(f.node)
+		case "recovery":
+			j.Recovery = d.recovery(f.node)
 		}
 	}
 	for _, req := range []string{"buffers", "steps"} {
@@ -710,7 +712,8 @@ var stepKinds = []string{"kernel", "fill", "copy", "swap", "repeat"}
 // The fields of each object of the format (docs/job.schema.json has the
 // same; TestSchemaMatchesDecoder keeps them in step).
 var (
-	fieldsJob      = []string{"version", "name", "description", "params", "buffers", "kernels", "steps", "outputs"}
+	fieldsJob      = []string{"version", "name", "description", "params", "buffers", "kernels", "steps", "outputs", "recovery"}
+	fieldsRecovery = []string{"on_node_loss", "checkpoint"}
 	fieldsBuffer   = []string{"type", "range", "page_size", "init"}
 	fieldsInit     = []string{"value", "file", "format", "kernel", "param", "range", "work_group", "scalars", "local"}
 	fieldsKernel   = []string{"ptx", "cuda", "options", "entry", "params"}
@@ -1041,6 +1044,37 @@ func (d *decoder) repeat(n *yaml.Node, p string) (int, []*Step) {
 		d.errf(n, p+".steps", "missing; list the steps to repeat")
 	}
 	return count, steps
+}
+
+// recovery reads what a cluster run does when it loses a node.
+func (d *decoder) recovery(n *yaml.Node) Recovery {
+	var r Recovery
+	fs, ok := d.fields(n, "recovery", fieldsRecovery...)
+	if !ok {
+		return r
+	}
+	for _, f := range fs {
+		p := "recovery." + f.key
+		switch f.key {
+		case "on_node_loss":
+			if s, ok := d.str(f.node, p); ok {
+				if s != "recover" && s != "fail" {
+					d.errf(f.node, p, "%q: want recover or fail", s)
+				}
+				r.OnNodeLoss = s
+			}
+		case "checkpoint":
+			if s, ok := d.str(f.node, p); ok {
+				if s != "auto" && s != "off" {
+					if n, err := strconv.Atoi(s); err != nil || n < 1 {
+						d.errf(f.node, p, "%q: want auto, off or a number of command groups ≥ 1", s)
+					}
+				}
+				r.Checkpoint = s
+			}
+		}
+	}
+	return r
 }
 
 func (d *decoder) outputs(n *yaml.Node) []*Output {

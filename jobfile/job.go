@@ -23,6 +23,17 @@ type Job struct {
 	Kernels []*KernelDecl
 	Steps   []*Step
 	Outputs []*Output
+	// Recovery is what a cluster run does when it loses a node; empty
+	// fields leave acpp-submit's flags (or their defaults) in charge.
+	Recovery Recovery
+}
+
+// Recovery is the job file's recovery section.
+type Recovery struct {
+	// OnNodeLoss is "recover", "fail" or empty.
+	OnNodeLoss string
+	// Checkpoint is "auto", "off", a number of command groups, or empty.
+	Checkpoint string
 }
 
 // Buffer looks a buffer up by name.

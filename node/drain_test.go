@@ -13,6 +13,7 @@ import (
 
 	"github.com/acpp/acpp/device"
 	"github.com/acpp/acpp/node"
+	"github.com/acpp/acpp/node/nodeclient"
 	"github.com/acpp/acpp/proto"
 	"github.com/acpp/acpp/transport"
 )
@@ -94,10 +95,19 @@ func TestDrainFinishesRunningAndRefusesNewWork(t *testing.T) {
 		code, _ := healthz(t, n)
 		return code == http.StatusServiceUnavailable
 	})
-	_, err := j.Submit(testCtx(t), proto.Instr{ID: 3, Kind: proto.InstrFree, Deps: []uint64{2}, Buffer: 1})
-	var re *transport.RemoteError
-	if !errors.As(err, &re) || re.Code != proto.CodeDraining {
-		t.Errorf("Submit while draining = %v, want CodeDraining", err)
+	// New jobs are refused; the open job's instructions still run (its
+	// client moves the pages only this node holds, then closes it).
+	if _, err := c.Open(testCtx(t), "n0", 2, nodeclient.JobOptions{}); !isRemoteCode(err, proto.CodeDraining) {
+		t.Errorf("Open while draining = %v, want CodeDraining", err)
+	}
+	if _, err := j.Submit(testCtx(t), proto.Instr{ID: 3, Kind: proto.InstrFree, Deps: []uint64{2}, Buffer: 1}); err != nil {
+		t.Errorf("Submit of the open job while draining = %v, want it run", err)
+	}
+	if err := j.Wait(testCtx(t), 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
 	}
 	if err := <-drained; err != nil {
 		t.Fatal(err)
@@ -108,4 +118,15 @@ func TestDrainFinishesRunningAndRefusesNewWork(t *testing.T) {
 	if n.Jobs() != 0 || n.Allocated() != 0 {
 		t.Errorf("after drain: %d jobs, %d bytes; want 0, 0", n.Jobs(), n.Allocated())
 	}
+	if got := counter(t, n, "acpp_node_drains_total", nil); got != 1 {
+		t.Errorf("acpp_node_drains_total = %v, want 1", got)
+	}
+	if got := counter(t, n, "acpp_node_drain_jobs_released_total", nil); got != 1 {
+		t.Errorf("acpp_node_drain_jobs_released_total = %v, want 1 (the client closed its job during the drain)", got)
+	}
+}
+
+func isRemoteCode(err error, code proto.ErrorCode) bool {
+	var re *transport.RemoteError
+	return errors.As(err, &re) && re.Code == code
 }

@@ -37,9 +37,9 @@ func (n *Node) registerHandlers() {
 		if err != nil {
 			return nil, err
 		}
-		if n.draining.Load() {
-			return nil, reply(proto.CodeDraining, "node %s is shutting down and takes no new instructions; schedule on another node", n.cfg.Name)
-		}
+		// A draining node still runs its open jobs' instructions: their
+		// clients move the pages only it holds elsewhere before closing
+		// the job here (issue 15); new jobs are refused.
 		j.touch()
 		pending, err := j.submit(req.Instrs, req.Forget)
 		if err != nil {
@@ -119,6 +119,9 @@ func (n *Node) handleOpen(_ context.Context, from credentials.Identity, req *pro
 	}
 	if req.Job == 0 {
 		return nil, reply(proto.CodeBadInstr, "job ID 0 is reserved; pick a random non-zero ID")
+	}
+	if req.Recovery > 0 {
+		n.met.recoveries.Inc()
 	}
 	lease := time.Duration(req.Lease)
 	if lease <= 0 {

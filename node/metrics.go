@@ -24,6 +24,9 @@ type metrics struct {
 	allocBytes prometheus.Gauge
 	jobs       prometheus.Gauge
 	members    prometheus.Gauge
+	recoveries prometheus.Counter
+	drains     prometheus.Counter
+	handedOver prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -59,9 +62,18 @@ func newMetrics() *metrics {
 		members: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "acpp_node_cluster_members", Help: "Alive cluster members as this node sees them.",
 		}),
+		recoveries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "acpp_node_job_recoveries_total", Help: "Jobs opened again here by a client that lost another node and recovers (restores its checkpoint and replays on the nodes left).",
+		}),
+		drains: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "acpp_node_drains_total", Help: "Drains of this node (SIGTERM): it advertised that it leaves and let its jobs' clients hand its pages over.",
+		}),
+		handedOver: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "acpp_node_drain_jobs_released_total", Help: "Jobs whose client closed them here during a drain, after moving the pages only this node held (nothing re-run).",
+		}),
 	}
 	m.reg.MustRegister(m.bytes, m.boxes, m.transfers, m.byRef, m.instrs, m.pending, m.allocs, m.allocBytes, m.jobs, m.members,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.recoveries, m.drains, m.handedOver, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

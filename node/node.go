@@ -488,17 +488,44 @@ func (n *Node) release(m *memory, bytes uint64) {
 	n.met.allocBytes.Set(float64(v))
 }
 
-// Drain stops taking jobs and instructions, waits for running
-// instructions until ctx ends or Config.DrainTimeout passes, closes the
-// jobs (failing what is left) and leaves the cluster.
+// Drain stops taking jobs, advertises that the node leaves (members see
+// it Leaving), and gives the jobs' clients until ctx ends or
+// Config.DrainTimeout passes to move the pages only this node holds and
+// close their jobs here; it still runs their instructions meanwhile.
+// Then it waits for running instructions, closes the jobs left (failing
+// what is pending) and leaves the cluster.
 func (n *Node) Drain(ctx context.Context) error {
 	if n.draining.Swap(true) {
 		return nil
 	}
+	n.met.drains.Inc()
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.DrainTimeout)
 	defer cancel()
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
+	if len(n.jobList()) > 0 {
+		uctx, ucancel := context.WithTimeout(ctx, 2*time.Second)
+		if err := n.cl.UpdateNode(uctx, func(m *cluster.Meta) { m.Leaving = true }); err != nil {
+			n.log.Warn("drain: leaving flag not gossiped yet", "error", err)
+		}
+		ucancel()
+		open := len(n.jobList())
+		n.log.Info("drain: waiting for clients to hand over their pages", "jobs", open, "timeout", n.cfg.DrainTimeout)
+	handover:
+		for {
+			left := len(n.jobList())
+			if left == 0 {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				n.log.Warn("drain: clients did not release their jobs in time", "jobs", left)
+				break handover
+			case <-t.C:
+			}
+		}
+		n.met.handedOver.Add(float64(open - len(n.jobList())))
+	}
 wait:
 	for {
 		busy := 0

@@ -81,6 +81,9 @@ type JobOpen struct {
 	// MaxBytes asks for a memory limit below the node's per-job limit (0:
 	// the node's limit).
 	MaxBytes uint64 `msgpack:"mb,omitempty"`
+	// Recovery is set when a client opens the job again after it lost a
+	// node (its recovery number, 1…); the node counts it in /metrics.
+	Recovery uint32 `msgpack:"rc,omitempty"`
 }
 
 // JobOpened is the reply to MsgJobOpen and MsgJobRenew.

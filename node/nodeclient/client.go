@@ -186,6 +186,9 @@ type JobOptions struct {
 	Lease time.Duration
 	// MaxBytes asks for a memory limit below the node's (0: the node's).
 	MaxBytes uint64
+	// Recovery numbers the job's recoveries when it is opened again after
+	// losing a node (0: a first open); the node counts these.
+	Recovery uint32
 }
 
 // Job is an open job on one node.
@@ -201,7 +204,7 @@ type Job struct {
 // Open opens job id on node and starts renewing its lease.
 func (c *Client) Open(ctx context.Context, node string, id uint64, opts JobOptions) (*Job, error) {
 	j := &Job{c: c, node: node, id: id, stop: make(chan struct{})}
-	if err := c.tr.Call(ctx, credentials.Node(node), proto.MsgJobOpen, &proto.JobOpen{Job: id, Lease: int64(opts.Lease), MaxBytes: opts.MaxBytes}, &j.granted); err != nil {
+	if err := c.tr.Call(ctx, credentials.Node(node), proto.MsgJobOpen, &proto.JobOpen{Job: id, Lease: int64(opts.Lease), MaxBytes: opts.MaxBytes, Recovery: opts.Recovery}, &j.granted); err != nil {
 		return nil, err
 	}
 	c.mu.Lock()

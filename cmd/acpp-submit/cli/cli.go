@@ -69,6 +69,8 @@ type clusterFlags struct {
 	selectNodes    []string
 	selectKinds    []string
 	placement      string
+	onNodeLoss     string
+	checkpoint     string
 }
 
 func splitList(s string) []string {
@@ -94,6 +96,8 @@ func (c *clusterFlags) add(cmd *cobra.Command, env Env, run bool) {
 		f.StringSliceVar(&c.selectNodes, "nodes", splitList(env.Getenv("ACPP_NODES")), "with --cluster: node names to use, comma-separated (default: all; env ACPP_NODES)")
 		f.StringSliceVar(&c.selectKinds, "kinds", splitList(env.Getenv("ACPP_KINDS")), "with --cluster: device kinds to use, e.g. cuda (default: all; env ACPP_KINDS)")
 		f.StringVar(&c.placement, "placement", "auto", "with --cluster: placement of unsplit steps: auto (data locality and estimated finish time) or round-robin")
+		f.StringVar(&c.onNodeLoss, "on-node-loss", "", "with --cluster: when a node is lost, recover (rebuild what only it held from the latest checkpoint, replaying on the nodes left) or fail (default: the job file's recovery.on_node_loss, else recover)")
+		f.StringVar(&c.checkpoint, "checkpoint", "", "with --cluster and recover: copy every buffer to this process auto (Young's interval from the checkpoint time and the nodes' MTBF), off, or every N command groups (default: the job file's recovery.checkpoint, else auto)")
 	}
 }
 
@@ -103,9 +107,23 @@ func (c *clusterFlags) config() (*ClusterConfig, error) {
 		if len(c.selectNodes) > 0 || len(c.selectKinds) > 0 {
 			return nil, usageError{errors.New("--nodes and --kinds select cluster devices: give --cluster ADDR too (for this machine's devices use --device)")}
 		}
+		if c.onNodeLoss != "" || c.checkpoint != "" {
+			return nil, usageError{errors.New("--on-node-loss and --checkpoint say how a cluster run survives losing a node: give --cluster ADDR too (an embedded run has no nodes to lose)")}
+		}
 		return nil, nil
 	}
-	cfg := &ClusterConfig{Addrs: c.addrs, CredentialsDir: c.credentialsDir, Client: c.client, Nodes: c.selectNodes, Kinds: c.selectKinds}
+	if c.onNodeLoss != "" {
+		if _, err := coordinator.ParseNodeLossPolicy(c.onNodeLoss); err != nil {
+			return nil, usageError{fmt.Errorf("--%w", err)}
+		}
+	}
+	if c.checkpoint != "" {
+		if _, err := coordinator.ParseCheckpoint(c.checkpoint); err != nil {
+			return nil, usageError{fmt.Errorf("--%w", err)}
+		}
+	}
+	cfg := &ClusterConfig{Addrs: c.addrs, CredentialsDir: c.credentialsDir, Client: c.client, Nodes: c.selectNodes, Kinds: c.selectKinds,
+		OnNodeLoss: c.onNodeLoss, Checkpoint: c.checkpoint}
 	switch c.placement {
 	case "", "auto":
 	case "round-robin":
@@ -190,6 +208,10 @@ func newRunCmd(env Env) *cobra.Command {
 			}
 			cfg := Config{JobFile: args[0], Params: params, OutDir: outDir, Record: trace != "" || dag != "", Devices: devices, Workers: workers, Window: window,
 				Logger: slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level})), Cluster: cc, MemoryLimit: limit}
+			if !quiet {
+				// Recoveries, drains and joins, as they happen.
+				cfg.Notify = func(line string) { fmt.Fprintln(env.Stderr, line) }
+			}
 			show := progress == "always" || (progress == "auto" && env.Terminal && !quiet)
 			switch progress {
 			case "auto", "always", "never":

@@ -39,6 +39,10 @@ type ClusterConfig struct {
 	Nodes, Kinds []string
 	// Placement is the coordinator's placement policy (zero: auto).
 	Placement coordinator.Placement
+	// OnNodeLoss ("recover", "fail") and Checkpoint ("auto", "off", N)
+	// say how the run survives losing a node; empty: the job file's
+	// recovery section, else recover and auto.
+	OnNodeLoss, Checkpoint string
 	// client, when set (tests), is used instead of starting one.
 	client *nodeclient.Client
 }
@@ -63,6 +67,13 @@ type ClusterStats struct {
 	// the client (their events' Device() is "client": element sizes other
 	// than 4 bytes, which the nodes' fill_f32 and copy_f32 do not move).
 	HostOps int
+	// OnNodeLoss and Checkpoint are the run's recovery settings;
+	// Recoveries the recoveries it went through, Checkpoints the
+	// checkpoints it took, NodeEvents the joins and drains.
+	OnNodeLoss, Checkpoint string
+	Recoveries             []coordinator.RecoveryReport
+	Checkpoints            []coordinator.CheckpointReport
+	NodeEvents             []coordinator.NodeEvent
 }
 
 func (c *ClusterStats) summary(b *strings.Builder) {
@@ -89,6 +100,24 @@ func (c *ClusterStats) summary(b *strings.Builder) {
 	}
 	if c.HostOps > 0 {
 		fmt.Fprintf(b, "  note: %d fills or copies ran through the client (no node-side kernel for their element type)\n", c.HostOps)
+	}
+	var ckBytes int64
+	var ckTime time.Duration
+	for _, ck := range c.Checkpoints {
+		ckBytes += ck.Bytes
+		ckTime += ck.Took
+	}
+	fmt.Fprintf(b, "  node loss: %s; checkpoints: %s, %d taken (%s to the client, %s)\n", c.OnNodeLoss, c.Checkpoint, len(c.Checkpoints), bytesStr(ckBytes), round(ckTime))
+	for _, r := range c.Recoveries {
+		fmt.Fprintf(b, "  %s\n", r)
+	}
+	for _, ev := range c.NodeEvents {
+		switch ev.Kind {
+		case "joined":
+			fmt.Fprintf(b, "  node %s joined the job (%s)\n", ev.Node, strings.Join(ev.Devices, ", "))
+		case "drained":
+			fmt.Fprintf(b, "  node %s drained out of the job: %s handed over, nothing re-run\n", ev.Node, bytesStr(ev.Bytes))
+		}
 	}
 }
 
@@ -189,11 +218,24 @@ func openCluster(ctx context.Context, cfg Config, log *slog.Logger) (*engine, er
 	if err != nil {
 		return nil, err
 	}
-	run := &clusterRun{cl: cl, ownCl: cc.client == nil, keep: cfg.Record,
+	run := &clusterRun{cl: cl, ownCl: cc.client == nil, keep: cfg.Record, notify: cfg.Notify,
 		byID: map[coordinator.GroupID]traced{}, lastDone: map[string]time.Time{}, kernelTime: map[string]time.Duration{}}
+	policy, err := coordinator.ParseNodeLossPolicy(cc.OnNodeLoss)
+	if err != nil {
+		run.closeClient()
+		return nil, usageError{err}
+	}
+	every, err := coordinator.ParseCheckpoint(cc.Checkpoint)
+	if err != nil {
+		run.closeClient()
+		return nil, usageError{err}
+	}
+	run.stats.OnNodeLoss, run.stats.Checkpoint = policy.String(), coordinator.CheckpointString(every)
 	opts := []acpp.Option{acpp.WithClientCredentials(creds), acpp.WithLogger(log),
+		acpp.WithNodeLoss(policy), acpp.WithCheckpoints(every),
 		acpp.WithCoordinator(func(c *coordinator.Config) {
 			c.Client, c.Placement, c.OnGroupDone = cl, cc.Placement, run.groupDone
+			c.OnRecovery, c.OnCheckpoint, c.OnNodeEvent = run.recovery, run.checkpoint, run.nodeEvent
 		})}
 	if len(cc.Nodes) > 0 {
 		opts = append(opts, acpp.WithNodes(cc.Nodes...))
@@ -228,8 +270,9 @@ func openCluster(ctx context.Context, cfg Config, log *slog.Logger) (*engine, er
 // summary's per-device kernel time, group counts and, for the trace,
 // each group's transfers.
 type clusterRun struct {
-	cl    *nodeclient.Client
-	ownCl bool
+	cl     *nodeclient.Client
+	ownCl  bool
+	notify func(string)
 	keep  bool // keep the instructions of each group (Config.Record: transfers for the trace)
 	stats ClusterStats
 
@@ -384,6 +427,47 @@ func (c *clusterRun) close(res *Result, groups int, st acpp.Stats) error {
 	s := c.stats
 	res.Cluster = &s
 	return c.closeClient()
+}
+
+// recovery takes a recovery's start and end (coordinator.Config.OnRecovery).
+func (c *clusterRun) recovery(r coordinator.RecoveryReport) {
+	if c.notify != nil {
+		c.notify(r.String())
+	}
+	if !r.Done {
+		return
+	}
+	c.mu.Lock()
+	c.stats.Recoveries = append(c.stats.Recoveries, r)
+	c.mu.Unlock()
+}
+
+// checkpoint takes a completed checkpoint (coordinator.Config.OnCheckpoint).
+func (c *clusterRun) checkpoint(r coordinator.CheckpointReport) {
+	c.mu.Lock()
+	c.stats.Checkpoints = append(c.stats.Checkpoints, r)
+	c.mu.Unlock()
+}
+
+// nodeEvent takes a join, drain or loss (coordinator.Config.OnNodeEvent).
+func (c *clusterRun) nodeEvent(ev coordinator.NodeEvent) {
+	var line string
+	switch ev.Kind {
+	case "joined":
+		line = fmt.Sprintf("node %s joined the job: %s", ev.Node, strings.Join(ev.Devices, ", "))
+	case "draining":
+		line = fmt.Sprintf("node %s drains: handing over the pages only it holds", ev.Node)
+	case "drained":
+		line = fmt.Sprintf("node %s drained: %s handed over, it left the job (nothing re-run)", ev.Node, bytesStr(ev.Bytes))
+	default:
+		return // losses are told by recovery
+	}
+	if c.notify != nil {
+		c.notify(line)
+	}
+	c.mu.Lock()
+	c.stats.NodeEvents = append(c.stats.NodeEvents, ev)
+	c.mu.Unlock()
 }
 
 func (c *clusterRun) closeClient() error {

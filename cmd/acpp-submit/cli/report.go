@@ -122,6 +122,29 @@ func (res *Result) outputTrack(pid, tid int, name, movedKey string, us func(time
 	return evs
 }
 
+// recoveryTrack is the client track of a cluster run's recoveries (from
+// the loss being seen to the replay's end) and checkpoints (from their
+// planning to their last page).
+func (res *Result) recoveryTrack(pid, tid int, us func(time.Time) float64) []traceEvent {
+	c := res.Cluster
+	if len(c.Recoveries) == 0 && len(c.Checkpoints) == 0 {
+		return nil
+	}
+	evs := []traceEvent{{Name: "thread_name", Ph: "M", Pid: pid, Tid: tid, Args: map[string]any{"name": "client: recovery and checkpoints"}}}
+	for _, ck := range c.Checkpoints {
+		dur := float64(ck.Took.Nanoseconds()) / 1e3
+		evs = append(evs, traceEvent{Name: "checkpoint", Cat: "checkpoint", Ph: "X", Ts: us(ck.Start), Dur: &dur, Pid: pid, Tid: tid,
+			Args: map[string]any{"after_group": ck.After, "bytes": ck.Bytes}})
+	}
+	for _, r := range c.Recoveries {
+		dur := float64(r.Ended.Sub(r.Started).Nanoseconds()) / 1e3
+		evs = append(evs, traceEvent{Name: "recovery: node " + r.Node + " lost", Cat: "recovery", Ph: "X", Ts: us(r.Started), Dur: &dur, Pid: pid, Tid: tid,
+			Args: map[string]any{"how": r.How, "at_group": r.AtGroup, "lost_bytes": r.LostBytes, "restored_bytes": r.RestoredBytes, "rerun": r.Rerun,
+				"detection_ms": float64(r.Detection.Microseconds()) / 1e3}})
+	}
+	return evs
+}
+
 // splitSteps counts the steps of the job file (not their repetitions) that
 // ask for a split.
 func splitSteps(res *Result) int {
@@ -260,6 +283,7 @@ func (res *Result) WriteTrace(w io.Writer) error {
 		evs = append(evs, res.clusterLinkTracks(pid, us)...)
 		evs = append(evs, res.transferTracks(pid, len(tids)+2, us)...) // the outputs track below is len(tids)+1
 		evs = append(evs, res.outputTrack(pid, len(tids)+1, "client: outputs", "read_back", us)...)
+		evs = append(evs, res.recoveryTrack(pid, len(tids)+3, us)...)
 	} else {
 		// Link tracks: cumulative bytes per direction.
 		var h2d, d2h int64 = -1, -1

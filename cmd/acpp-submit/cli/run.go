@@ -47,6 +47,10 @@ type Config struct {
 	// Progress receives progress: called after each command group finishes
 	// with the number done and the total; nil means none.
 	Progress func(done, total int)
+	// Notify receives a line for each event of a cluster run worth
+	// telling while it happens: a node lost and the recovery, a node that
+	// joined or drained. Nil means none (they are in the summary).
+	Notify func(string)
 	// Record keeps a record of every command group in Result.Groups (the
 	// trace and the DAG need them); without it Run keeps only tallies.
 	Record bool
@@ -233,6 +237,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	r.res = res
 	if err := r.registerJobKernels(); err != nil {
 		return nil, err
+	}
+	if cc := cfg.Cluster; cc != nil {
+		// The flags decide; then the job file; then the defaults.
+		if cc.OnNodeLoss == "" {
+			cc.OnNodeLoss = job.Recovery.OnNodeLoss
+		}
+		if cc.Checkpoint == "" {
+			cc.Checkpoint = job.Recovery.Checkpoint
+		}
 	}
 	if r.eng, err = openEngine(ctx, cfg, log); err != nil {
 		return nil, err

@@ -26,6 +26,17 @@ import (
 // acpp.WithCoordinator lets a program adjust.
 type CoordinatorConfig = coordinator.Config
 
+// NodeLossPolicy is coordinator.NodeLossPolicy (acpp.WithNodeLoss).
+type NodeLossPolicy = coordinator.NodeLossPolicy
+
+// The policies, and the checkpoint settings (acpp.WithCheckpoints).
+const (
+	RecoverOnLoss  = coordinator.RecoverOnLoss
+	FailOnLoss     = coordinator.FailOnLoss
+	CheckpointAuto = coordinator.CheckpointAuto
+	CheckpointOff  = coordinator.CheckpointOff
+)
+
 // Config says which cluster to use and how.
 type Config struct {
 	Addrs       []string // the nodes' QUIC addresses
@@ -35,6 +46,8 @@ type Config struct {
 	Nodes       []string            // WithNodes
 	Labels      map[string][]string // WithLabels: node → labels
 	MatchLabels []string            // WithLabels: labels a node must carry
+	OnNodeLoss  NodeLossPolicy      // WithNodeLoss
+	Checkpoint  *int                // WithCheckpoints (nil: the coordinator's default)
 	Tune        func(*coordinator.Config)
 }
 
@@ -74,6 +87,10 @@ func Open[G any](ctx context.Context, cfg Config) (*Engine[G], error) {
 		Devices: coordinator.DeviceFilter{Nodes: cfg.Nodes, Labels: cfg.Labels, MatchLabels: cfg.MatchLabels}}
 	for _, k := range cfg.Kinds {
 		ccfg.Devices.Kinds = append(ccfg.Devices.Kinds, k.String())
+	}
+	ccfg.OnNodeLoss = cfg.OnNodeLoss
+	if cfg.Checkpoint != nil {
+		ccfg.Checkpoint = *cfg.Checkpoint
 	}
 	if cfg.Tune != nil {
 		cfg.Tune(&ccfg)

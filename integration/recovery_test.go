@@ -1,0 +1,181 @@
+package integration
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Jobs that survive (issue 15): real acpp-node processes on loopback, CPU
+// devices, the Jacobi example split over every node (halos travel between
+// nodes every iteration, so every node holds the only copy of its block);
+// a node is killed, stopped, drained or added while the job runs, and the
+// output is bit for bit the embedded run's.
+
+// survivalSet is a Jacobi of about three seconds on three CPU nodes here.
+func survivalSet() []string {
+	return []string{"--set", "n=512", "--set", "iters=400", "--set", "rows=1", "--set", "chunks=1", "--progress", "never"}
+}
+
+var survivalRef struct {
+	once sync.Once
+	data []byte
+}
+
+// survivalReference is the embedded run's jacobi.npy (made once).
+func survivalReference(t *testing.T) []byte {
+	survivalRef.once.Do(func() {
+		dir := t.TempDir()
+		if code, out, errs := submit(t, nil, append([]string{"run", "-q", "-o", dir, "--device", "cpu", jacobiJob(t)}, survivalSet()...)...); code != 0 {
+			t.Fatalf("embedded run: exit %d\n%s%s", code, out, errs)
+		}
+		survivalRef.data, _ = os.ReadFile(filepath.Join(dir, "jacobi.npy"))
+	})
+	if len(survivalRef.data) == 0 {
+		t.Fatal("no embedded reference")
+	}
+	return survivalRef.data
+}
+
+// clusterRun is an acpp-submit run --cluster started in the background.
+type clusterRun struct {
+	cmd       *exec.Cmd
+	out, errs bytes.Buffer
+	dir       string
+	done      chan error
+}
+
+func startClusterRun(t *testing.T, creds string, addr string, extra ...string) *clusterRun {
+	t.Helper()
+	r := &clusterRun{dir: t.TempDir(), done: make(chan error, 1)}
+	args := append([]string{"run", "--cluster", addr, "-o", r.dir, jacobiJob(t)}, survivalSet()...)
+	r.cmd = exec.Command(submitBinary(t), append(args, extra...)...)
+	r.cmd.Env = append(os.Environ(), "QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=true", "ACPP_CREDENTIALS="+creds, "ACPP_CLIENT=alice")
+	r.cmd.Stdout, r.cmd.Stderr = &r.out, &r.errs
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { r.done <- r.cmd.Wait() }()
+	t.Cleanup(func() {
+		if r.cmd.ProcessState == nil {
+			r.cmd.Process.Kill()
+		}
+	})
+	return r
+}
+
+// finish waits for the run and checks it succeeded with the reference
+// output; it returns what the run printed.
+func (r *clusterRun) finish(t *testing.T, ref []byte) string {
+	t.Helper()
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Fatalf("acpp-submit run --cluster: %v\n%s%s", err, r.out.String(), r.errs.String())
+		}
+	case <-time.After(90 * time.Second):
+		r.cmd.Process.Kill()
+		t.Fatalf("acpp-submit run --cluster did not finish in 90 s\n%s%s", r.out.String(), r.errs.String())
+	}
+	got, err := os.ReadFile(filepath.Join(r.dir, "jacobi.npy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, ref) {
+		t.Fatalf("jacobi.npy differs from the embedded run's\n%s%s", r.out.String(), r.errs.String())
+	}
+	return r.out.String() + r.errs.String()
+}
+
+// A node SIGKILLed at a seeded random moment: the job completes, recovers
+// on the two nodes left, and its output equals the embedded run's (C5).
+func TestJacobiSurvivesNodeKill_C5(t *testing.T) {
+	ref := survivalReference(t)
+	for _, seed := range []uint64{1, 2} {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 4711))
+			creds := makeCredentials(t, "survive", []string{"n1", "n2", "n3"}, []string{"alice"})
+			procs, _ := startThree(t, creds)
+			r := startClusterRun(t, creds, procs[0].quic)
+			victim := procs[1+rng.IntN(2)]
+			delay := time.Duration(500+rng.IntN(1000)) * time.Millisecond
+			time.Sleep(delay)
+			victim.kill()
+			out := r.finish(t, ref)
+			if !strings.Contains(out, "node "+victim.name+" lost at group") || !strings.Contains(out, "recovered") {
+				t.Fatalf("%s killed %v after the start: the run should tell the loss and the recovery\n%s", victim.name, delay, out)
+			}
+			t.Logf("%s killed %v after the start:\n%s", victim.name, delay, out)
+		})
+	}
+}
+
+// A node stopped with SIGSTOP (a hang: it keeps its connections, answers
+// nothing) is declared lost after LostTimeout and the job recovers (C5).
+func TestJacobiSurvivesNodeHang_C5(t *testing.T) {
+	ref := survivalReference(t)
+	creds := makeCredentials(t, "hang", []string{"n1", "n2", "n3"}, []string{"alice"})
+	procs, _ := startThree(t, creds)
+	r := startClusterRun(t, creds, procs[0].quic)
+	time.Sleep(800 * time.Millisecond)
+	victim := procs[2]
+	victim.cmd.Process.Signal(syscall.SIGSTOP)
+	t.Cleanup(func() { victim.cmd.Process.Signal(syscall.SIGCONT) })
+	out := r.finish(t, ref)
+	if !strings.Contains(out, "node n3 lost at group") || !strings.Contains(out, "recovered") {
+		t.Fatalf("n3 stopped: the run should tell the loss and the recovery\n%s", out)
+	}
+	t.Log(out)
+}
+
+// A node that joins while the job runs is offered to it: the summary
+// shows groups on it, and the output is unchanged (issue 15, item 4).
+func TestNodeJoinsRunningJob(t *testing.T) {
+	ref := survivalReference(t)
+	creds := makeCredentials(t, "join", []string{"n1", "n2", "n3"}, []string{"alice"})
+	n1 := startNode(t, creds, "n1", nil)
+	waitMembers(t, []*proc{n1}, 1, 15*time.Second)
+	n2 := startNode(t, creds, "n2", []string{n1.gossip})
+	waitMembers(t, []*proc{n1, n2}, 2, 15*time.Second)
+	r := startClusterRun(t, creds, n1.quic)
+	time.Sleep(300 * time.Millisecond)
+	n3 := startNode(t, creds, "n3", []string{n1.gossip})
+	waitMembers(t, []*proc{n1, n2, n3}, 3, 15*time.Second)
+	out := r.finish(t, ref)
+	if !strings.Contains(out, "node n3 joined the job") || !strings.Contains(out, "n3/cpu:0") {
+		t.Fatalf("n3 joined while the job ran: the run should use it\n%s", out)
+	}
+	t.Log(out)
+}
+
+// SIGTERM on a node while the job runs: it drains, its pages go to
+// another node before it leaves, nothing is lost or re-run, and it exits
+// cleanly (issue 15, item 5).
+func TestDrainedNodeHandsOverItsPages(t *testing.T) {
+	ref := survivalReference(t)
+	creds := makeCredentials(t, "drain", []string{"n1", "n2", "n3"}, []string{"alice"})
+	n1 := startNode(t, creds, "n1", nil)
+	waitMembers(t, []*proc{n1}, 1, 15*time.Second)
+	n2 := startNode(t, creds, "n2", []string{n1.gossip})
+	n3 := startNode(t, creds, "n3", []string{n1.gossip}, "--drain-timeout", "60s")
+	waitMembers(t, []*proc{n1, n2, n3}, 3, 15*time.Second)
+	r := startClusterRun(t, creds, n1.quic)
+	time.Sleep(800 * time.Millisecond)
+	n3.stop(t, 60*time.Second)
+	out := r.finish(t, ref)
+	if !strings.Contains(out, "node n3 drained") {
+		t.Fatalf("n3 drained: the run should tell it\n%s", out)
+	}
+	if strings.Contains(out, "lost at group") {
+		t.Fatalf("a drained node must not count as lost (nothing re-run)\n%s", out)
+	}
+	t.Log(out)
+}
