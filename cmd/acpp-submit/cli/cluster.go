@@ -273,8 +273,8 @@ type clusterRun struct {
 	cl     *nodeclient.Client
 	ownCl  bool
 	notify func(string)
-	keep  bool // keep the instructions of each group (Config.Record: transfers for the trace)
-	stats ClusterStats
+	keep   bool // keep the instructions of each group (Config.Record: transfers for the trace)
+	stats  ClusterStats
 
 	mu sync.Mutex // guards what follows
 	// byID are the traces of finished groups not recorded yet.
