@@ -155,8 +155,12 @@ func (r RecoveryReport) String() string {
 	if r.Err != nil {
 		return fmt.Sprintf("node %s lost at group %d: recovery failed: %v", r.Node, r.AtGroup, r.Err)
 	}
-	return fmt.Sprintf("node %s lost at group %d: recovered %s (%d buffers, %s from checkpoint, %d groups re-run) in %v (detection %v)",
-		r.Node, r.AtGroup, mib(r.LostBytes), r.FromCheckpoint, mib(r.RestoredBytes), r.Rerun, r.Replay.Round(time.Millisecond), r.Detection.Round(time.Millisecond))
+	from := fmt.Sprintf("%d buffers, %s from the checkpoint after group %d", r.FromCheckpoint, mib(r.RestoredBytes), r.Checkpoint)
+	if r.Checkpoint == 0 {
+		from = "from the job's start: no checkpoint yet"
+	}
+	return fmt.Sprintf("node %s lost at group %d: recovered %s (%s; %d groups re-run) in %v (detection %v)",
+		r.Node, r.AtGroup, mib(r.LostBytes), from, r.Rerun, r.Replay.Round(time.Millisecond), r.Detection.Round(time.Millisecond))
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }

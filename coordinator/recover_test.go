@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/acpp/acpp/coordinator"
 	"github.com/acpp/acpp/coordinator/coordtest"
+	"github.com/acpp/acpp/node"
 )
 
 // The case that failed before issue 15: a node holding the only copy of
@@ -180,4 +182,59 @@ func recoveryProperty(t *testing.T, seed uint64) {
 	}
 	st := j.Stats().Recovery
 	t.Logf("checkpoint every %d, n%d stopped before step %d: %+v", every, victim, kill, st)
+}
+
+// A node that drains holds the only copy of a buffer: the job moves it to
+// another node before the node leaves; nothing is lost or re-run, and the
+// node's drain ends as soon as the job released it (issue 15, item 5).
+func TestDrainHandsOverOnlyCopies(t *testing.T) {
+	c := coordtest.Start(t, 3, coordtest.Options{Modify: func(_ int, cfg *node.Config) { cfg.DrainTimeout = 30 * time.Second }})
+	ctx := testCtx(t)
+	var mu sync.Mutex
+	var events []string
+	var moved int64
+	j := openJob(t, c, func(cfg *coordinator.Config) {
+		cfg.OnNodeEvent = func(ev coordinator.NodeEvent) {
+			mu.Lock()
+			events = append(events, ev.Node+" "+ev.Kind)
+			moved += ev.Bytes
+			mu.Unlock()
+		}
+	})
+	const n = 8192
+	d, _ := j.NewBuffer(coordinator.BufferSpec{Name: "d", Range: coordinator.Dims{1, 1, n}, ElemSize: 4})
+	fill(t, j, d, n, 7, "n2/cpu:0")
+	if err := j.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := c.Nodes[2].Drain(ctx); err != nil {
+		t.Fatalf("Drain: %v", err)
+	}
+	took := time.Since(start)
+	if took > 10*time.Second {
+		t.Errorf("the drain took %v: the job should have released the node once its pages moved", took)
+	}
+	st := j.Stats().Recovery
+	if st.Drains != 1 || st.Recoveries != 0 || st.RerunGroups != 0 {
+		t.Errorf("Stats.Recovery = %+v, want one drain, no recovery, nothing re-run", st)
+	}
+	got, err := j.Read(ctx, d, coordinator.Dims{}, coordinator.Dims{})
+	if err != nil {
+		t.Fatalf("Read after the drain: %v", err)
+	}
+	for i, v := range bytesF32(got) {
+		if v != 7 {
+			t.Fatalf("d[%d] = %v after the drain, want 7", i, v)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Contains(events, "n2 draining") || !slices.Contains(events, "n2 drained") {
+		t.Errorf("node events = %v, want n2 draining and drained", events)
+	}
+	if moved != n*4 {
+		t.Errorf("the drain handed over %d bytes, want %d (d's only copy)", moved, n*4)
+	}
+	t.Logf("drain took %v, events %v", took, events)
 }

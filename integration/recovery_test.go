@@ -145,7 +145,10 @@ func TestNodeJoinsRunningJob(t *testing.T) {
 	waitMembers(t, []*proc{n1}, 1, 15*time.Second)
 	n2 := startNode(t, creds, "n2", []string{n1.gossip})
 	waitMembers(t, []*proc{n1, n2}, 2, 15*time.Second)
-	r := startClusterRun(t, creds, n1.quic)
+	// A small window: the run submits as it goes, so groups submitted
+	// after the join can use n3 (with the default window the whole job is
+	// submitted at once, before n3 exists).
+	r := startClusterRun(t, creds, n1.quic, "--window", "16")
 	time.Sleep(300 * time.Millisecond)
 	n3 := startNode(t, creds, "n3", []string{n1.gossip})
 	waitMembers(t, []*proc{n1, n2, n3}, 3, 15*time.Second)
