@@ -189,6 +189,9 @@ func (c Config) Validate() error {
 	if c.Checkpoint < CheckpointOff {
 		errs = append(errs, fmt.Errorf("Checkpoint %d: want CheckpointAuto (0), CheckpointOff (-1) or a number of groups ≥ 1", c.Checkpoint))
 	}
+	if c.OnNodeLoss == FailOnLoss && c.Checkpoint > 0 {
+		errs = append(errs, fmt.Errorf("Checkpoint %d has no effect with OnNodeLoss FailOnLoss (checkpoints are for recovery); leave it at CheckpointAuto or CheckpointOff, or recover", c.Checkpoint))
+	}
 	if c.NodeMTBF < 0 {
 		errs = append(errs, errors.New("NodeMTBF must not be negative"))
 	}

@@ -238,3 +238,49 @@ func TestDrainHandsOverOnlyCopies(t *testing.T) {
 	}
 	t.Logf("drain took %v, events %v", took, events)
 }
+
+// BenchmarkCheckpointOverhead (issue 15): a 3-node Jacobi (in-process
+// nodes, real QUIC) with no failure, run with checkpoints off, auto and
+// every 100 groups, one after the other in each iteration; it reports
+// each run's time over the run without checkpoints, and the bytes the
+// checkpoints moved.
+func BenchmarkCheckpointOverhead(b *testing.B) {
+	c := coordtest.Start(b, 3, coordtest.Options{})
+	const rows, cols, iters = 512, 512, 200
+	in := jacobiInput(rows, cols)
+	rowPages := coordinator.Dims{1, 1, cols}
+	run := func(every int) (time.Duration, coordinator.RecoveryStats) {
+		j := openJob(b, c, func(cfg *coordinator.Config) { cfg.Checkpoint = every })
+		defer j.Close(testCtx(b))
+		a, _ := j.NewBuffer(coordinator.BufferSpec{Range: coordinator.Dims{1, rows, cols}, ElemSize: 4, PageSize: rowPages, Init: f32bytes(in)})
+		x, _ := j.NewBuffer(coordinator.BufferSpec{Range: coordinator.Dims{1, rows, cols}, ElemSize: 4, PageSize: rowPages})
+		start := time.Now()
+		// Submitted 20 iterations at a time, as a windowed submitter
+		// does: checkpoints are cut between the batches.
+		res := a
+		for k := 0; k < iters; k += 20 {
+			res = runJacobi(b, j, a, x, rows, cols, 20, &coordinator.Split{}, "") // even: ends in a
+			if err := j.Wait(testCtx(b)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, err := j.Read(testCtx(b), res, coordinator.Dims{}, coordinator.Dims{}); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start), j.Stats().Recovery
+	}
+	var off, auto, every time.Duration
+	var autoSt, everySt coordinator.RecoveryStats
+	for b.Loop() {
+		d0, _ := run(coordinator.CheckpointOff)
+		d1, s1 := run(coordinator.CheckpointAuto)
+		d2, s2 := run(100)
+		off, auto, every = off+d0, auto+d1, every+d2
+		autoSt, everySt = s1, s2
+	}
+	b.ReportMetric(auto.Seconds()/off.Seconds(), "auto/off")
+	b.ReportMetric(every.Seconds()/off.Seconds(), "every100/off")
+	b.ReportMetric(float64(everySt.CheckpointBytes)/(1<<20), "every100-MiB")
+	b.ReportMetric(float64(everySt.Checkpoints), "every100-checkpoints")
+	b.ReportMetric(float64(autoSt.Checkpoints), "auto-checkpoints")
+}

@@ -230,6 +230,10 @@ func openCluster(ctx context.Context, cfg Config, log *slog.Logger) (*engine, er
 		run.closeClient()
 		return nil, usageError{err}
 	}
+	if policy == coordinator.FailOnLoss && every > 0 {
+		run.closeClient()
+		return nil, usageError{fmt.Errorf("checkpoint every %d groups has no effect with --on-node-loss fail (checkpoints are for recovery): drop it (--checkpoint off, or the job file's recovery.checkpoint), or recover", every)}
+	}
 	run.stats.OnNodeLoss, run.stats.Checkpoint = policy.String(), coordinator.CheckpointString(every)
 	opts := []acpp.Option{acpp.WithClientCredentials(creds), acpp.WithLogger(log),
 		acpp.WithNodeLoss(policy), acpp.WithCheckpoints(every),

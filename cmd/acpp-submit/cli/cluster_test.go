@@ -311,3 +311,60 @@ outputs:
 	}
 	t.Log(sum)
 }
+
+// The recovery policy of a cluster run (issue 15, item 3): bad values are
+// usage errors that say what to give; the flags apply only with
+// --cluster; the job file's recovery section takes effect when no flag
+// says otherwise, and the flags win over it.
+func TestRecoveryFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--cluster", "127.0.0.1:1", "--client", "a", "--on-node-loss", "retry", "x.yaml"}, "want recover or fail"},
+		{[]string{"run", "--cluster", "127.0.0.1:1", "--client", "a", "--checkpoint", "0", "x.yaml"}, "want auto, off or a number"},
+		{[]string{"run", "--on-node-loss", "fail", "x.yaml"}, "give --cluster ADDR too"},
+	} {
+		code, _, errs := runMain(tc.args...)
+		if code != 2 || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, errs, tc.want)
+		}
+	}
+
+	c := coordtest.Start(t, 2, coordtest.Options{})
+	dir := t.TempDir()
+	job := filepath.Join(dir, "job.yaml")
+	src, err := os.ReadFile("../../../examples/jobs/jacobi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(job, append(src, []byte("recovery:\n  on_node_loss: recover\n  checkpoint: 3\n")...), 0o644)
+	params := map[string]string{"n": "32", "iters": "10"}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := Run(ctx, Config{JobFile: job, Params: params, OutDir: t.TempDir(),
+		Cluster: &ClusterConfig{Addrs: c.Addrs()[:1], CredentialsDir: c.Dir, Client: "alice"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := res.Summary(); !strings.Contains(s, "node loss: recover; checkpoints: 3,") {
+		t.Errorf("summary with the job file's recovery section:\n%s", s)
+	}
+	if len(res.Cluster.Checkpoints) == 0 {
+		t.Errorf("checkpoint: 3 took no checkpoint in a job of %d groups\n%s", res.Count, res.Summary())
+	}
+	res, err = Run(ctx, Config{JobFile: job, Params: params, OutDir: t.TempDir(),
+		Cluster: &ClusterConfig{Addrs: c.Addrs()[:1], CredentialsDir: c.Dir, Client: "alice", OnNodeLoss: "fail", Checkpoint: "off"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := res.Summary(); !strings.Contains(s, "node loss: fail; checkpoints: off, 0 taken") {
+		t.Errorf("summary with flags over the job file:\n%s", s)
+	}
+	// A checkpoint interval with the fail policy would do nothing: refused.
+	_, err = Run(ctx, Config{JobFile: job, Params: params, OutDir: t.TempDir(),
+		Cluster: &ClusterConfig{Addrs: c.Addrs()[:1], CredentialsDir: c.Dir, Client: "alice", OnNodeLoss: "fail"}})
+	if err == nil || !strings.Contains(err.Error(), "no effect with --on-node-loss fail") {
+		t.Errorf("--on-node-loss fail with the job file's checkpoint: 3 = %v, want it refused", err)
+	}
+}
