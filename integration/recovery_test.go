@@ -99,7 +99,18 @@ func (r *clusterRun) finish(t *testing.T, ref []byte) string {
 // on the two nodes left, and its output equals the embedded run's (C5).
 func TestJacobiSurvivesNodeKill_C5(t *testing.T) {
 	ref := survivalReference(t)
-	for _, seed := range []uint64{1, 2} {
+	seeds := []uint64{1, 2}
+	if s := os.Getenv("ACPP_CHAOS_SEEDS"); s != "" { // scripts/chaos: more seeds
+		var lo, hi uint64
+		if _, err := fmt.Sscanf(s, "%d-%d", &lo, &hi); err != nil || lo > hi {
+			t.Fatalf("ACPP_CHAOS_SEEDS=%q: want FROM-TO, e.g. 1-20", s)
+		}
+		seeds = nil
+		for x := lo; x <= hi; x++ {
+			seeds = append(seeds, x)
+		}
+	}
+	for _, seed := range seeds {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 4711))
 			creds := makeCredentials(t, "survive", []string{"n1", "n2", "n3"}, []string{"alice"})
