@@ -225,9 +225,10 @@ func (j *Job) join(ctx context.Context, m proto.Member) {
 	j.nodeEvent(NodeEvent{Node: name, Kind: "joined", Devices: names})
 }
 
-// maxJobNodes bounds the nodes of one job: the page directory has at most
-// coherence's allocation slots per buffer.
-const maxJobNodes = 62
+// maxJobNodes bounds the nodes joins add to one job: the page directory
+// holds at most 255 allocations per buffer (the client's among them;
+// coherence refuses more with ErrTooManyAllocations).
+const maxJobNodes = 254
 
 // evacuate drains ns out of the job: it waits for what is queued there to
 // finish, moves the pages whose only copy ns holds to another node, then
