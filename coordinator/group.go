@@ -1033,7 +1033,7 @@ func (j *Job) planHostLocked(ep *epoch, b *Buffer, off, rng Dims, pages coherenc
 		return nil, fmt.Errorf("coordinator: %s of %s: %w", kernel, b, err)
 	}
 	j.nextCG++
-	gs := &groupState{id: id, kernel: kernel, dev: -1, host: true, pending: 1, submitted: time.Now()} // the extra 1 is held until the copy
+	gs := &groupState{id: id, kernel: kernel, dev: -1, host: true, pending: 1, submitted: time.Now(), internal: kernel == "checkpoint"} // the extra 1 is held until the copy
 	j.live[id] = gs
 	j.stats.Groups++
 	// Later groups inherit what this one waited for (it waits for its

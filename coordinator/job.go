@@ -172,6 +172,9 @@ type groupState struct {
 	// under the program's IDs once every group of the replay is done).
 	user bool
 	rep  *replaySet
+	// internal: the job's own group (a checkpoint's read, a drain's
+	// move): no trace goes to OnGroupDone.
+	internal bool
 }
 
 type recvRec struct {
@@ -720,6 +723,14 @@ func (j *Job) onEvents(ep *epoch, ns *nodeState, evs []proto.Event) bool {
 		}
 		delete(ns.instrs, ev.ID)
 		if ev.Err != nil {
+			if ev.Err.Code == proto.CodeTransfer && ref.peer != "" && j.res.on {
+				// A send or receive could not reach its peer: with
+				// recovery on, treat the peer as lost (if it was not,
+				// the recovery costs time, not data).
+				if p := j.byName[ref.peer]; p != nil && !p.lost {
+					j.nodeLostLocked(p, "transfer failed: "+ev.Err.Message)
+				}
+			}
 			j.instrFailedLocked(ns, ref.g, ev.Err)
 			if j.res.recovering != nil || j.err != nil {
 				return false
@@ -788,11 +799,12 @@ func (j *Job) finishLocked(g *groupState, now time.Time) []GroupTrace {
 		if g.dev >= 0 {
 			tr.Device = j.devices[g.dev].String()
 		}
-		if g.rep != nil {
+		switch {
+		case g.rep != nil:
 			// A replayed group: the program knows it by the IDs of the
 			// group it replays, reported once the whole replay is done.
 			out = append(out, g.rep.doneLocked(tr)...)
-		} else {
+		case !g.internal:
 			out = append(out, tr)
 		}
 		if j.cfg.OnGroupDone != nil {

@@ -684,6 +684,9 @@ func (j *Job) checkpointIntervalLocked() time.Duration {
 		}
 		c = time.Duration(float64(total) / j.cfg.NetworkBandwidth * float64(time.Second))
 	}
+	// A checkpoint costs at least a round trip and its planning, whatever
+	// its size: tiny buffers must not be copied at every Submit.
+	c = max(c, minCheckpointCost)
 	nodes := 0
 	for _, ns := range j.nodes {
 		if !ns.lost {
@@ -772,6 +775,9 @@ func (j *Job) startCheckpointLocked() {
 		j.log.Debug("checkpoint", "after_group", ck.after, "bytes", bytes, "took", took)
 	}()
 }
+
+// minCheckpointCost is the least a checkpoint is assumed to cost.
+const minCheckpointCost = 10 * time.Millisecond
 
 // CheckpointReport describes a completed checkpoint.
 type CheckpointReport struct {

@@ -327,7 +327,7 @@ func (j *Job) evacuateOnce(ep *epoch, ns *nodeState) (int64, error) {
 			return moved, fmt.Errorf("hand over %s: %w", b, err)
 		}
 		j.nextCG++
-		gs := &groupState{id: cg.ID, kernel: "drain " + ns.name, dev: -1, submitted: time.Now()}
+		gs := &groupState{id: cg.ID, kernel: "drain " + ns.name, dev: -1, submitted: time.Now(), internal: true}
 		j.live[gs.id] = gs
 		j.stats.Groups++
 		j.issueLocked(gs, step, td.node, nil)

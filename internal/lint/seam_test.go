@@ -114,6 +114,10 @@ func TestEngineSeam(t *testing.T) {
 var coordinatorInCommands = map[string]bool{
 	"Config": true, "Placement": true, "PlaceAuto": true, "PlaceRoundRobin": true,
 	"GroupTrace": true, "GroupID": true, "InstrTrace": true,
+	// Recovery settings and what the job reports of recoveries,
+	// checkpoints, joins and drains (Config.OnRecovery and the like).
+	"ParseNodeLossPolicy": true, "ParseCheckpoint": true, "CheckpointString": true, "FailOnLoss": true,
+	"RecoveryReport": true, "CheckpointReport": true, "NodeEvent": true,
 }
 
 func TestCommandsRunJobsThroughTheAPI(t *testing.T) {
