@@ -516,7 +516,8 @@ func (j *Job) submitLocked(g *Group, params []device.Param, p chunkPlan, capable
 	j.stats.Groups++
 	j.stats.Placed[d.String()]++
 
-	launch := &proto.Launch{Kernel: g.Kernel, Device: d.ID, Global: toU64(p.chunk.Range), Local: toU64(g.Local), Offset: toU64(p.chunk.Offset)}
+	launch := &proto.Launch{Kernel: g.Kernel, Device: d.ID, Global: toU64(p.chunk.Range), Local: toU64(g.Local), Offset: toU64(p.chunk.Offset),
+		Replay: j.res.recovering != nil} // only a recovery's replay submits while it runs
 	k = 0
 	for i, a := range g.Args {
 		switch {

@@ -124,6 +124,12 @@ func TestJacobiSurvivesNodeKill_C5(t *testing.T) {
 			if !strings.Contains(out, "node "+victim.name+" lost at group") || !strings.Contains(out, "recovered") {
 				t.Fatalf("%s killed %v after the start: the run should tell the loss and the recovery\n%s", victim.name, delay, out)
 			}
+			// n1 survives every seed: it counts the reopened job and the
+			// launches it ran again.
+			m := metrics(t, procs[0])
+			if metricValue(m, "acpp_node_job_recoveries_total") < 1 || metricValue(m, "acpp_node_replayed_launches_total") < 1 {
+				t.Errorf("n1's /metrics after the recovery:\n%s", grepLines(m, "recover", "replayed"))
+			}
 			t.Logf("%s killed %v after the start:\n%s", victim.name, delay, out)
 		})
 	}
@@ -192,4 +198,30 @@ func TestDrainedNodeHandsOverItsPages(t *testing.T) {
 		t.Fatalf("a drained node must not count as lost (nothing re-run)\n%s", out)
 	}
 	t.Log(out)
+}
+
+// metricValue is the value of an unlabelled metric in /metrics text (-1
+// when it is missing).
+func metricValue(text, name string) float64 {
+	for _, l := range strings.Split(text, "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == name {
+			var v float64
+			fmt.Sscan(f[1], &v)
+			return v
+		}
+	}
+	return -1
+}
+
+func grepLines(text string, subs ...string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		for _, s := range subs {
+			if strings.Contains(l, s) {
+				out = append(out, l)
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -41,6 +41,11 @@ func (n *Node) registerHandlers() {
 		// clients move the pages only it holds elsewhere before closing
 		// the job here (issue 15); new jobs are refused.
 		j.touch()
+		for i := range req.Instrs {
+			if l := req.Instrs[i].Launch; l != nil && l.Replay {
+				n.met.replayed.Inc()
+			}
+		}
 		pending, err := j.submit(req.Instrs, req.Forget)
 		if err != nil {
 			return nil, err

@@ -25,6 +25,7 @@ type metrics struct {
 	jobs       prometheus.Gauge
 	members    prometheus.Gauge
 	recoveries prometheus.Counter
+	replayed   prometheus.Counter
 	drains     prometheus.Counter
 	handedOver prometheus.Counter
 }
@@ -65,6 +66,9 @@ func newMetrics() *metrics {
 		recoveries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "acpp_node_job_recoveries_total", Help: "Jobs opened again here by a client that lost another node and recovers (restores its checkpoint and replays on the nodes left).",
 		}),
+		replayed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "acpp_node_replayed_launches_total", Help: "Kernel launches submitted here by a recovering client: command groups run again because their first run was lost with another node.",
+		}),
 		drains: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "acpp_node_drains_total", Help: "Drains of this node (SIGTERM): it advertised that it leaves and let its jobs' clients hand its pages over.",
 		}),
@@ -73,7 +77,7 @@ func newMetrics() *metrics {
 		}),
 	}
 	m.reg.MustRegister(m.bytes, m.boxes, m.transfers, m.byRef, m.instrs, m.pending, m.allocs, m.allocBytes, m.jobs, m.members,
-		m.recoveries, m.drains, m.handedOver, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.recoveries, m.replayed, m.drains, m.handedOver, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

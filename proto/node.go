@@ -216,6 +216,9 @@ type Launch struct {
 	Local  [3]uint64 `msgpack:"lc,omitempty"`
 	Offset [3]uint64 `msgpack:"o,omitempty"`
 	Args   []KArg    `msgpack:"a,omitempty"`
+	// Replay marks a launch a recovering client runs again (its first run
+	// was lost with another node); the node counts these in /metrics.
+	Replay bool `msgpack:"rp,omitempty"`
 }
 
 // KArg is one kernel argument. Memory arguments (Kind pointer or
