@@ -113,6 +113,9 @@ type nodeState struct {
 	lastDone  map[int]time.Time // per device: when its last kernel finished
 	lastEnd   map[int]int64     // per device: when its last kernel finished, node clock (Unix ns)
 	lastSeen  time.Time         // the node's last answer (feed or ping)
+	// drained: the node left after a drain; every send from it had
+	// finished, so nothing is in transit from it.
+	drained bool
 }
 
 type instrRef struct {
@@ -958,7 +961,7 @@ func (j *Job) nodeLostLocked(ns *nodeState, how string) {
 	}
 	slices.Sort(groups)
 	ns.instrs = map[uint64]instrRef{}
-	if len(lost) == 0 && len(groups) == 0 && !j.recvsFromLocked(ns) {
+	if len(lost) == 0 && len(groups) == 0 && (ns.drained || !j.recvsFromLocked(ns)) {
 		j.log.Warn("node lost; every page it held has another valid copy, going on without it", "node", ns.name, "how", how)
 		j.signalLocked()
 		return
@@ -988,7 +991,7 @@ func (j *Job) nodeLostLocked(ns *nodeState, how string) {
 	slices.Sort(liveIDs)
 	for _, id := range liveIDs {
 		for _, r := range j.live[id].recvs {
-			if r.src != ns.id {
+			if r.src != ns.id || ns.drained {
 				continue
 			}
 			remaining := r.pages

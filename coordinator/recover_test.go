@@ -284,3 +284,55 @@ func BenchmarkCheckpointOverhead(b *testing.B) {
 	b.ReportMetric(float64(everySt.Checkpoints), "every100-checkpoints")
 	b.ReportMetric(float64(autoSt.Checkpoints), "auto-checkpoints")
 }
+
+// A node killed while it sends pages (issue 15: "a kill while the node is
+// sending pages"): n2 writes a 16 MiB buffer and starts sending it to n0
+// for a consumer there; n2 stops mid-transfer. The consumer's result is
+// right after the recovery (C5).
+func TestRecoverKillWhileSending_C5(t *testing.T) {
+	c := coordtest.Start(t, 3, coordtest.Options{})
+	ctx := testCtx(t)
+	j := openJob(t, c, nil)
+	const n = 4 << 20 // 16 MiB of float32
+	d, _ := j.NewBuffer(coordinator.BufferSpec{Name: "d", Range: coordinator.Dims{1, 1, n}, ElemSize: 4})
+	out, _ := j.NewBuffer(coordinator.BufferSpec{Name: "out", Range: coordinator.Dims{1, 1, n}, ElemSize: 4})
+	fill(t, j, d, n, 5, "n2/cpu:0")
+	if _, err := j.Submit(ctx, coordinator.Group{Kernel: "test_sleep", Range: coordinator.Dims{1, 1, 1}, Device: "n2/cpu:0",
+		Args: []coordinator.Arg{coordinator.ScalarU64(93), coordinator.ScalarU64(200), coordinator.Acc(coordinator.Accessor{Buffer: d, Mode: coordinator.ReadWrite})}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Submit(ctx, coordinator.Group{Kernel: "copy_f32", Range: coordinator.Dims{1, 1, n}, Device: "n0/cpu:0",
+		Args: []coordinator.Arg{coordinator.Acc(coordinator.Accessor{Buffer: d, Mode: coordinator.Read}), coordinator.Acc(coordinator.Accessor{Buffer: out, Mode: coordinator.Write, NoInit: true})}}); err != nil {
+		t.Fatal(err)
+	}
+	for key := uint64(0); key != 93; {
+		select {
+		case key = <-started:
+		case <-ctx.Done():
+			t.Fatal("the kernel never started")
+		}
+	}
+	time.Sleep(230 * time.Millisecond) // the kernel's 200 ms, then the send is under way
+	sent := c.Sent(2)["n0"]
+	c.Stop(2)
+	t.Logf("n2 stopped with %d of %d bytes reported sent to n0", sent, n*4)
+	if err := j.Wait(ctx); err != nil {
+		t.Fatalf("Wait after losing the sender: %v", err)
+	}
+	got, err := j.Read(ctx, out, coordinator.Dims{}, coordinator.Dims{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range bytesF32(got) {
+		want := float32(5)
+		if i == 0 {
+			want = math.Float32frombits(93)
+		}
+		if v != want {
+			t.Fatalf("out[%d] = %v after recovery, want %v", i, v, want)
+		}
+	}
+	if st := j.Stats().Recovery; st.Recoveries != 1 {
+		t.Errorf("Stats.Recovery = %+v, want one recovery", st)
+	}
+}

@@ -253,10 +253,18 @@ func (j *Job) evacuate(ns *nodeState) {
 			j.log.Warn("drain: pages not handed over", "node", ns.name, "error", err)
 			return
 		}
+		// Groups planned meanwhile may have picked ns as the source of a
+		// copy: leave only when nothing is queued there and it holds no
+		// only copy, checked and done under one lock.
+		j.mu.Lock()
+		if ep != j.ep || (!ns.lost && (len(ns.instrs) > 0 || len(ns.outbox) > 0 || j.holdsOnlyCopiesLocked(ns))) {
+			j.mu.Unlock()
+			continue
+		}
 		break
 	}
-	j.mu.Lock()
 	if !ns.lost {
+		ns.drained = true
 		j.nodeLostLocked(ns, "drained")
 	}
 	j.res.stats.Drains++
@@ -335,6 +343,16 @@ func (j *Job) evacuateOnce(ep *epoch, ns *nodeState) (int64, error) {
 	}
 	j.mu.Unlock()
 	return moved, j.waitGroups(j.ctx, ep, ids)
+}
+
+// holdsOnlyCopiesLocked: some page of some buffer has its only copies on ns.
+func (j *Job) holdsOnlyCopiesLocked(ns *nodeState) bool {
+	for _, b := range j.bufs {
+		if len(j.soleCopiesLocked(b, ns.id)) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // soleCopiesLocked are the pages of b whose only valid copies are in

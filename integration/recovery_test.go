@@ -117,12 +117,13 @@ func TestJacobiSurvivesNodeKill_C5(t *testing.T) {
 			procs, _ := startThree(t, creds)
 			r := startClusterRun(t, creds, procs[0].quic)
 			victim := procs[1+rng.IntN(2)]
-			delay := time.Duration(500+rng.IntN(1000)) * time.Millisecond
+			delay := time.Duration(rng.IntN(1000)) * time.Millisecond
+			waitJobOpen(t, victim)
 			time.Sleep(delay)
 			victim.kill()
 			out := r.finish(t, ref)
 			if !strings.Contains(out, "node "+victim.name+" lost at group") || !strings.Contains(out, "recovered") {
-				t.Fatalf("%s killed %v after the start: the run should tell the loss and the recovery\n%s", victim.name, delay, out)
+				t.Fatalf("%s killed %v after the job opened there: the run should tell the loss and the recovery\n%s", victim.name, delay, out)
 			}
 			// n1 survives every seed: it counts the reopened job and the
 			// launches it ran again.
@@ -130,7 +131,7 @@ func TestJacobiSurvivesNodeKill_C5(t *testing.T) {
 			if metricValue(m, "acpp_node_job_recoveries_total") < 1 || metricValue(m, "acpp_node_replayed_launches_total") < 1 {
 				t.Errorf("n1's /metrics after the recovery:\n%s", grepLines(m, "recover", "replayed"))
 			}
-			t.Logf("%s killed %v after the start:\n%s", victim.name, delay, out)
+			t.Logf("%s killed %v after the job opened there:\n%s", victim.name, delay, out)
 		})
 	}
 }
@@ -142,8 +143,9 @@ func TestJacobiSurvivesNodeHang_C5(t *testing.T) {
 	creds := makeCredentials(t, "hang", []string{"n1", "n2", "n3"}, []string{"alice"})
 	procs, _ := startThree(t, creds)
 	r := startClusterRun(t, creds, procs[0].quic)
-	time.Sleep(800 * time.Millisecond)
 	victim := procs[2]
+	waitJobOpen(t, victim)
+	time.Sleep(500 * time.Millisecond)
 	victim.cmd.Process.Signal(syscall.SIGSTOP)
 	t.Cleanup(func() { victim.cmd.Process.Signal(syscall.SIGCONT) })
 	out := r.finish(t, ref)
@@ -188,7 +190,8 @@ func TestDrainedNodeHandsOverItsPages(t *testing.T) {
 	n3 := startNode(t, creds, "n3", []string{n1.gossip}, "--drain-timeout", "60s")
 	waitMembers(t, []*proc{n1, n2, n3}, 3, 15*time.Second)
 	r := startClusterRun(t, creds, n1.quic)
-	time.Sleep(800 * time.Millisecond)
+	waitJobOpen(t, n3)
+	time.Sleep(500 * time.Millisecond)
 	n3.stop(t, 60*time.Second)
 	out := r.finish(t, ref)
 	if !strings.Contains(out, "node n3 drained") {
@@ -224,4 +227,16 @@ func grepLines(text string, subs ...string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// waitJobOpen waits until a job is open on p (its /metrics acpp_node_jobs).
+func waitJobOpen(t *testing.T, p *proc) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for metricValue(metrics(t, p), "acpp_node_jobs") < 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no job opened on %s within 30 s", p.name)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
