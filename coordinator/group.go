@@ -160,7 +160,7 @@ func (j *Job) submit(ctx context.Context, g Group, rep *replaySet) ([]GroupID, e
 		if len(g.Split.Devices) > 0 {
 			devs = nil
 			for i, name := range g.Split.Devices {
-				d, ok := j.devByID[name]
+				d, ok := j.deviceIndex(name)
 				if !ok {
 					return nil, fmt.Errorf("%w: Split.Devices[%d] %q is not a device of this job (%v)", ErrNoDevice, i, name, j.deviceNames())
 				}
@@ -197,7 +197,7 @@ func (j *Job) submit(ctx context.Context, g Group, rep *replaySet) ([]GroupID, e
 	default:
 		p := chunkPlan{chunk: Chunk{Offset: g.Offset, Range: g.Range}, dev: -1}
 		if g.Device != "" {
-			d, ok := j.devByID[g.Device]
+			d, ok := j.deviceIndex(g.Device)
 			if !ok {
 				return nil, fmt.Errorf("%w: Device %q is not a device of this job (%v)", ErrNoDevice, g.Device, j.deviceNames())
 			}
@@ -263,7 +263,18 @@ func (j *Job) submit(ctx context.Context, g Group, rep *replaySet) ([]GroupID, e
 	return ids, nil
 }
 
+// deviceIndex finds a device of the job by its full name (joins add
+// devices while the job runs: under the lock).
+func (j *Job) deviceIndex(name string) (int, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	i, ok := j.devByID[name]
+	return i, ok
+}
+
 func (j *Job) deviceNames() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	out := make([]string, len(j.devices))
 	for i, d := range j.devices {
 		out[i] = d.String()
@@ -1183,10 +1194,7 @@ func (j *Job) finishRead(ctx context.Context, ep *epoch, gs *groupState, deps []
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		j.mu.Lock()
-		changed := j.ep != ep || j.res.recovering != nil
-		j.mu.Unlock()
-		if changed || ep.ctx.Err() != nil {
+		if j.waitEpochEnd(ctx, ep) {
 			return errEpochChanged
 		}
 		err = fmt.Errorf("%w: read back: %w", ErrJobFailed, err)
@@ -1194,6 +1202,36 @@ func (j *Job) finishRead(ctx context.Context, ep *epoch, gs *groupState, deps []
 		return err
 	}
 	return nil
+}
+
+// waitEpochEnd reports whether epoch ep ends (a recovery starts) within
+// the time it takes to notice a lost node; without recovery it does not
+// wait.
+func (j *Job) waitEpochEnd(ctx context.Context, ep *epoch) bool {
+	limit := time.After(j.cfg.LostTimeout + time.Second)
+	for {
+		j.mu.Lock()
+		changed := j.ep != ep || j.res.recovering != nil
+		on, ch := j.res.on, j.changed
+		j.mu.Unlock()
+		if changed || ep.ctx.Err() != nil {
+			return true
+		}
+		if !on {
+			return false
+		}
+		select {
+		case <-ch:
+		case <-limit:
+			return false
+		case <-ctx.Done():
+			// ctx may be the epoch's own: look once more.
+			j.mu.Lock()
+			changed := j.ep != ep || j.res.recovering != nil
+			j.mu.Unlock()
+			return changed || ep.ctx.Err() != nil
+		}
+	}
 }
 
 // readBackFailed turns a failed read back into the job's failure: a node
@@ -1216,6 +1254,14 @@ func (j *Job) readBackFailed(ep *epoch, ns *nodeState, err error) {
 			return
 		}
 		j.failLocked(fmt.Errorf("%w: read back from node %s: %w", ErrJobFailed, ns.name, err))
+		return
+	}
+	if j.res.on {
+		// With recovery on, a failed read back does not lose its node by
+		// itself: a node that is really gone is seen by membership, its
+		// feed or the pings, and that recovery makes the read start
+		// again (finishRead waits for it). A node that failed one read
+		// back because a peer died must not be taken for dead.
 		return
 	}
 	j.transportFailure(ep, ns, "read back", err)

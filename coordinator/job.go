@@ -341,6 +341,8 @@ func (j *Job) ID() uint64 { return j.cfg.JobID }
 // Devices lists the job's devices, in job order (nodes in Config.Nodes
 // order, then each node's inventory order).
 func (j *Job) Devices() []Device {
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	out := make([]Device, len(j.devices))
 	for i, d := range j.devices {
 		out[i] = *d
