@@ -1,0 +1,296 @@
+package liveview
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"encoding/json"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+)
+
+//go:embed static
+var static embed.FS
+
+// DefaultInterval is the shortest time between two views: at most four
+// updates a second, whatever happens in between.
+const DefaultInterval = 250 * time.Millisecond
+
+// Config configures a Server.
+type Config struct {
+	// Snapshot takes a view (required). The server calls it from its one
+	// goroutine, only while a page (or /view.json) asks, at most once per
+	// Interval; it should copy what it needs under its locks and return.
+	Snapshot func() View
+	// Interval is the shortest time between two views; 0 means
+	// DefaultInterval.
+	Interval time.Duration
+	// Logger receives the server's events; nil discards them.
+	Logger *slog.Logger
+}
+
+// Server serves the page, its event stream and the view as JSON. Start
+// one with Start; Close stops it.
+type Server struct {
+	cfg  Config
+	log  *slog.Logger
+	ctx  context.Context
+	stop context.CancelFunc
+	done chan struct{} // closed when the loop has exited
+	kick chan struct{} // a subscriber arrived: take a view now
+
+	mu sync.Mutex // guards subs, last and the stream count
+	// subs are the open streams, each with a one-slot channel that holds
+	// the newest view it has not sent yet (coalesced).
+	subs    map[chan []byte]struct{}
+	last    []byte // the newest view, JSON; nil before the first
+	streams sync.WaitGroup
+
+	// rates: the link byte counts of recent views (the loop's only).
+	hist []sample
+}
+
+type sample struct {
+	t     time.Time
+	bytes map[[2]string]int64
+}
+
+// Start starts the server's loop.
+func Start(cfg Config) *Server {
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	s := &Server{cfg: cfg, log: log, ctx: ctx, stop: stop, done: make(chan struct{}),
+		kick: make(chan struct{}, 1), subs: map[chan []byte]struct{}{}}
+	go s.loop()
+	return s
+}
+
+// Close stops the loop, ends the open streams and waits for them. It is
+// safe to call twice.
+func (s *Server) Close() {
+	s.stop()
+	<-s.done
+	s.streams.Wait()
+}
+
+// loop takes a view each Interval while someone watches and hands it to
+// every subscriber.
+func (s *Server) loop() {
+	defer close(s.done)
+	t := time.NewTicker(s.cfg.Interval)
+	defer t.Stop()
+	var lastTake time.Time
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		case <-s.kick:
+			// A new page: answer at once unless a view was just taken
+			// (the ticker brings the next one).
+			if time.Since(lastTake) < s.cfg.Interval {
+				continue
+			}
+		}
+		s.mu.Lock()
+		n := len(s.subs)
+		s.mu.Unlock()
+		if n == 0 {
+			continue
+		}
+		lastTake = time.Now()
+		s.publish(s.take(lastTake))
+	}
+}
+
+// take calls Snapshot and fills in the time and the link rates.
+func (s *Server) take(now time.Time) []byte {
+	v := s.cfg.Snapshot()
+	v.Time = now
+	cur := sample{t: now, bytes: make(map[[2]string]int64, len(v.Links))}
+	for _, l := range v.Links {
+		cur.bytes[[2]string{l.From, l.To}] = l.Bytes
+	}
+	// The rate over the oldest kept sample at most about a second back.
+	for len(s.hist) > 1 && now.Sub(s.hist[1].t) >= time.Second {
+		s.hist = s.hist[1:]
+	}
+	if len(s.hist) > 0 {
+		old := s.hist[0]
+		if dt := now.Sub(old.t).Seconds(); dt > 0 {
+			for i := range v.Links {
+				l := &v.Links[i]
+				if prev, ok := old.bytes[[2]string{l.From, l.To}]; ok && l.Bytes >= prev {
+					l.Rate = float64(l.Bytes-prev) / dt
+				}
+			}
+		}
+	}
+	s.hist = append(s.hist, cur)
+	if v.Members == nil {
+		v.Members = []Member{}
+	}
+	if v.Jobs == nil {
+		v.Jobs = []Job{}
+	}
+	if v.Buffers == nil {
+		v.Buffers = []Buffer{}
+	}
+	if v.Links == nil {
+		v.Links = []Link{}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		s.log.Error("live view: encode", "error", err)
+		return nil
+	}
+	return b
+}
+
+// publish hands b to every subscriber, replacing a view it has not sent.
+func (s *Server) publish(b []byte) {
+	if b == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.last = b
+	for ch := range s.subs {
+		select {
+		case <-ch: // drop the unsent one
+		default:
+		}
+		ch <- b
+	}
+}
+
+func (s *Server) subscribe() chan []byte {
+	ch := make(chan []byte, 1)
+	s.mu.Lock()
+	s.subs[ch] = struct{}{}
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+	return ch
+}
+
+func (s *Server) unsubscribe(ch chan []byte) {
+	s.mu.Lock()
+	delete(s.subs, ch)
+	s.mu.Unlock()
+}
+
+// Handler serves the page at / (and /index.html), the event stream at
+// /events and the newest view at /view.json. It only reads.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	sub, _ := fs.Sub(static, "static")
+	page, _ := fs.ReadFile(sub, "index.html")
+	servePage := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-cache")
+		w.Write(page)
+	}
+	mux.HandleFunc("GET /{$}", servePage)
+	mux.HandleFunc("GET /index.html", servePage)
+	mux.HandleFunc("GET /events", s.serveEvents)
+	mux.HandleFunc("GET /view.json", s.serveJSON)
+	return mux
+}
+
+// serveJSON answers the next view as JSON (for scripts and tests).
+func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request) {
+	ch := s.subscribe()
+	defer s.unsubscribe(ch)
+	var b []byte
+	select {
+	case b = <-ch:
+	case <-r.Context().Done():
+		return
+	case <-s.ctx.Done():
+		http.Error(w, "live view stopped", http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(b)
+}
+
+// serveEvents streams views as server-sent events until the client goes
+// or the server closes.
+func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	s.streams.Add(1)
+	defer s.streams.Done()
+	if s.ctx.Err() != nil {
+		http.Error(w, "live view stopped", http.StatusServiceUnavailable)
+		return
+	}
+	ch := s.subscribe()
+	defer s.unsubscribe(ch)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	w.Write([]byte("retry: 2000\n\n"))
+	fl.Flush()
+	s.mu.Lock()
+	last := s.last
+	s.mu.Unlock()
+	if last != nil {
+		writeEvent(w, last)
+		fl.Flush()
+	}
+	keep := time.NewTicker(15 * time.Second)
+	defer keep.Stop()
+	for {
+		select {
+		case b := <-ch:
+			if bytes.Equal(b, last) {
+				continue
+			}
+			last = b
+			if _, err := writeEvent(w, b); err != nil {
+				return
+			}
+		case <-keep.C:
+			if _, err := w.Write([]byte(": keep-alive\n\n")); err != nil {
+				return
+			}
+		case <-r.Context().Done():
+			return
+		case <-s.ctx.Done():
+			return
+		}
+		fl.Flush()
+	}
+}
+
+// writeEvent writes one "view" event (JSON has no newlines).
+func writeEvent(w http.ResponseWriter, b []byte) (int, error) {
+	n, err := w.Write([]byte("event: view\ndata: "))
+	if err != nil {
+		return n, err
+	}
+	m, err := w.Write(b)
+	if err != nil {
+		return n + m, err
+	}
+	k, err := w.Write([]byte("\n\n"))
+	return n + m + k, err
+}
