@@ -240,3 +240,35 @@ func waitJobOpen(t *testing.T, p *proc) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// `acpp-node drain ADDR` with an operator's credentials drains a node as
+// SIGTERM does: the job running on it hands its pages over, nothing is
+// re-run, and the node's process exits 0 (issue 15, item 5).
+func TestAcppNodeDrainCommand(t *testing.T) {
+	ref := survivalReference(t)
+	creds := makeCredentials(t, "drain2", []string{"n1", "n2", "n3"}, []string{"alice"})
+	run(t, "credentials", "--dir", creds, "operator", "ops")
+	n1 := startNode(t, creds, "n1", nil)
+	waitMembers(t, []*proc{n1}, 1, 15*time.Second)
+	n2 := startNode(t, creds, "n2", []string{n1.gossip})
+	n3 := startNode(t, creds, "n3", []string{n1.gossip}, "--drain-timeout", "60s")
+	waitMembers(t, []*proc{n1, n2, n3}, 3, 15*time.Second)
+	r := startClusterRun(t, creds, n1.quic)
+	waitJobOpen(t, n3)
+	time.Sleep(300 * time.Millisecond)
+	if out := run(t, "drain", "--credentials", creds, "--client", "ops", "--reason", "test", n3.quic); !strings.Contains(out, "node n3 drains") {
+		t.Fatalf("acpp-node drain said %q", out)
+	}
+	select {
+	case <-n3.done:
+		if n3.exitErr != nil {
+			t.Errorf("n3 after acpp-node drain: %v", n3.exitErr)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("n3 still runs 60 s after acpp-node drain")
+	}
+	out := r.finish(t, ref)
+	if !strings.Contains(out, "node n3 drained") || strings.Contains(out, "lost at group") {
+		t.Fatalf("n3 drained by acpp-node drain: the run should tell it, with nothing lost\n%s", out)
+	}
+}

@@ -130,3 +130,32 @@ func isRemoteCode(err error, code proto.ErrorCode) bool {
 	var re *transport.RemoteError
 	return errors.As(err, &re) && re.Code == code
 }
+
+// MsgNodeDrain (acpp-node drain): a client may not drain a node; an
+// operator may, and the node reports the drain under way (issue 15).
+func TestRemoteDrainOperatorsOnly(t *testing.T) {
+	nodes := startNodes(t, 1, nil)
+	n := nodes[0]
+	c := startClient(t, credDir, "alice", n)
+	if _, err := c.Drain(testCtx(t), "n0", "test"); !isRemoteCode(err, proto.CodeNotOwner) {
+		t.Fatalf("a client's drain = %v, want CodeNotOwner", err)
+	}
+	select {
+	case <-n.DrainRequested():
+		t.Fatal("a client's refused drain was recorded")
+	default:
+	}
+	ops := startOperator(t, n)
+	r, err := ops.Drain(testCtx(t), "n0", "test")
+	if err != nil || r.Node != "n0" || r.Already {
+		t.Fatalf("an operator's drain = %+v, %v", r, err)
+	}
+	select {
+	case <-n.DrainRequested():
+	default:
+		t.Fatal("the operator's drain was not recorded")
+	}
+	if r, err := ops.Drain(testCtx(t), "n0", "again"); err != nil || !r.Already {
+		t.Errorf("a second drain = %+v, %v; want Already", r, err)
+	}
+}

@@ -15,6 +15,7 @@ import (
 )
 
 func (n *Node) registerHandlers() {
+	n.registerDrain()
 	transport.HandleFunc(n.tr, proto.MsgJobOpen, n.handleOpen)
 	transport.HandleFunc(n.tr, proto.MsgJobRenew, func(_ context.Context, from credentials.Identity, req *proto.JobRef) (*proto.JobOpened, error) {
 		j, err := n.jobFor(from, req.Job)

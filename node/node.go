@@ -59,6 +59,7 @@ type Node struct {
 	jobs   map[uint64]*job
 	closed bool
 
+	drainReq  drainRequest // an operator asked for a drain (drain.go)
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -75,13 +76,19 @@ func Run(ctx context.Context, cfg Config) error {
 		select {
 		case <-ctx.Done():
 			waiting = false
+		case <-n.drainReq.ch:
+			waiting = false
 		case <-cfg.ReloadKeys:
 			if err := n.ReloadGossipKeys(); err != nil {
 				n.log.Error("gossip keys not reloaded", "error", err)
 			}
 		}
 	}
-	n.log.Info("draining", "cause", context.Cause(ctx))
+	cause := context.Cause(ctx)
+	if cause == nil {
+		cause = errors.New("an operator asked for it (acpp-node drain)")
+	}
+	n.log.Info("draining", "cause", cause)
 	dctx, cancel := context.WithTimeout(context.Background(), n.cfg.DrainTimeout+5*time.Second)
 	defer cancel()
 	derr := n.Drain(dctx)
@@ -97,6 +104,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	cfg = cfg.withDefaults()
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.Name), jobs: map[uint64]*job{}, refs: pageRefs{host: hostID()}}
+	n.drainReq.init()
 	n.ctx, n.cancel = context.WithCancelCause(context.Background())
 	ok := false
 	defer func() {

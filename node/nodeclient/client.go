@@ -141,6 +141,16 @@ func (c *Client) Members(ctx context.Context, node string) (*proto.Members, erro
 	return &ms, nil
 }
 
+// Drain asks node to drain and leave, as SIGTERM would (operators only:
+// the client's certificate must have the operator role).
+func (c *Client) Drain(ctx context.Context, node, reason string) (*proto.NodeDraining, error) {
+	var r proto.NodeDraining
+	if err := c.tr.Call(ctx, credentials.Node(node), proto.MsgNodeDrain, &proto.NodeDrain{Reason: reason}, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
 // Ping measures a round trip to node.
 func (c *Client) Ping(ctx context.Context, node string) (time.Duration, error) {
 	return c.tr.Ping(ctx, credentials.Node(node))

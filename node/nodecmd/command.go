@@ -54,7 +54,7 @@ func Command(stdout io.Writer, getenv func(string) string) *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetOut(stdout)
-	root.AddCommand(newRun(getenv), newCredentials(stdout))
+	root.AddCommand(newRun(getenv), newCredentials(stdout), newDrain(stdout, getenv))
 	return root
 }
 

@@ -1,0 +1,75 @@
+package nodecmd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/acpp/acpp/credentials"
+	"github.com/acpp/acpp/node/nodeclient"
+)
+
+// newDrain is `acpp-node drain`: ask running nodes to drain and leave, as
+// SIGTERM does, from anywhere that reaches their QUIC address, with an
+// operator's credentials (issue 15).
+func newDrain(stdout io.Writer, getenv func(string) string) *cobra.Command {
+	var dir, operator, reason string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "drain QUIC_ADDR...",
+		Short: "ask running nodes to drain and leave: their jobs move the pages only they hold elsewhere, nothing is re-run",
+		Long: `Ask each node (by its --quic-addr) to drain, as SIGTERM does: it takes no new
+jobs, the jobs running on it hand over the pages only it holds to their other
+nodes and release it, then it leaves the cluster and its acpp-node exits 0.
+Needs an operator's credentials (acpp-node credentials operator NAME).`,
+		Example: `  acpp-node drain --credentials /etc/acpp --client ops 10.0.0.7:7947`,
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, addrs []string) error {
+			if operator == "" {
+				return fmt.Errorf("--client NAME (or ACPP_CLIENT) is required: an operator made with acpp-node credentials --dir DIR operator NAME")
+			}
+			creds, err := credentials.LoadClient(dir, operator)
+			if err != nil {
+				return err
+			}
+			cl, err := nodeclient.Start(nodeclient.Config{Credentials: creds})
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			for _, addr := range addrs {
+				ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+				name, err := cl.Connect(ctx, addr)
+				if err != nil {
+					cancel()
+					return fmt.Errorf("connect to %s: %w; is acpp-node running there, and are these the cluster's credentials?", addr, err)
+				}
+				r, err := cl.Drain(ctx, name, reason)
+				cancel()
+				if err != nil {
+					return fmt.Errorf("drain %s (%s): %w", name, addr, err)
+				}
+				switch {
+				case r.Already:
+					fmt.Fprintf(stdout, "node %s is already draining (%d jobs open)\n", r.Node, r.Jobs)
+				default:
+					fmt.Fprintf(stdout, "node %s drains: %d jobs open hand over their pages, then it leaves\n", r.Node, r.Jobs)
+				}
+			}
+			return nil
+		},
+	}
+	creds := getenv("ACPP_CREDENTIALS")
+	if creds == "" {
+		creds = "/etc/acpp"
+	}
+	f := cmd.Flags()
+	f.StringVar(&dir, "credentials", creds, "directory with ca.crt and clients/NAME.crt/.key (env ACPP_CREDENTIALS)")
+	f.StringVar(&operator, "client", getenv("ACPP_CLIENT"), "operator name of the credentials (env ACPP_CLIENT)")
+	f.StringVar(&reason, "reason", "", "why, for the node's log")
+	f.DurationVar(&timeout, "timeout", 10*time.Second, "per node: how long to wait for its answer")
+	return cmd
+}
