@@ -225,8 +225,14 @@ func BenchmarkCoordinatorScale(b *testing.B) {
 		b.Run(fmt.Sprintf("members=%d", m), func(b *testing.B) {
 			c := coordtest.Start(b, m, coordtest.Options{CPUWorkers: 1, Modify: func(_ int, cfg *node.Config) {
 				cfg.Cluster.Timing = cluster.DefaultLANConfig().Timing
+				// 64 members joining at once: stragglers converge by
+				// push/pull (docs/CLUSTER.md, "Convergence"), within the
+				// cluster start's 20 s.
+				cfg.Cluster.Timing.PushPullInterval = 2 * time.Second
 			}})
-			j := openJob(b, c, nil)
+			// A 2 s silence bound loses starved in-process nodes (the
+			// membership watch's pings); this is about planning, not loss.
+			j := openJob(b, c, func(cfg *coordinator.Config) { cfg.LostTimeout = 30 * time.Second })
 			rows := rowsPer * m
 			pg := coordinator.Dims{1, 1, cols}
 			a, _ := j.NewBuffer(coordinator.BufferSpec{Range: coordinator.Dims{1, rows, cols}, ElemSize: 4, PageSize: pg, Init: f32bytes(jacobiInput(rows, cols))})
