@@ -330,6 +330,31 @@ func (b Box) Intersect(o Box) Box {
 	return r
 }
 
+// Minus is b without h: up to six disjoint boxes, slab by slab (b itself
+// when they do not overlap, nothing when h covers b).
+func (b Box) Minus(h Box) []Box {
+	if !b.Overlaps(h) {
+		return []Box{b}
+	}
+	var out []Box
+	rest := b
+	for d := range 3 {
+		if rest.Lo[d] < h.Lo[d] {
+			p := rest
+			p.Hi[d] = h.Lo[d]
+			out = append(out, p)
+			rest.Lo[d] = h.Lo[d]
+		}
+		if rest.Hi[d] > h.Hi[d] {
+			p := rest
+			p.Lo[d] = h.Hi[d]
+			out = append(out, p)
+			rest.Hi[d] = h.Hi[d]
+		}
+	}
+	return out
+}
+
 // Overlaps reports whether the boxes share a point.
 func (b Box) Overlaps(o Box) bool { return !b.Intersect(o).Empty() }
 

@@ -125,7 +125,7 @@ func PlanReplay(log []LoggedGroup) []bool {
 				// do not overwrite: the value before g is needed.
 				var next []Box
 				for _, d := range dead[a.Buffer] {
-					next = append(next, subtractBox(d, a.Pages)...)
+					next = append(next, d.Minus(a.Pages)...)
 				}
 				dead[a.Buffer] = next
 			}
@@ -140,35 +140,11 @@ func subtractAll(b Box, holes []Box) []Box {
 	for _, h := range holes {
 		var next []Box
 		for _, x := range out {
-			next = append(next, subtractBox(x, h)...)
+			next = append(next, x.Minus(h)...)
 		}
 		out = next
 		if len(out) == 0 {
 			break
-		}
-	}
-	return out
-}
-
-// subtractBox is b minus h, as up to six disjoint boxes.
-func subtractBox(b, h Box) []Box {
-	if !b.Overlaps(h) {
-		return []Box{b}
-	}
-	var out []Box
-	rest := b
-	for d := range 3 {
-		if rest.Lo[d] < h.Lo[d] {
-			p := rest
-			p.Hi[d] = h.Lo[d]
-			out = append(out, p)
-			rest.Lo[d] = h.Lo[d]
-		}
-		if rest.Hi[d] > h.Hi[d] {
-			p := rest
-			p.Lo[d] = h.Hi[d]
-			out = append(out, p)
-			rest.Hi[d] = h.Hi[d]
 		}
 	}
 	return out

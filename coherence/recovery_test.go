@@ -160,3 +160,26 @@ func TestPlanReplayLiveness_C5(t *testing.T) {
 		t.Errorf("a partial write after group 1 must keep it: %v", got)
 	}
 }
+
+// Box.Minus leaves exactly the pages of b outside h, as disjoint boxes.
+func TestBoxMinus(t *testing.T) {
+	b := Box{Hi: Dims{3, 4, 5}}
+	for _, h := range []Box{{Lo: Dims{1, 1, 1}, Hi: Dims{2, 3, 4}}, {Hi: Dims{3, 4, 5}}, {Lo: Dims{5, 5, 5}, Hi: Dims{6, 6, 6}}, {Lo: Dims{0, 2, 0}, Hi: Dims{3, 9, 9}}} {
+		parts := b.Minus(h)
+		n := 0
+		for i, p := range parts {
+			n += p.Volume()
+			if p.Overlaps(h) || p.Intersect(b) != p {
+				t.Errorf("%v minus %v: part %v overlaps the hole or leaves b", b, h, p)
+			}
+			for _, q := range parts[i+1:] {
+				if p.Overlaps(q) {
+					t.Errorf("%v minus %v: parts %v and %v overlap", b, h, p, q)
+				}
+			}
+		}
+		if want := b.Volume() - b.Intersect(h).Volume(); n != want {
+			t.Errorf("%v minus %v: %d pages, want %d", b, h, n, want)
+		}
+	}
+}

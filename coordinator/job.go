@@ -1105,33 +1105,9 @@ func subtractBoxes(box coherence.Box, holes []coherence.Box) []coherence.Box {
 	for _, h := range holes {
 		var next []coherence.Box
 		for _, b := range out {
-			next = append(next, cut(b, h)...)
+			next = append(next, b.Minus(h)...)
 		}
 		out = next
-	}
-	return out
-}
-
-// cut returns b minus h as up to six boxes.
-func cut(b, h coherence.Box) []coherence.Box {
-	if !b.Overlaps(h) {
-		return []coherence.Box{b}
-	}
-	var out []coherence.Box
-	rest := b
-	for d := range 3 {
-		if rest.Lo[d] < h.Lo[d] {
-			p := rest
-			p.Hi[d] = h.Lo[d]
-			out = append(out, p)
-			rest.Lo[d] = h.Lo[d]
-		}
-		if rest.Hi[d] > h.Hi[d] {
-			p := rest
-			p.Lo[d] = h.Hi[d]
-			out = append(out, p)
-			rest.Hi[d] = h.Hi[d]
-		}
 	}
 	return out
 }
