@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -234,10 +235,7 @@ func (t *Transport) sendSegment(ctx context.Context, c *conn, seg *proto.PageSeg
 		s.CancelRead(quicCodeCanceled)
 	})
 	defer stop()
-	err = writeFrame(s, proto.Envelope{Type: proto.MsgPages, Timeout: timeout}, seg, c.maxFrame(t.cfg.MaxFrameSize))
-	if err == nil {
-		err = writeRuns(s, src, seg.Offset, seg.Length)
-	}
+	err = writeSegment(s, proto.Envelope{Type: proto.MsgPages, Timeout: timeout}, seg, c.maxFrame(t.cfg.MaxFrameSize), src)
 	if err != nil {
 		var se *quic.StreamError
 		if errors.As(err, &se) && se.Remote && se.ErrorCode == quicCodeRefused {
@@ -255,6 +253,33 @@ func (t *Transport) sendSegment(ctx context.Context, c *conn, seg *proto.PageSeg
 	}
 	s.Close()
 	return t.readReply(ctx, c, s, op, proto.MsgPages, nil)
+}
+
+// inlineMax is the largest segment payload written in one piece with its
+// header frame: one stream write, so that header and bytes (and, with the
+// Close that follows, the end of the stream) leave in one packet rather
+// than in as many as the connection's send loop happens to wake up for.
+// Larger payloads are written from the source runs without a copy.
+const inlineMax = 16 << 10
+
+// writeSegment writes seg's frame and its bytes of src.
+func writeSegment(w io.Writer, env proto.Envelope, seg *proto.PageSegment, max int, src [][]byte) error {
+	if seg.Length > inlineMax {
+		if err := writeFrame(w, env, seg, max); err != nil {
+			return err
+		}
+		return writeRuns(w, src, seg.Offset, seg.Length)
+	}
+	f, err := encodeFrame(env, seg, max)
+	if err != nil {
+		return err
+	}
+	defer framePool.Put(f)
+	if err := writeRuns(&f.buf, src, seg.Offset, seg.Length); err != nil {
+		return err
+	}
+	_, err = w.Write(f.buf.Bytes())
+	return err
 }
 
 // writeRuns writes bytes [off, off+n) of the concatenation of runs.
@@ -433,10 +458,24 @@ func (t *Transport) countReceived(peer credentials.Identity, h *proto.PageHeader
 	pc.bytesRecv.Add(total)
 }
 
+// ackFrame is the frame that acknowledges a segment: a MsgReply with no
+// body, the same for every transfer.
+var ackFrame = func() []byte {
+	f, err := encodeFrame(proto.Envelope{Type: proto.MsgReply}, nil, 1<<10)
+	if err != nil {
+		panic(err)
+	}
+	return bytes.Clone(f.buf.Bytes())
+}()
+
 // finishSegment acks a segment, or reports why it failed.
 func (t *Transport) finishSegment(c *conn, s *quic.Stream, err error) {
 	if err == nil {
-		t.reply(c, s, proto.MsgReply, nil)
+		if _, err := s.Write(ackFrame); err != nil {
+			s.CancelWrite(quicCodeCanceled)
+			return
+		}
+		s.Close()
 		return
 	}
 	var se *quic.StreamError
