@@ -24,6 +24,16 @@ import (
 // in the same run, is a raw quic-go round trip between the same
 // credentials (16 bytes each way on a fresh stream, as the transport's
 // BenchmarkRoundTrip). x_rtt = hop / raw round trip; the issue asks ≤ 2.
+//
+// ns/hop is the whole chain (from the first Submit to Wait's return) over
+// its groups, so it includes submitting and issuing the chain and the last
+// completion's report. ns/hop-steady leaves those out: it is the time from
+// the end of the chain's first kernel to the end of its last, by the
+// nodes' clocks (GroupTrace), over the hops between them; x_rtt_steady
+// compares it with the same raw round trip. cpu-ns/hop and
+// cpu-ns/raw-rtt are the process's CPU time (both nodes, the client and
+// the raw echo server) per hop and per raw round trip: steadier than wall
+// time on a loaded machine.
 func BenchmarkClusterHop(b *testing.B) {
 	if err := kernels.Register(); err != nil {
 		b.Fatal(err)
@@ -44,7 +54,25 @@ func BenchmarkClusterHop(b *testing.B) {
 		}
 	}
 
-	job, err := coordinator.Open(ctx, c.Config())
+	var mu sync.Mutex
+	var firstEnd, lastEnd time.Time
+	cfg := c.Config()
+	cfg.OnGroupDone = func(tr coordinator.GroupTrace) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, in := range tr.Instrs {
+			if in.Kind != "kernel" {
+				continue
+			}
+			if firstEnd.IsZero() || in.End.Before(firstEnd) {
+				firstEnd = in.End
+			}
+			if in.End.After(lastEnd) {
+				lastEnd = in.End
+			}
+		}
+	}
+	job, err := coordinator.Open(ctx, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -58,7 +86,11 @@ func BenchmarkClusterHop(b *testing.B) {
 			Args: []coordinator.Arg{coordinator.Acc(coordinator.Accessor{Buffer: buf, Mode: coordinator.ReadWrite}), coordinator.ScalarF32(1)}}
 	}
 	const batch = 64
+	var steady time.Duration
 	chain := func() time.Duration {
+		mu.Lock()
+		firstEnd, lastEnd = time.Time{}, time.Time{}
+		mu.Unlock()
 		t0 := time.Now()
 		for i := range batch {
 			if _, err := job.Submit(ctx, group(i)); err != nil {
@@ -68,25 +100,42 @@ func BenchmarkClusterHop(b *testing.B) {
 		if err := job.Wait(ctx); err != nil {
 			b.Fatal(err)
 		}
-		return time.Since(t0)
+		d := time.Since(t0)
+		mu.Lock()
+		steady += lastEnd.Sub(firstEnd)
+		mu.Unlock()
+		return d
 	}
 	chain() // connections, allocations on both nodes
 	for range batch {
 		rtt()
 	}
-	var hop, raw time.Duration
+	steady = 0
+	var hop, raw, hopCPU, rawCPU time.Duration
 	for b.Loop() {
+		c0 := cpuTime()
 		hop += chain()
+		c1 := cpuTime()
 		t0 := time.Now()
 		for range batch {
 			rtt()
 		}
 		raw += time.Since(t0)
+		hopCPU += c1 - c0
+		rawCPU += cpuTime() - c1
 	}
 	n := float64(b.N * batch)
 	b.ReportMetric(float64(hop.Nanoseconds())/n, "ns/hop")
 	b.ReportMetric(float64(raw.Nanoseconds())/n, "ns/raw-rtt")
 	b.ReportMetric(float64(hop)/float64(raw), "x_rtt")
+	// The steady part of a chain of batch groups spans batch-1 hops.
+	perSteady := float64(steady.Nanoseconds()) / float64(b.N*(batch-1))
+	b.ReportMetric(perSteady, "ns/hop-steady")
+	b.ReportMetric(perSteady/(float64(raw.Nanoseconds())/n), "x_rtt_steady")
+	if hopCPU > 0 && rawCPU > 0 {
+		b.ReportMetric(float64(hopCPU.Nanoseconds())/n, "cpu-ns/hop")
+		b.ReportMetric(float64(rawCPU.Nanoseconds())/n, "cpu-ns/raw-rtt")
+	}
 }
 
 // rawPair is a raw quic-go connection from node n0's credentials to an
