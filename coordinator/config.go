@@ -157,6 +157,9 @@ type Config struct {
 	// (progress bars, traces), from the job's goroutines, in completion
 	// order per node. It must not block and must not call the Job.
 	OnGroupDone func(GroupTrace)
+	// Snapshots, when set, is bound to the job when Open returns: a live
+	// view reads the job through it (snapshot.go), read-only.
+	Snapshots *Snapshotter
 	// Logger receives the job's events; nil discards them.
 	Logger *slog.Logger
 }

@@ -299,6 +299,9 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 		j.startNodeLocked(j.ep, ns)
 	}
 	j.startWatch()
+	if cfg.Snapshots != nil {
+		cfg.Snapshots.bind(j)
+	}
 	j.log.Info("job open", "nodes", len(j.nodes), "devices", len(j.devices), "on_node_loss", cfg.OnNodeLoss, "checkpoint", cfg.Checkpoint)
 	return j, nil
 }

@@ -46,9 +46,11 @@ type Memory struct {
 // Job is a job with its progress.
 type Job struct {
 	Name string `json:"name"`
-	// Done and Planned count command groups (Planned 0: unknown).
-	Done    int `json:"done"`
-	Planned int `json:"planned"`
+	// Done and Planned count command groups, or what Unit names
+	// (Planned 0: unknown).
+	Done    int    `json:"done"`
+	Planned int    `json:"planned"`
+	Unit    string `json:"unit,omitempty"` // empty: "groups"
 	// State is "running", "done" or "failed".
 	State string `json:"state"`
 	// Detail is one line more (a node's instruction counts, allocations).

@@ -61,6 +61,9 @@ type Config struct {
 	// HTTPAddr serves /metrics (Prometheus) and /healthz; empty serves
 	// nothing.
 	HTTPAddr string
+	// NoUI turns off the live view page that HTTPAddr serves under /ui/
+	// (members, memory, jobs, bytes per peer; liveview.go).
+	NoUI bool
 
 	// MaxBytes bounds the bytes all jobs together may allocate on this
 	// node (host and device memory alike, staging included), and is the

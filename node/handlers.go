@@ -265,7 +265,11 @@ func (n *Node) startHTTP() error {
 			fmt.Fprintf(w, "ok %s members=%d jobs=%d\n", n.cfg.Name, len(n.cl.Members().Alive()), n.Jobs())
 		}
 	})
+	ui := n.mountUI(mux) // liveview.go; nil with NoUI
 	n.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	if ui != nil {
+		n.http.RegisterOnShutdown(ui.Close) // ends its event streams, which Shutdown would wait for
+	}
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()

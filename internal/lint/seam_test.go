@@ -118,6 +118,9 @@ var coordinatorInCommands = map[string]bool{
 	// checkpoints, joins and drains (Config.OnRecovery and the like).
 	"ParseNodeLossPolicy": true, "ParseCheckpoint": true, "CheckpointString": true, "FailOnLoss": true,
 	"RecoveryReport": true, "CheckpointReport": true, "NodeEvent": true,
+	// The live view's read-only snapshots of the job (--ui, snapshot.go):
+	// Config.Snapshots binds one; it reads, never drives.
+	"Snapshotter": true, "NodeStatus": true,
 }
 
 func TestCommandsRunJobsThroughTheAPI(t *testing.T) {

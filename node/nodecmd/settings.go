@@ -32,6 +32,7 @@ type settings struct {
 	Devices       string   `yaml:"devices"`
 	CPUWorkers    int      `yaml:"cpu_workers"`
 	HTTPAddr      string   `yaml:"http_addr"`
+	UI            string   `yaml:"ui"`
 	MaxBytes      string   `yaml:"max_bytes"`
 	MaxJobBytes   string   `yaml:"max_job_bytes"`
 	JobLease      string   `yaml:"job_lease"`
@@ -60,7 +61,8 @@ func (s *settings) table() []setting {
 		{"join-retry", "ACPP_JOIN_RETRY", "how long to keep retrying --join while no member answers, so nodes may start in any order (0: fail at once)", &s.JoinRetry, nil, nil},
 		{"devices", "ACPP_DEVICES", "devices to expose: all, or a list of kinds and kind:index (cpu,cuda:0)", &s.Devices, nil, nil},
 		{"cpu-workers", "ACPP_CPU_WORKERS", "worker goroutines of the CPU device (0: GOMAXPROCS)", nil, nil, &s.CPUWorkers},
-		{"http-addr", "ACPP_HTTP_ADDR", "host:port serving /metrics and /healthz (empty: none)", &s.HTTPAddr, nil, nil},
+		{"http-addr", "ACPP_HTTP_ADDR", "host:port serving /metrics, /healthz and the live view at /ui/ (empty: none); read-only and unauthenticated: keep it on loopback or a trusted network", &s.HTTPAddr, nil, nil},
+		{"ui", "ACPP_UI", "serve the live view page (members, memory, jobs, bytes per peer) at /ui/ of --http-addr: true or false", &s.UI, nil, nil},
 		{"max-bytes", "ACPP_MAX_BYTES", "memory budget: what all jobs together may allocate in each memory of this node (host memory, each GPU's), staging included; an allocation beyond it fails its job, not the node. auto: 75% of host memory (MemTotal or the cgroup limit) and 90% of each GPU's; a share like 50%; a size like 64GiB (each memory's budget, at most its size, and the node's total); 0: no budget (a buffer larger than memory crashes the node)", &s.MaxBytes, nil, nil},
 		{"max-job-bytes", "ACPP_MAX_JOB_BYTES", "memory one job may allocate on this node (0: no limit but --max-bytes)", &s.MaxJobBytes, nil, nil},
 		{"job-lease", "ACPP_JOB_LEASE", "how long a job survives without word from its client", &s.JobLease, nil, nil},
@@ -74,7 +76,7 @@ func (s *settings) table() []setting {
 func defaultSettings() settings {
 	return settings{
 		Credentials: "/etc/acpp", GossipAddr: "0.0.0.0:7946", QUICAddr: "0.0.0.0:7947", Devices: "all",
-		HTTPAddr: "127.0.0.1:9464", MaxBytes: "auto", MaxJobBytes: "0", JobLease: "30s", DrainTimeout: "10s", JoinRetry: "60s",
+		HTTPAddr: "127.0.0.1:9464", UI: "true", MaxBytes: "auto", MaxJobBytes: "0", JobLease: "30s", DrainTimeout: "10s", JoinRetry: "60s",
 		Timing: "lan", LogLevel: "info", LogFormat: "text",
 	}
 }
@@ -199,6 +201,13 @@ func (s settings) nodeConfig(log *slog.Logger) (node.Config, error) {
 		cfg.Cluster.JoinRetry = d
 	}
 	cfg.Devices, cfg.CPUWorkers, cfg.HTTPAddr = s.Devices, s.CPUWorkers, s.HTTPAddr
+	switch strings.ToLower(s.UI) {
+	case "true", "on", "1", "yes":
+	case "false", "off", "0", "no":
+		cfg.NoUI = true
+	default:
+		errs = append(errs, fmt.Errorf("ui %q: want true or false", s.UI))
+	}
 	var err error
 	if err := parseMaxBytes(s.MaxBytes, &cfg); err != nil {
 		errs = append(errs, fmt.Errorf("max-bytes: %w", err))

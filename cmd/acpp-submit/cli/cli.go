@@ -177,6 +177,7 @@ func newRunCmd(env Env) *cobra.Command {
 		quiet, verbose     bool
 		params             map[string]string
 		maxBytes           string
+		uiAddr             string
 	)
 	cmd := &cobra.Command{
 		Use:   "run JOB",
@@ -207,7 +208,10 @@ func newRunCmd(env Env) *cobra.Command {
 				level = slog.LevelDebug
 			}
 			cfg := Config{JobFile: args[0], Params: params, OutDir: outDir, Record: trace != "" || dag != "", Devices: devices, Workers: workers, Window: window,
-				Logger: slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level})), Cluster: cc, MemoryLimit: limit}
+				Logger: slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level})), Cluster: cc, MemoryLimit: limit, UI: uiAddr}
+			if uiAddr != "" {
+				cfg.UIReady = func(url string) { fmt.Fprintf(env.Stderr, "live view: %s\n", url) }
+			}
 			if !quiet {
 				// Recoveries, drains and joins, as they happen.
 				cfg.Notify = func(line string) { fmt.Fprintln(env.Stderr, line) }
@@ -273,6 +277,7 @@ func newRunCmd(env Env) *cobra.Command {
 	f.IntVar(&window, "window", 0, "command groups submitted ahead of the oldest unfinished one (default 0 = 1024); bounds memory, not order")
 	f.StringVar(&progress, "progress", "auto", "progress display: auto (a bar on a terminal, a line every 2 s otherwise), always (bar), never")
 	f.BoolVarP(&quiet, "quiet", "q", false, "print nothing but errors")
+	f.StringVar(&uiAddr, "ui", "", "serve a live view of the run at this host:port while it runs (members, progress, page grids, bytes/s per link; read-only, no authentication: keep it on loopback, e.g. 127.0.0.1:8090)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log runtime debug events to stderr")
 	f.StringVar(&maxBytes, "max-bytes", "auto", "memory budget of this machine for the embedded runtime: what buffers may allocate in each memory; an allocation beyond it fails its step instead of the process. auto (75% of host memory, 90% of each GPU's), a share like 50%, a size like 8GiB, or 0 (none)")
 	cf.add(cmd, env, true)

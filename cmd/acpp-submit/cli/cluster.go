@@ -240,6 +240,7 @@ func openCluster(ctx context.Context, cfg Config, log *slog.Logger) (*engine, er
 		acpp.WithCoordinator(func(c *coordinator.Config) {
 			c.Client, c.Placement, c.OnGroupDone = cl, cc.Placement, run.groupDone
 			c.OnRecovery, c.OnCheckpoint, c.OnNodeEvent = run.recovery, run.checkpoint, run.nodeEvent
+			c.Snapshots = cfg.snapshots // the live view's (--ui); nil without
 		})}
 	if len(cc.Nodes) > 0 {
 		opts = append(opts, acpp.WithNodes(cc.Nodes...))

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/acpp/acpp"
+	"github.com/acpp/acpp/coordinator"
 	ptxlib "github.com/acpp/acpp/cuda/kernels"
 	"github.com/acpp/acpp/device"
 	"github.com/acpp/acpp/jobfile"
@@ -60,7 +61,15 @@ type Config struct {
 	// default budgets; see acpp.WithMemoryLimit). A cluster run ignores
 	// it: the nodes keep their own.
 	MemoryLimit acpp.MemoryLimit
+	// UI, when set, is a host:port where the run serves its live view
+	// (package liveview: members, progress, page grids, links) while it
+	// runs; UIReady, when set, is called with the page's URL once it
+	// listens.
+	UI      string
+	UIReady func(url string)
 
+	// snapshots is the live view's reader of a cluster job (set by Run).
+	snapshots *coordinator.Snapshotter
 	// queueOptions are extra options of the embedded queue (tests: several
 	// CPU devices standing in for GPUs).
 	queueOptions []acpp.Option
@@ -229,6 +238,29 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	var view *ui
+	if cfg.UI != "" {
+		names := make([]string, len(job.Buffers))
+		for i, b := range job.Buffers {
+			names[i] = b.Name
+		}
+		if view, err = startUI(cfg.UI, cfg, job.Name, names, log); err != nil {
+			return nil, err
+		}
+		defer view.close()
+		view.progress(0, groupCount(job))
+		cfg.snapshots = view.snaps
+		if cfg.UIReady != nil {
+			cfg.UIReady(view.URL())
+		}
+		prog := cfg.Progress
+		cfg.Progress = func(done, total int) {
+			view.progress(done, total)
+			if prog != nil {
+				prog(done, total)
+			}
+		}
+	}
 	r := &runner{cfg: cfg, job: job, log: log, dir: filepath.Dir(cfg.JobFile), bufs: map[string]buf{}, kernelNames: map[string]string{}, kernels: src}
 	if r.cfg.Window <= 0 {
 		r.cfg.Window = 1024
@@ -252,7 +284,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.Devices = r.eng.devices()
 	res.Start = time.Now()
+	if view != nil {
+		view.open(r.eng)
+	}
 	err = r.run(ctx)
+	if view != nil {
+		view.finish(err)
+	}
 	if cerr := r.eng.close(res); cerr != nil && err == nil {
 		err = cerr
 	}

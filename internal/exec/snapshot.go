@@ -1,0 +1,42 @@
+package exec
+
+import "github.com/acpp/acpp/coherence"
+
+// BufferPages is a buffer's page states per memory, for a live view.
+type BufferPages struct {
+	ID coherence.BufferID
+	// Pages is the page grid's size per dimension.
+	Pages  coherence.Dims
+	Allocs []AllocPages
+}
+
+// AllocPages is one allocation of a buffer.
+type AllocPages struct {
+	// Mem names the memory as MemName does ("host", "cuda:0").
+	Mem string
+	// Outdated are the page boxes not up to date there as planned (the
+	// core records a group's effects when it is planned).
+	Outdated []coherence.Box
+}
+
+// PageStates reads every buffer's page states, read-only. It holds the
+// planner's lock meanwhile; the cost grows with the runs of equal page
+// states, not with the pages (a live view asks a few times a second).
+func (rt *Runtime) PageStates() []BufferPages {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	var out []BufferPages
+	for _, info := range rt.core.Buffers() {
+		bp := BufferPages{ID: info.ID, Pages: info.Geometry.Pages()}
+		all := info.Geometry.All()
+		for _, a := range info.Allocations {
+			outdated, err := rt.core.Outdated(info.ID, a.Alloc, all)
+			if err != nil {
+				continue
+			}
+			bp.Allocs = append(bp.Allocs, AllocPages{Mem: rt.MemName(a.Alloc.Mem), Outdated: outdated})
+		}
+		out = append(out, bp)
+	}
+	return out
+}

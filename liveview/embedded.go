@@ -1,0 +1,28 @@
+package liveview
+
+import "github.com/acpp/acpp/internal/engine/embedded"
+
+// EmbeddedBuffers are the page grids of the first embedded engine open in
+// this process (acpp-submit run opens one), as its coherence core plans
+// them; name names the i-th buffer in the order the engine made them.
+// Nothing is being transferred in this picture: the embedded runtime
+// does not report its copies in flight.
+//
+// The public API keeps its engine to itself; this reads the engine's
+// registry (embedded.PageStates) so that a command needs no engine
+// internals of its own.
+func EmbeddedBuffers(name func(i int) string) []Buffer {
+	all := embedded.PageStates()
+	if len(all) == 0 {
+		return nil
+	}
+	var out []Buffer
+	for i, b := range all[0] {
+		lb := NewBuffer(name(i), b.Pages)
+		for _, a := range b.Allocs {
+			lb.AddAlloc(a.Mem, a.Outdated, nil)
+		}
+		out = append(out, lb)
+	}
+	return out
+}
