@@ -1,0 +1,49 @@
+package liveview_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/acpp/acpp"
+	"github.com/acpp/acpp/liveview"
+)
+
+// One view's page grids of an embedded queue with two buffers of 2^24
+// pages each, the middle half of each written (so its page states are
+// several runs): the core's read and the aggregation, per view. On a
+// CPU-only machine every device shares the host memory: one allocation
+// per buffer.
+func BenchmarkEmbeddedBuffers(b *testing.B) {
+	ctx := context.Background()
+	q, err := acpp.NewQueue(ctx, acpp.WithCPUDevices(2))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer q.Close()
+	const n = 1 << 24
+	for range 2 {
+		buf, err := acpp.NewBuffer[float32](q, acpp.R1(n), acpp.PageSize(1))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ev, err := q.Submit(func(h *acpp.Handler) error {
+			acpp.WriteRange(h, buf, acpp.R1(n/2), acpp.ID{n / 4})
+			h.ParallelFor(acpp.R1(1), func(acpp.Item) {})
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := ev.Wait(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	name := func(int) string { return "b" }
+	if got := liveview.EmbeddedBuffers(name); len(got) != 2 || got[0].Pages[0]*got[0].Pages[1]*got[0].Pages[2] != n {
+		b.Fatalf("EmbeddedBuffers = %d buffers (%+v), want 2 of 2^24 pages", len(got), got)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		liveview.EmbeddedBuffers(name)
+	}
+}
