@@ -1,7 +1,6 @@
 package coordinator
 
 import (
-	"slices"
 	"sync"
 
 	"github.com/acpp/acpp/coherence"
@@ -53,7 +52,8 @@ type AllocPages struct {
 	// Outdated are the page boxes not up to date there as planned (the
 	// core records a group's effects when it is submitted, C2); Moving
 	// those that live groups are bringing there from another node and
-	// that have not arrived yet.
+	// that have not arrived yet (two live groups may bring the same
+	// pages: Moving may overlap itself).
 	Outdated, Moving []coherence.Box
 }
 
@@ -101,21 +101,9 @@ func (s *Snapshotter) Snapshot(pages bool) (JobSnapshot, bool) {
 				continue
 			}
 			bp.Allocs = append(bp.Allocs, AllocPages{Name: j.allocName(a.Alloc), Outdated: outdated,
-				Moving: disjoint(moving[key{info.ID, a.Alloc}])})
+				Moving: moving[key{info.ID, a.Alloc}]})
 		}
 		out.Buffers = append(out.Buffers, bp)
 	}
 	return out, true
-}
-
-// disjoint drops boxes that overlap an earlier one (two live groups may
-// bring the same pages), so that the view counts each page once.
-func disjoint(boxes []coherence.Box) []coherence.Box {
-	var out []coherence.Box
-	for _, b := range boxes {
-		if !slices.ContainsFunc(out, b.Overlaps) {
-			out = append(out, b)
-		}
-	}
-	return out
 }

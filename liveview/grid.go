@@ -46,8 +46,9 @@ func NewBuffer(name string, pages [3]int) Buffer {
 }
 
 // AddAlloc adds an allocation of b, given the page boxes that are not up
-// to date there (as coherence.Core.Outdated reports them) and those being
-// transferred there. The boxes may not overlap one another.
+// to date there (as coherence.Core.Outdated reports them: they do not
+// overlap) and those being transferred there (which may overlap: a cell's
+// share counts at most all of its pages).
 func (b *Buffer) AddAlloc(name string, outdated, moving []coherence.Box) {
 	total := b.Pages[0] * b.Pages[1] * b.Pages[2]
 	a := Alloc{Name: name, ValidPages: total - volume(outdated)}
@@ -67,7 +68,8 @@ func volume(boxes []coherence.Box) int {
 }
 
 // Cells is the share of each cell's pages (row by row, cols×rows cells
-// as Shape gives them) that the boxes cover; a cell with no pages (the
+// as Shape gives them) that the boxes cover, counting overlapping boxes
+// twice (Digits caps a share at 1); a cell with no pages (the
 // end of a wrapped line) is -1. It costs O(boxes × cells touched) for
 // boxes whole along dimension 2 (Jacobi's halos, splits along rows),
 // plus O(rows of pages) per box otherwise: never O(pages).

@@ -107,3 +107,14 @@ func BenchmarkAddAlloc(b *testing.B) {
 		})
 	}
 }
+
+// Pages in transit may be reported twice (two groups bring them): a cell
+// counts at most all of its pages.
+func TestMovingOverlapCapped(t *testing.T) {
+	b := NewBuffer("b", [3]int{4, 1, 1})
+	twice := box(coherence.Dims{0, 0, 0}, coherence.Dims{2, 1, 1})
+	b.AddAlloc("a", nil, []coherence.Box{twice, twice})
+	if got := b.Allocs[0].Moving; got != "ff00" {
+		t.Errorf("Moving = %q, want ff00", got)
+	}
+}
