@@ -30,7 +30,10 @@ import (
 // completion's report. ns/hop-steady leaves those out: it is the time from
 // the end of the chain's first kernel to the end of its last, by the
 // nodes' clocks (GroupTrace), over the hops between them; x_rtt_steady
-// compares it with the same raw round trip. cpu-ns/hop and
+// compares it with the same raw round trip. submit-ns/group is the
+// client's Submit per group and startup-ns/chain the time from the first
+// Submit until a node started the chain's first instruction (the Send of
+// the page the first group needs). cpu-ns/hop and
 // cpu-ns/raw-rtt are the process's CPU time (both nodes, the client and
 // the raw echo server) per hop and per raw round trip: steadier than wall
 // time on a loaded machine.
@@ -55,12 +58,15 @@ func BenchmarkClusterHop(b *testing.B) {
 	}
 
 	var mu sync.Mutex
-	var firstEnd, lastEnd time.Time
+	var firstStart, firstEnd, lastEnd time.Time
 	cfg := c.Config()
 	cfg.OnGroupDone = func(tr coordinator.GroupTrace) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, in := range tr.Instrs {
+			if !in.Start.IsZero() && (firstStart.IsZero() || in.Start.Before(firstStart)) {
+				firstStart = in.Start
+			}
 			if in.Kind != "kernel" {
 				continue
 			}
@@ -86,10 +92,10 @@ func BenchmarkClusterHop(b *testing.B) {
 			Args: []coordinator.Arg{coordinator.Acc(coordinator.Accessor{Buffer: buf, Mode: coordinator.ReadWrite}), coordinator.ScalarF32(1)}}
 	}
 	const batch = 64
-	var steady time.Duration
+	var steady, submit, startup time.Duration
 	chain := func() time.Duration {
 		mu.Lock()
-		firstEnd, lastEnd = time.Time{}, time.Time{}
+		firstStart, firstEnd, lastEnd = time.Time{}, time.Time{}, time.Time{}
 		mu.Unlock()
 		t0 := time.Now()
 		for i := range batch {
@@ -97,12 +103,14 @@ func BenchmarkClusterHop(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+		submit += time.Since(t0)
 		if err := job.Wait(ctx); err != nil {
 			b.Fatal(err)
 		}
 		d := time.Since(t0)
 		mu.Lock()
 		steady += lastEnd.Sub(firstEnd)
+		startup += firstStart.Sub(t0)
 		mu.Unlock()
 		return d
 	}
@@ -110,7 +118,7 @@ func BenchmarkClusterHop(b *testing.B) {
 	for range batch {
 		rtt()
 	}
-	steady = 0
+	steady, submit, startup = 0, 0, 0
 	var hop, raw, hopCPU, rawCPU time.Duration
 	for b.Loop() {
 		c0 := cpuTime()
@@ -132,6 +140,11 @@ func BenchmarkClusterHop(b *testing.B) {
 	perSteady := float64(steady.Nanoseconds()) / float64(b.N*(batch-1))
 	b.ReportMetric(perSteady, "ns/hop-steady")
 	b.ReportMetric(perSteady/(float64(raw.Nanoseconds())/n), "x_rtt_steady")
+	// Where the rest of a chain goes: its Submit calls (per group), and the
+	// time from the first Submit until a node started the chain's first
+	// instruction (per chain).
+	b.ReportMetric(float64(submit.Nanoseconds())/n, "submit-ns/group")
+	b.ReportMetric(float64(startup.Nanoseconds())/float64(b.N), "startup-ns/chain")
 	if hopCPU > 0 && rawCPU > 0 {
 		b.ReportMetric(float64(hopCPU.Nanoseconds())/n, "cpu-ns/hop")
 		b.ReportMetric(float64(rawCPU.Nanoseconds())/n, "cpu-ns/raw-rtt")
