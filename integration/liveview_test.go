@@ -76,6 +76,9 @@ const readPage = `({
 })`
 
 func TestLiveViewInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and a browser; skipped under -short")
+	}
 	bin := chromium()
 	if bin == "" {
 		t.Skip("no chromium binary found (apt-get install chromium, or set ACPP_CHROMIUM)")
