@@ -4,9 +4,9 @@ import "github.com/acpp/acpp/internal/engine/embedded"
 
 // EmbeddedBuffers are the page grids of the first embedded engine open in
 // this process (acpp-submit run opens one), as its coherence core plans
-// them; name names the i-th buffer in the order the engine made them.
-// Nothing is being transferred in this picture: the embedded runtime
-// does not report its copies in flight.
+// them, with the pages that the copies of its running groups bring in
+// as being transferred; name names the i-th buffer in the order the
+// engine made them.
 //
 // The public API keeps its engine to itself; this reads the engine's
 // registry (embedded.PageStates) so that a command needs no engine
@@ -20,7 +20,7 @@ func EmbeddedBuffers(name func(i int) string) []Buffer {
 	for i, b := range all[0] {
 		lb := NewBuffer(name(i), b.Pages)
 		for _, a := range b.Allocs {
-			lb.AddAlloc(a.Mem, a.Outdated, nil)
+			lb.AddAlloc(a.Mem, a.Outdated, a.Moving)
 		}
 		out = append(out, lb)
 	}

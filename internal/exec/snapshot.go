@@ -15,8 +15,9 @@ type AllocPages struct {
 	// Mem names the memory as MemName does ("host", "cuda:0").
 	Mem string
 	// Outdated are the page boxes not up to date there as planned (the
-	// core records a group's effects when it is planned).
-	Outdated []coherence.Box
+	// core records a group's effects when it is planned); Moving those
+	// that the copies of running groups bring there (they may overlap).
+	Outdated, Moving []coherence.Box
 }
 
 // PageStates reads every buffer's page states, read-only. It holds the
@@ -25,6 +26,21 @@ type AllocPages struct {
 func (rt *Runtime) PageStates() []BufferPages {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
+	// The copies of the running groups of the planned window.
+	type key struct {
+		b coherence.BufferID
+		a coherence.AllocID
+	}
+	moving := map[key][]coherence.Box{}
+	for _, n := range rt.nodes.win {
+		if n == nil || !n.planned.Load() || n.plan == nil || n.state.Load() != int32(Running) {
+			continue
+		}
+		for _, c := range n.plan.Copies {
+			k := key{c.Buffer, c.Dst}
+			moving[k] = append(moving[k], c.Boxes...)
+		}
+	}
 	var out []BufferPages
 	for _, info := range rt.core.Buffers() {
 		bp := BufferPages{ID: info.ID, Pages: info.Geometry.Pages()}
@@ -34,7 +50,7 @@ func (rt *Runtime) PageStates() []BufferPages {
 			if err != nil {
 				continue
 			}
-			bp.Allocs = append(bp.Allocs, AllocPages{Mem: rt.MemName(a.Alloc.Mem), Outdated: outdated})
+			bp.Allocs = append(bp.Allocs, AllocPages{Mem: rt.MemName(a.Alloc.Mem), Outdated: outdated, Moving: moving[key{info.ID, a.Alloc}]})
 		}
 		out = append(out, bp)
 	}
