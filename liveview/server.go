@@ -42,7 +42,7 @@ type Server struct {
 	done chan struct{} // closed when the loop has exited
 	kick chan struct{} // a subscriber arrived: take a view now
 
-	mu sync.Mutex // guards subs, last and the stream count
+	mu sync.Mutex // guards subs, last, stopping and starting streams
 	// subs are the open streams, each with a one-slot channel that holds
 	// the newest view it has not sent yet (coalesced).
 	subs    map[chan []byte]struct{}
@@ -77,7 +77,9 @@ func Start(cfg Config) *Server {
 // Close stops the loop, ends the open streams and waits for them. It is
 // safe to call twice.
 func (s *Server) Close() {
+	s.mu.Lock()
 	s.stop()
+	s.mu.Unlock()
 	<-s.done
 	s.streams.Wait()
 }
@@ -234,12 +236,17 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
 		return
 	}
-	s.streams.Add(1)
-	defer s.streams.Done()
+	// Under mu, so that a stream either starts before Close or not at
+	// all (Close waits for the streams it let start).
+	s.mu.Lock()
 	if s.ctx.Err() != nil {
+		s.mu.Unlock()
 		http.Error(w, "live view stopped", http.StatusServiceUnavailable)
 		return
 	}
+	s.streams.Add(1)
+	s.mu.Unlock()
+	defer s.streams.Done()
 	ch := s.subscribe()
 	defer s.unsubscribe(ch)
 	h := w.Header()
