@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 	"unsafe"
@@ -376,11 +375,7 @@ func (j *job) doSend(in *instr) {
 			handled, err = j.sendByRef(ctx, a, peer, &hdr)
 		}
 		if !handled {
-			early := in
-			if in.in.Kind != proto.InstrSend {
-				early = nil // a read-back's pages are the client's: no early release
-			}
-			err = j.send(ctx, early, a, peer, &hdr)
+			err = j.send(ctx, a, peer, &hdr)
 		}
 		if err != nil {
 			var nl *NodeLostError
@@ -399,19 +394,7 @@ func (j *job) doSend(in *instr) {
 	})
 }
 
-// sendCopyMax is the largest payload of host memory that a Send copies
-// before sending it, so that its dependents (the next writers of the
-// pages) need not wait for the receiver's acknowledgement, a network round
-// trip (unblockLocked). Above it the pages are sent straight from the
-// allocation and the Send holds its dependents until the receiver has
-// them: a copy of that size costs more than it saves.
-const sendCopyMax = 256 << 10
-
-// send moves the pages hdr names out of allocation a to peer. When in is
-// not nil (a Send) and the pages leave a's memory before they go on the
-// wire (a copy of a small payload, or the staging of device memory), in's
-// dependents are let go at that moment (unblockLocked).
-func (j *job) send(ctx context.Context, in *instr, a *alloc, peer credentials.Identity, hdr *proto.PageHeader) error {
+func (j *job) send(ctx context.Context, a *alloc, peer credentials.Identity, hdr *proto.PageHeader) error {
 	total, err := hdr.Validate(0)
 	if err != nil {
 		return err
@@ -421,26 +404,6 @@ func (j *job) send(ctx context.Context, in *instr, a *alloc, peer credentials.Id
 		for _, b := range hdr.Boxes {
 			if runs, err = proto.AppendBoxRuns(runs, a.mem.Host, a.rng, a.elem, b); err != nil {
 				return err
-			}
-		}
-		if in != nil && total <= sendCopyMax {
-			j.mu.Lock()
-			err := j.reserveLocked(total, "send copy")
-			j.mu.Unlock()
-			if err == nil { // else: send from the allocation, holding the dependents
-				defer func() {
-					j.mu.Lock()
-					j.releaseLocked(total)
-					j.mu.Unlock()
-				}()
-				buf := getSendBuf(int(total))
-				defer putSendBuf(buf)
-				off := 0
-				for _, r := range runs {
-					off += copy((*buf)[off:], r)
-				}
-				runs = [][]byte{*buf}
-				j.unblock(in)
 			}
 		}
 	} else {
@@ -465,91 +428,8 @@ func (j *job) send(ctx context.Context, in *instr, a *alloc, peer credentials.Id
 			return fmt.Errorf("copy pages out of %s: %w", a.m.dev.Info().ID, err)
 		}
 		runs = [][]byte{st.data()}
-		if in != nil {
-			j.unblock(in)
-		}
-	}
-	if in != nil {
-		wait := j.sendInOrder(in)
-		defer j.sent(in)
-		for _, w := range wait {
-			select {
-			case <-w:
-			case <-ctx.Done():
-				return context.Cause(ctx)
-			}
-		}
 	}
 	return j.n.tr.SendPages(ctx, peer, hdr, runs)
-}
-
-// unblock lets in's dependents go (unblockLocked) and starts them.
-func (j *job) unblock(in *instr) {
-	j.mu.Lock()
-	ready := j.unblockLocked(in)
-	j.mu.Unlock()
-	j.startAll(ready)
-}
-
-// sendInOrder registers Send in as on its way, if it was released, and
-// returns what it must wait for before its pages go on the wire: the
-// transfers of released Sends still in flight with the same description
-// (peer, buffer, destination memory, boxes). A receiver matches pages to
-// its Recvs by that description, and a transfer of the same pages that
-// overtook an earlier one (they travel on separate streams) would fill
-// the earlier Recv with the later bytes. Before release this could not
-// happen: the next writer of the pages, and so the next Send of them,
-// waited for the receiver to have the previous ones.
-func (j *job) sendInOrder(in *instr) []chan struct{} {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	var wait []chan struct{}
-	for _, o := range j.inFlight {
-		if o.in.Peer == in.in.Peer && o.in.Buffer == in.in.Buffer && o.in.PeerMem == in.in.PeerMem && slices.Equal(o.in.Boxes, in.in.Boxes) {
-			wait = append(wait, o.onWire)
-		}
-	}
-	if in.released {
-		in.onWire = make(chan struct{})
-		j.inFlight = append(j.inFlight, in)
-	}
-	return wait
-}
-
-// sent ends what sendInOrder began: in's transfer is over.
-func (j *job) sent(in *instr) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if i := slices.Index(j.inFlight, in); i >= 0 {
-		j.inFlight = slices.Delete(j.inFlight, i, i+1)
-		close(in.onWire)
-	}
-}
-
-// sendBufs recycles the copies of small Sends (sendCopyMax), by size
-// class: a power of two from 64 bytes.
-var sendBufs [13]sync.Pool
-
-func sendBufClass(n int) int {
-	c := 0
-	for 64<<c < n {
-		c++
-	}
-	return c
-}
-
-func getSendBuf(n int) *[]byte {
-	c := sendBufClass(n)
-	if b, ok := sendBufs[c].Get().(*[]byte); ok {
-		*b = (*b)[:n]
-		return b
-	}
-	b := make([]byte, n, 64<<c)
-	return &b
-}
-
-func putSendBuf(b *[]byte) {
-	sendBufs[sendBufClass(cap(*b))].Put(b)
 }
 
 // arm makes a Recv or Upload wait for its pages, or applies pages that

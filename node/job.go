@@ -40,10 +40,6 @@ type instr struct {
 	// started is when it started (Unix ns; 0 until then), reported on its
 	// completion event.
 	started int64
-	// released: a running Send let its dependents go before it finished
-	// (unblockLocked); onWire is closed when such a Send's transfer ended.
-	released bool
-	onWire   chan struct{}
 }
 
 func (in *instr) finished() bool { return in.state == stDone || in.state == stFailed }
@@ -126,9 +122,6 @@ type job struct {
 	changed  chan struct{} // closed and replaced at every completion
 	freed    bool
 	imports  map[string]imported // peers' allocations mapped for pages by reference
-	// inFlight are the released Sends whose pages are still on their way
-	// (sendInOrder), oldest first.
-	inFlight []*instr
 }
 
 func newJob(n *Node, id uint64, owner credentials.Identity, lease time.Duration, maxBytes uint64) *job {
@@ -226,10 +219,10 @@ func (j *job) submit(batch []proto.Instr, forget uint64) (int, error) {
 		var failedDep *instr
 		for _, d := range slices.Compact(slices.Sorted(slices.Values(in.in.Deps))) {
 			dep := j.instrs[d]
-			switch {
-			case dep.state == stFailed:
+			switch dep.state {
+			case stDone:
+			case stFailed:
 				failedDep = dep
-			case dep.state == stDone || dep.released:
 			default:
 				in.waiting++
 				dep.dependents = append(dep.dependents, in)
@@ -360,7 +353,10 @@ func (j *job) finishLocked(in *instr, err error) []*instr {
 				errs = append(errs, depFailed(cur))
 				continue
 			}
-			if j.depDoneLocked(d) {
+			d.waiting--
+			if d.waiting == 0 && d.state == stWaiting {
+				d.state, d.started = stRunning, time.Now().UnixNano()
+				j.running++
 				ready = append(ready, d)
 			}
 		}
@@ -368,43 +364,6 @@ func (j *job) finishLocked(in *instr, err error) []*instr {
 	}
 	close(j.changed)
 	j.changed = make(chan struct{})
-	return ready
-}
-
-// depDoneLocked records that one dependency of d completed; true when d
-// became ready (it is then marked running).
-func (j *job) depDoneLocked(d *instr) bool {
-	d.waiting--
-	if d.waiting == 0 && d.state == stWaiting {
-		d.state, d.started = stRunning, time.Now().UnixNano()
-		j.running++
-		return true
-	}
-	return false
-}
-
-// unblockLocked lets the dependents of in, a running Send, go before it
-// finishes, and returns those that became ready, marked running. A Send
-// calls it once its pages are out of the allocation (copied, or staged
-// off a device: doSend): what depends on a Send on its own node is later
-// writers of those pages and frees, which need the read done, not the
-// delivery. The Send itself still finishes when the receiver has the
-// pages, and its completion event (which the coordinator waits for and
-// acts on) says how the transfer ended; only its failure no longer fails
-// its dependents here. Instructions submitted later do not wait for it
-// (submit).
-func (j *job) unblockLocked(in *instr) []*instr {
-	if in.finished() || in.released {
-		return nil
-	}
-	in.released = true
-	var ready []*instr
-	for _, d := range in.dependents {
-		if !d.finished() && j.depDoneLocked(d) {
-			ready = append(ready, d)
-		}
-	}
-	in.dependents = nil
 	return ready
 }
 
