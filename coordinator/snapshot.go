@@ -34,7 +34,10 @@ type JobSnapshot struct {
 	// Groups and Completed count the coordinator's command groups (the
 	// chunks of split groups count one each).
 	Groups, Completed int
-	Buffers           []BufferPages
+	// Running names the groups issued to a node and not finished, as
+	// "node/kind:index: kernel": the running frontier of the job's DAG.
+	Running []string
+	Buffers []BufferPages
 }
 
 // BufferPages is a buffer's page states per allocation.
@@ -71,6 +74,11 @@ func (s *Snapshotter) Snapshot(pages bool) (JobSnapshot, bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	out.Groups, out.Completed = j.stats.Groups, j.stats.Completed
+	for _, g := range j.live {
+		if !g.finished && !g.issued.IsZero() && g.dev >= 0 && g.dev < len(j.devices) {
+			out.Running = append(out.Running, j.devices[g.dev].String()+": "+g.kernel)
+		}
+	}
 	if !pages {
 		return out, true
 	}

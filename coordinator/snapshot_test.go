@@ -30,6 +30,7 @@ func TestSnapshotterReadsRunningJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := make(chan struct{})
+	var sawRunning bool
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -40,10 +41,12 @@ func TestSnapshotterReadsRunningJob(t *testing.T) {
 				return
 			default:
 			}
-			if _, ok := snaps.Snapshot(true); !ok {
+			s, ok := snaps.Snapshot(true)
+			if !ok {
 				t.Error("Snapshot of an open job reported none")
 				return
 			}
+			sawRunning = sawRunning || len(s.Running) > 0
 		}
 	}()
 	runJacobi(t, j, a, b, rows, cols, iters, &coordinator.Split{}, "")
@@ -52,6 +55,9 @@ func TestSnapshotterReadsRunningJob(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+	if !sawRunning {
+		t.Error("no snapshot while the job ran showed a running group")
+	}
 
 	s, ok := snaps.Snapshot(true)
 	if !ok || len(s.Nodes) != 3 || len(s.Devices) == 0 || s.Groups == 0 {

@@ -58,17 +58,19 @@ func browser(t *testing.T, bin string) context.Context {
 
 // pageState is what the test reads off the screen.
 type pageState struct {
-	Members []string `json:"members"`
-	Jobs    []string `json:"jobs"`
-	Grids   []string `json:"grids"`
-	Allocs  []string `json:"allocs"`
-	Notes   string   `json:"notes"`
-	Status  string   `json:"status"`
+	Members  []string `json:"members"`
+	Jobs     []string `json:"jobs"`
+	Frontier string   `json:"frontier"`
+	Grids    []string `json:"grids"`
+	Allocs   []string `json:"allocs"`
+	Notes    string   `json:"notes"`
+	Status   string   `json:"status"`
 }
 
 const readPage = `({
   members: Array.from(document.querySelectorAll("tr.member td:first-child")).map(e => e.textContent),
   jobs: Array.from(document.querySelectorAll("tr.job .progress")).map(e => e.textContent),
+  frontier: Array.from(document.querySelectorAll("tr.job .frontier")).map(e => e.textContent).join(" "),
   grids: Array.from(document.querySelectorAll(".grid")).map(e => e.dataset.cells + "/" + e.dataset.moving),
   allocs: Array.from(document.querySelectorAll(".alloc .name")).map(e => e.textContent),
   notes: document.getElementById("notes").textContent,
@@ -129,6 +131,7 @@ func TestLiveViewInBrowser(t *testing.T) {
 	seen := map[string]bool{}
 	var st pageState
 	var progressed, live, shot bool
+	frontier := ""
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(150 * time.Millisecond) {
 		var err error
 		if st, err = chromedp.Run(ctx, chromedp.Evaluate[pageState](readPage)); err != nil {
@@ -139,6 +142,9 @@ func TestLiveViewInBrowser(t *testing.T) {
 			t.Logf("%v: jobs %v grids %q", time.Since(t0).Round(time.Millisecond), st.Jobs, st.Grids)
 		}
 		live = live || st.Status == "live"
+		if strings.Contains(st.Frontier, "jacobi2d") {
+			frontier = st.Frontier
+		}
 		for _, j := range st.Jobs {
 			var d, p int
 			if _, err := fmt.Sscanf(j, "%d / %d", &d, &p); err == nil && d > 0 && d < p {
@@ -146,7 +152,7 @@ func TestLiveViewInBrowser(t *testing.T) {
 			}
 		}
 		members := strings.Join(st.Members, " ")
-		if !shot && progressed && len(seen) >= 2 && strings.Contains(members, "n1") && strings.Contains(members, "n3") {
+		if !shot && progressed && frontier != "" && len(seen) >= 2 && strings.Contains(members, "n1") && strings.Contains(members, "n3") {
 			path := *screenshot
 			if path == "" {
 				path = filepath.Join(t.TempDir(), "live-view.png")
@@ -169,7 +175,7 @@ func TestLiveViewInBrowser(t *testing.T) {
 		default:
 		}
 	}
-	t.Logf("page: members %v, jobs %v, allocations %v, %d distinct grid pictures", st.Members, st.Jobs, st.Allocs, len(seen))
+	t.Logf("page: members %v, jobs %v, frontier %q, allocations %v, %d distinct grid pictures", st.Members, st.Jobs, frontier, st.Allocs, len(seen))
 	members := strings.Join(st.Members, " ")
 	for _, n := range []string{"n1", "n2", "n3"} {
 		if !strings.Contains(members, n) {
@@ -184,6 +190,9 @@ func TestLiveViewInBrowser(t *testing.T) {
 	}
 	if len(st.Allocs) < 3 {
 		t.Errorf("allocations on the page = %q, want at least one per node", st.Allocs)
+	}
+	if frontier == "" {
+		t.Errorf("the job's running frontier never showed a jacobi2d group")
 	}
 	if !live {
 		t.Errorf("page status %q, never live (the event stream did not connect)", st.Status)

@@ -26,3 +26,8 @@ func EmbeddedBuffers(name func(i int) string) []Buffer {
 	}
 	return out
 }
+
+// EmbeddedRunning is the running frontier of the first embedded engine
+// open in this process: its running groups counted per device and name
+// (Frontier's form).
+func EmbeddedRunning() []string { return Frontier(embedded.Running()) }

@@ -1,6 +1,7 @@
 package liveview
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -116,5 +117,12 @@ func TestMovingOverlapCapped(t *testing.T) {
 	b.AddAlloc("a", nil, []coherence.Box{twice, twice})
 	if got := b.Allocs[0].Moving; got != "ff00" {
 		t.Errorf("Moving = %q, want ff00", got)
+	}
+}
+
+func TestFrontier(t *testing.T) {
+	got := Frontier([]string{"n2/cpu:0: k", "n1/cpu:0: k", "n2/cpu:0: k"})
+	if want := []string{"n1/cpu:0: k", "n2/cpu:0: k ×2"}; !slices.Equal(got, want) {
+		t.Errorf("Frontier = %q, want %q", got, want)
 	}
 }

@@ -1,6 +1,11 @@
 package liveview
 
-import "time"
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+)
 
 // View is one picture of a run or a node, as the page receives it (JSON).
 type View struct {
@@ -55,6 +60,10 @@ type Job struct {
 	State string `json:"state"`
 	// Detail is one line more (a node's instruction counts, allocations).
 	Detail string `json:"detail,omitempty"`
+	// Frontier is the frontier of the job's DAG in flight: the groups
+	// issued and not finished (a cluster's coordinator issues ahead) or
+	// running, counted per device and name ("n1/cpu:0: jacobi2d ×2").
+	Frontier []string `json:"frontier,omitempty"`
 }
 
 // Buffer is one buffer's page grid per allocation.
@@ -90,4 +99,24 @@ type Link struct {
 	Bytes int64  `json:"bytes"`
 	// Rate is bytes per second over the last second or so.
 	Rate float64 `json:"rate"`
+}
+
+// Frontier counts running groups given as "device: name", one entry per
+// distinct one, sorted: "device: name ×N" for N > 1.
+func Frontier(running []string) []string {
+	if len(running) == 0 {
+		return nil
+	}
+	n := map[string]int{}
+	for _, r := range running {
+		n[r]++
+	}
+	out := make([]string, 0, len(n))
+	for _, k := range slices.Sorted(maps.Keys(n)) {
+		if n[k] > 1 {
+			k = fmt.Sprintf("%s ×%d", k, n[k])
+		}
+		out = append(out, k)
+	}
+	return out
 }

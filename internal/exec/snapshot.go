@@ -56,3 +56,24 @@ func (rt *Runtime) PageStates() []BufferPages {
 	}
 	return out
 }
+
+// Running names the groups of the planned window that run now, each as
+// "device: name" ("host" for host tasks): the running frontier of the
+// DAG, for a live view. It holds the planner's lock while it reads the
+// window.
+func (rt *Runtime) Running() []string {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	var out []string
+	for _, n := range rt.nodes.win {
+		if n == nil || n.state.Load() != int32(Running) {
+			continue
+		}
+		dev := "host"
+		if n.g.Device != nil {
+			dev = n.g.Device.Info().ID.String()
+		}
+		out = append(out, dev+": "+n.g.Name)
+	}
+	return out
+}

@@ -73,6 +73,9 @@ func TestPageStatesWhileRunning(t *testing.T) {
 			}
 		}
 	}
+	if got := rt.Running(); len(got) != 1 || got[0] != fake.Info().ID.String()+": read on the device" {
+		t.Errorf("Running() = %q, want the group on %s", got, fake.Info().ID)
+	}
 	close(release)
 	if len(moving) == 0 {
 		t.Error("no pages moving to the device while the group that reads them there runs")

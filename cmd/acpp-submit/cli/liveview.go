@@ -134,6 +134,7 @@ func (u *ui) snapshot() liveview.View {
 	if u.snaps == nil {
 		v.Members = []liveview.Member{u.localMember(q)}
 		v.Buffers = liveview.EmbeddedBuffers(func(i int) string { return u.bufferName(i, "") })
+		job.Frontier = liveview.EmbeddedRunning()
 		v.Jobs = []liveview.Job{job}
 		return v
 	}
@@ -143,6 +144,7 @@ func (u *ui) snapshot() liveview.View {
 		return v
 	}
 	job.Detail = fmt.Sprintf("%d coordinator groups, %d completed", js.Groups, js.Completed)
+	job.Frontier = liveview.Frontier(js.Running)
 	v.Jobs = []liveview.Job{job}
 	inv := u.inventories(e, js.Nodes)
 	for _, n := range js.Nodes {

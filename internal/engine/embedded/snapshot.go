@@ -43,3 +43,18 @@ func PageStates() [][]BufferPages {
 	}
 	return out
 }
+
+// Running names the groups running now in the first embedded engine open
+// in this process (exec.Runtime.Running), or nil.
+func Running() []string {
+	open.mu.Lock()
+	var rt *exec.Runtime
+	if len(open.rts) > 0 {
+		rt = open.rts[0]
+	}
+	open.mu.Unlock()
+	if rt == nil {
+		return nil
+	}
+	return rt.Running()
+}
