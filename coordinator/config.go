@@ -105,8 +105,7 @@ type Config struct {
 	// MaxBytes asks each node for a per-job memory limit (0: the node's).
 	MaxBytes uint64
 	// LostTimeout is how long a node may stay unreachable (its completion
-	// feed failing, or no answer to the membership watch's pings) before
-	// the job treats it as lost; 0 means 5 seconds. Most losses are seen
+	// feed failing) before the job treats it as lost; 0 means 5 seconds. Most losses are seen
 	// sooner: the nodes' membership reports a peer that stops answering
 	// gossip as failed in about 1 s with the local preset (5 s on a LAN),
 	// and the job acts on that at once.

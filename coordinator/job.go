@@ -112,7 +112,7 @@ type nodeState struct {
 	lost      bool
 	lastDone  map[int]time.Time // per device: when its last kernel finished
 	lastEnd   map[int]int64     // per device: when its last kernel finished, node clock (Unix ns)
-	lastSeen  time.Time         // the node's last answer (feed or ping)
+	lastSeen  time.Time         // the node's last answer on its completion feed
 	// drained: the node left after a drain; every send from it had
 	// finished, so nothing is in transit from it.
 	drained bool

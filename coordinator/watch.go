@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/acpp/acpp/coherence"
@@ -13,12 +12,13 @@ import (
 )
 
 // The membership watch (issue 15, items 4 and 5): every
-// Config.MembershipInterval the job pings its nodes (a node that has not
-// answered for LostTimeout is lost: a hang, SIGSTOP, a partition) and asks
-// one of them for the cluster's members. A member that joined since the
-// job opened is offered to it; a job node that drains (Leaving) first
-// hands over the pages only it holds, then leaves the job; a job node the
-// members see failed is lost at once.
+// Config.MembershipInterval the job asks one of its nodes for the
+// cluster's members. A member that joined since the job opened is offered
+// to it; a job node that drains (Leaving) first hands over the pages only
+// it holds, then leaves the job; a job node the members see failed (a
+// kill, a hang: gossip probes it directly and through peers) is lost at
+// once. The job's own pings were tried and dropped: on a loaded host they
+// declared live nodes lost; gossip's indirect probes and Lifeguard do not.
 
 // NodeEvent is a change of the job's nodes, for progress output.
 type NodeEvent struct {
@@ -62,44 +62,8 @@ func (j *Job) watch() {
 			return
 		case <-t.C:
 		}
-		j.pingAll()
 		j.checkMembers()
 	}
-}
-
-// pingAll pings every node of the job; one that has not answered (ping or
-// feed) for LostTimeout is lost.
-func (j *Job) pingAll() {
-	j.mu.Lock()
-	ep := j.ep
-	var nodes []*nodeState
-	for _, ns := range j.nodes {
-		if !ns.lost {
-			nodes = append(nodes, ns)
-		}
-	}
-	j.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, ns := range nodes {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(ep.ctx, j.cfg.LostTimeout)
-			_, err := j.cl.Ping(ctx, ns.name)
-			cancel()
-			j.mu.Lock()
-			defer j.mu.Unlock()
-			if ep != j.ep || ns.lost || j.err != nil {
-				return
-			}
-			if err == nil {
-				ns.lastSeen = time.Now()
-				return
-			}
-			if silent := time.Since(ns.lastSeen); silent >= j.cfg.LostTimeout {
-				j.nodeLostLocked(ns, fmt.Sprintf("no answer for %v: %v", silent.Round(time.Millisecond), err))
-			}
-		})
-	}
-	wg.Wait()
 }
 
 // checkMembers asks a node of the job for the members and acts on joins,

@@ -123,7 +123,7 @@ func (c *Cluster) Addrs() []string {
 // credentials, the cluster's shared client (jobs of one process share one
 // client per identity) and a test logger.
 func (c *Cluster) Config() coordinator.Config {
-	return coordinator.Config{Nodes: c.Addrs(), Credentials: c.Creds, Client: c.Client(), Logger: Logger(c.t), LostTimeout: 2 * time.Second, PollInterval: time.Second}
+	return coordinator.Config{Nodes: c.Addrs(), Credentials: c.Creds, Client: c.Client(), Logger: Logger(c.t), LostTimeout: 5 * time.Second, PollInterval: time.Second}
 }
 
 // Client is alice's nodeclient, shared by the cluster's jobs; it is closed
