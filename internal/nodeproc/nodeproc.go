@@ -81,8 +81,14 @@ func Cleanup() {
 	dir, built = "", map[string]*build{}
 }
 
+var (
+	handedMu sync.Mutex
+	handed   = map[int]bool{} // ports FreePort gave out in this process
+)
+
 // FreePort returns a port of 127.0.0.1 that is free for TCP and UDP (a node
-// uses both on its gossip port, and UDP on its QUIC port).
+// uses both on its gossip port, and UDP on its QUIC port), and that it did
+// not return before in this process.
 func FreePort(t testing.TB) int {
 	t.Helper()
 	for range 50 {
@@ -95,7 +101,16 @@ func FreePort(t testing.TB) int {
 		l.Close()
 		if err == nil {
 			u.Close()
-			return port
+			// The kernel may hand a port it just freed out again before
+			// the process it went to binds it (two nodes of one test got
+			// the same port): never give one twice in a test binary.
+			handedMu.Lock()
+			dup := handed[port]
+			handed[port] = true
+			handedMu.Unlock()
+			if !dup {
+				return port
+			}
 		}
 	}
 	t.Fatal("no port of 127.0.0.1 free for both TCP and UDP")
