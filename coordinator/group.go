@@ -617,20 +617,7 @@ func (j *Job) placeLocked(g *Group, p chunkPlan, capable []int) int {
 			missing := elemBytes(b, out)
 			// Pages another memory of the same node holds come over the
 			// node's own bus, not the network.
-			remote := out
-			for _, a := range j.core.Allocations(b.id) {
-				if a.Node != target.Node || a == target || len(remote) == 0 {
-					continue
-				}
-				var next []coherence.Box
-				for _, pb := range remote {
-					o, err := j.core.Outdated(b.id, a, pb)
-					if err == nil {
-						next = append(next, o...)
-					}
-				}
-				remote = next
-			}
+			remote := j.heldNowhereLocked(b.id, out, func(a coherence.AllocID) bool { return a.Node == target.Node && a != target })
 			net := elemBytes(b, remote)
 			c.netBytes += net
 			c.localBytes += missing - net
@@ -639,6 +626,27 @@ func (j *Job) placeLocked(g *Group, p chunkPlan, capable []int) int {
 		cs[ci] = c
 	}
 	return cs[chooseAuto(cs, j.cfg.NetworkBandwidth, j.cfg.LocalBandwidth)].dev
+}
+
+// heldNowhereLocked is the part of pages that none of buf's allocations
+// for which in is true holds up to date.
+func (j *Job) heldNowhereLocked(buf coherence.BufferID, pages []coherence.Box, in func(coherence.AllocID) bool) []coherence.Box {
+	for _, a := range j.core.Allocations(buf) {
+		if len(pages) == 0 {
+			break
+		}
+		if !in(a) {
+			continue
+		}
+		var next []coherence.Box
+		for _, pb := range pages {
+			if out, err := j.core.Outdated(buf, a, pb); err == nil {
+				next = append(next, out...)
+			}
+		}
+		pages = next
+	}
+	return pages
 }
 
 func elemBytes(b *Buffer, pages []coherence.Box) int {

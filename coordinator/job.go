@@ -653,7 +653,9 @@ func (j *Job) transportFailure(ep *epoch, ns *nodeState, what string, err error)
 		return
 	}
 	var re *transport.RemoteError
-	if errors.As(err, &re) && re.Code != proto.CodeDraining && re.Code != proto.CodeJobClosed {
+	// A node that no longer knows the job (it closed it shutting down, or
+	// restarted) or drains is gone for us; other refusals fail the job.
+	if errors.As(err, &re) && re.Code != proto.CodeDraining && re.Code != proto.CodeJobClosed && re.Code != proto.CodeNoJob {
 		j.failLocked(fmt.Errorf("%w: %s to node %s: %w", ErrJobFailed, what, ns.name, err))
 		return
 	}
@@ -999,21 +1001,7 @@ func (j *Job) nodeLostLocked(ns *nodeState, how string) {
 			if r.src != ns.id || ns.drained {
 				continue
 			}
-			remaining := r.pages
-			for _, a := range j.core.Allocations(r.buf) {
-				if a == r.dst {
-					continue
-				}
-				var next []coherence.Box
-				for _, pb := range remaining {
-					out, err := j.core.Outdated(r.buf, a, pb)
-					if err == nil {
-						next = append(next, out...)
-					}
-				}
-				remaining = next
-			}
-			addLost(r.buf, remaining)
+			addLost(r.buf, j.heldNowhereLocked(r.buf, r.pages, func(a coherence.AllocID) bool { return a != r.dst }))
 		}
 	}
 	slices.Sort(bufIDs)

@@ -335,18 +335,6 @@ func (j *Job) soleCopiesLocked(b *Buffer, n coherence.NodeID) []coherence.Box {
 		}
 		sole = append(sole, subtractBoxes(all, out)...)
 	}
-	for _, a := range allocs {
-		if a.Node == n || len(sole) == 0 {
-			continue
-		}
-		var next []coherence.Box
-		for _, pb := range sole {
-			out, err := j.core.Outdated(b.id, a, pb)
-			if err == nil {
-				next = append(next, out...)
-			}
-		}
-		sole = next
-	}
+	sole = j.heldNowhereLocked(b.id, sole, func(a coherence.AllocID) bool { return a.Node != n })
 	return mergeBoxes(sole)
 }
