@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -715,7 +716,7 @@ func (j *Job) startCheckpointLocked() {
 	ck := &checkpoint{at: r.base + len(r.log), after: j.nextCG - 1, data: map[*Buffer][]byte{}}
 	ep := j.ep
 	var reads []*hostOp
-	for _, id := range slices.Sorted(mapsKeys(j.bufs)) {
+	for _, id := range slices.Sorted(maps.Keys(j.bufs)) {
 		b := j.bufs[id]
 		if len(j.core.Allocations(id)) == 0 {
 			ck.data[b] = nil // nothing written yet, and no Init
@@ -785,14 +786,4 @@ type CheckpointReport struct {
 	Bytes int64   // bytes brought to the client
 	Start time.Time
 	Took  time.Duration
-}
-
-func mapsKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -282,7 +283,7 @@ func (j *Job) evacuateOnce(ep *epoch, ns *nodeState) (int64, error) {
 	dst := coherence.AllocID{Node: td.node.id, Mem: coherence.MemID(td.Mem)}
 	var ids []GroupID
 	var moved int64
-	for _, bid := range slices.Sorted(mapsKeys(j.bufs)) {
+	for _, bid := range slices.Sorted(maps.Keys(j.bufs)) {
 		b := j.bufs[bid]
 		sole := j.soleCopiesLocked(b, ns.id)
 		if len(sole) == 0 {

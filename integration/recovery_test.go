@@ -184,14 +184,7 @@ func TestNodeJoinsRunningJob(t *testing.T) {
 func TestDrainedNodeHandsOverItsPages(t *testing.T) {
 	ref := survivalReference(t)
 	creds := makeCredentials(t, "drain", []string{"n1", "n2", "n3"}, []string{"alice"})
-	n1 := startNode(t, creds, "n1", nil)
-	waitMembers(t, []*proc{n1}, 1, 15*time.Second)
-	n2 := startNode(t, creds, "n2", []string{n1.gossip})
-	n3 := startNode(t, creds, "n3", []string{n1.gossip}, "--drain-timeout", "60s")
-	waitMembers(t, []*proc{n1, n2, n3}, 3, 15*time.Second)
-	r := startClusterRun(t, creds, n1.quic)
-	waitJobOpen(t, n3)
-	time.Sleep(500 * time.Millisecond)
+	n3, r := runWhileN3Drains(t, creds)
 	n3.stop(t, 60*time.Second)
 	out := r.finish(t, ref)
 	if !strings.Contains(out, "node n3 drained") {
@@ -229,6 +222,24 @@ func grepLines(text string, subs ...string) string {
 	return strings.Join(out, "\n")
 }
 
+// runWhileN3Drains starts n1, n2 and n3 (n3 with time to hand its pages
+// over) and the Jacobi run on them, and returns once the job has run on
+// n3 for a moment: the time to drain it.
+func runWhileN3Drains(t *testing.T, creds string) (*proc, *clusterRun) {
+	t.Helper()
+	n1 := startNode(t, creds, "n1", nil)
+	waitMembers(t, []*proc{n1}, 1, 15*time.Second)
+	n2 := startNode(t, creds, "n2", []string{n1.gossip})
+	n3 := startNode(t, creds, "n3", []string{n1.gossip}, "--drain-timeout", "60s")
+	waitMembers(t, []*proc{n1, n2, n3}, 3, 15*time.Second)
+	// A small window paces the run (about 2 s here), so the drain lands
+	// while it runs also on a quiet machine.
+	r := startClusterRun(t, creds, n1.quic, "--window", "16")
+	waitJobOpen(t, n3)
+	time.Sleep(300 * time.Millisecond)
+	return n3, r
+}
+
 // waitJobOpen waits until a job is open on p (its /metrics acpp_node_jobs).
 func waitJobOpen(t *testing.T, p *proc) {
 	t.Helper()
@@ -248,14 +259,7 @@ func TestAcppNodeDrainCommand(t *testing.T) {
 	ref := survivalReference(t)
 	creds := makeCredentials(t, "drain2", []string{"n1", "n2", "n3"}, []string{"alice"})
 	run(t, "credentials", "--dir", creds, "operator", "ops")
-	n1 := startNode(t, creds, "n1", nil)
-	waitMembers(t, []*proc{n1}, 1, 15*time.Second)
-	n2 := startNode(t, creds, "n2", []string{n1.gossip})
-	n3 := startNode(t, creds, "n3", []string{n1.gossip}, "--drain-timeout", "60s")
-	waitMembers(t, []*proc{n1, n2, n3}, 3, 15*time.Second)
-	r := startClusterRun(t, creds, n1.quic)
-	waitJobOpen(t, n3)
-	time.Sleep(300 * time.Millisecond)
+	n3, r := runWhileN3Drains(t, creds)
 	if out := run(t, "drain", "--credentials", creds, "--client", "ops", "--reason", "test", n3.quic); !strings.Contains(out, "node n3 drains") {
 		t.Fatalf("acpp-node drain said %q", out)
 	}
