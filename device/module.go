@@ -44,3 +44,23 @@ type ModuleUnloader interface {
 type KernelPreparer interface {
 	PrepareKernel(k *Kernel) error
 }
+
+// InOrderQueuer is implemented by devices whose queues run ops in the
+// order they were enqueued, as a CUDA stream does. The executor then
+// enqueues a command group whose dependencies are all on one such queue
+// right away, instead of waiting for them to complete ("issue-ahead",
+// docs/RUNTIME.md): the queue's order gives the dependency, and the
+// host round trip per dependent group goes.
+//
+// InOrderQueues reports whether the promise holds; it never changes. The
+// promise covers launches, fills of the device's own memory that the host
+// cannot see (Mem.Host nil), and copies between the device's own memory
+// and host memory: such ops enqueued on one queue index (modulo
+// Capabilities.Queues) start only after the ones enqueued on it before
+// have finished (their done calls may still come in any order). Other ops
+// (fills the host does, copies that involve another device) need not keep
+// the order; the executor never issues them ahead. The CPU backend, whose
+// workers run independent ops concurrently, does not implement it.
+type InOrderQueuer interface {
+	InOrderQueues() bool
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/acpp/acpp/device"
 )
@@ -24,6 +25,14 @@ type FakeConfig struct {
 	// Shareable lets its device memory be exported (device.MemSharer)
 	// to other Fakes in the process, as CUDA IPC does between processes.
 	Shareable bool
+	// InOrder makes it claim in-order queues (device.InOrderQueuer), which
+	// a Fake keeps anyway: it runs every op in Enqueue order.
+	InOrder bool
+	// DoneLatency, when positive, reports each finished op through a
+	// goroutine of its own no sooner than this after the op ran, as a GPU
+	// whose completions reach the host late does: the ops still run back
+	// to back, in order, and the done calls come in the same order.
+	DoneLatency time.Duration
 }
 
 // Stats counts what a Fake did.
@@ -38,12 +47,18 @@ type Stats struct {
 type Fake struct {
 	info      device.Info
 	shareable bool
+	inOrder   bool
 
 	mu     sync.Mutex
 	cond   *sync.Cond
 	closed bool     // guarded by mu
+	holds  int      // Hold calls not yet released: run takes no op; guarded by mu
 	work   []func() // ops for run(), unbounded so Enqueue never waits; guarded by mu
 	done   chan struct{}
+
+	latency  time.Duration
+	notes    chan note     // finished ops for notifier (DoneLatency)
+	notified chan struct{} // closed when notifier has returned
 
 	nextAddr atomic.Uint64
 	allocs   atomic.Int64
@@ -55,6 +70,13 @@ type Fake struct {
 }
 
 type fakeMem struct{ b []byte }
+
+// note is a finished op whose done the notifier calls at due.
+type note struct {
+	done func(error)
+	err  error
+	due  time.Time
+}
 
 // NewFake starts a Fake.
 func NewFake(cfg FakeConfig) *Fake {
@@ -80,18 +102,48 @@ func NewFake(cfg FakeConfig) *Fake {
 		},
 		done:      make(chan struct{}),
 		shareable: cfg.Shareable,
+		inOrder:   cfg.InOrder,
+		latency:   cfg.DoneLatency,
 	}
 	f.cond = sync.NewCond(&f.mu)
 	f.nextAddr.Store(0x7f00_0000_0000)
+	if f.latency > 0 {
+		f.notes = make(chan note, 4096)
+		f.notified = make(chan struct{})
+		go f.notifier()
+	}
 	go f.run()
 	return f
 }
 
+// finished reports an op's result: at once, or through the notifier.
+func (f *Fake) finished(done func(error), err error) {
+	if f.latency <= 0 {
+		done(err)
+		return
+	}
+	f.notes <- note{done: done, err: err, due: time.Now().Add(f.latency)}
+}
+
+// notifier calls the done of finished ops, each no sooner than its due.
+func (f *Fake) notifier() {
+	defer close(f.notified)
+	for n := range f.notes {
+		if d := time.Until(n.due); d > 0 {
+			time.Sleep(d)
+		}
+		n.done(n.err)
+	}
+}
+
 func (f *Fake) run() {
 	defer close(f.done)
+	if f.notes != nil {
+		defer close(f.notes)
+	}
 	for {
 		f.mu.Lock()
-		for len(f.work) == 0 && !f.closed {
+		for (len(f.work) == 0 || f.holds > 0) && !f.closed {
 			f.cond.Wait()
 		}
 		if len(f.work) == 0 {
@@ -108,6 +160,34 @@ func (f *Fake) run() {
 
 // Info implements device.Device.
 func (f *Fake) Info() device.Info { return f.info }
+
+// InOrderQueues implements device.InOrderQueuer: FakeConfig.InOrder.
+func (f *Fake) InOrderQueues() bool { return f.inOrder }
+
+// Hold stops the Fake from starting ops (the one running finishes) until
+// release is called, so that a test can see what was enqueued while
+// nothing completes. Close runs the held ops anyway.
+func (f *Fake) Hold() (release func()) {
+	f.mu.Lock()
+	f.holds++
+	f.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			f.mu.Lock()
+			f.holds--
+			f.cond.Broadcast()
+			f.mu.Unlock()
+		})
+	}
+}
+
+// Queued is the number of ops enqueued and not yet started.
+func (f *Fake) Queued() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.work)
+}
 
 // Stats returns the counters.
 func (f *Fake) Stats() Stats {
@@ -219,7 +299,7 @@ func (f *Fake) Enqueue(queue int, op device.Op, done func(error)) error {
 	if f.closed {
 		return device.ErrClosed
 	}
-	f.work = append(f.work, func() { done(run()) })
+	f.work = append(f.work, func() { f.finished(done, run()) })
 	f.cond.Signal()
 	return nil
 }
@@ -271,5 +351,8 @@ func (f *Fake) Close() error {
 	f.cond.Broadcast()
 	f.mu.Unlock()
 	<-f.done
+	if f.notified != nil {
+		<-f.notified
+	}
 	return nil
 }

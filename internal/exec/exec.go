@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -42,6 +43,23 @@ type Config struct {
 	// means unknown, and host memory then has a budget only with
 	// MemoryLimit.Bytes.
 	HostMemory uint64
+	// NoIssueAhead turns issue-ahead off: every group waits until its
+	// dependencies have completed before its ops are enqueued, also on
+	// devices with in-order queues (device.InOrderQueuer). The environment
+	// variable ACPP_ISSUE_AHEAD=0 does the same, for diagnosis.
+	NoIssueAhead bool
+}
+
+// IssueAheadEnv is the environment variable that turns issue-ahead off
+// when it is "0" (Config.NoIssueAhead).
+const IssueAheadEnv = "ACPP_ISSUE_AHEAD"
+
+// inOrderDev is a device whose queues keep their order
+// (device.InOrderQueuer), with its number of queues.
+type inOrderDev struct {
+	dev    device.Device
+	id     device.ID
+	queues int
 }
 
 // Stats counts what the runtime did.
@@ -108,6 +126,11 @@ type Runtime struct {
 	devOf   map[coherence.MemID]device.Device // memory → the device that allocates it and runs its copies
 
 	procs int // GOMAXPROCS at New: with one, every Submit plans inline
+
+	// inOrder are the devices with in-order queues on which groups are
+	// issued ahead of their dependencies' completion; empty when
+	// issue-ahead is off.
+	inOrder []inOrderDev
 
 	// epoch is when the runtime started; nodes keep their times as
 	// monotonic offsets from it (one clock read each instead of time.Now's
@@ -255,6 +278,14 @@ func New(cfg Config) (*Runtime, error) {
 		rt.ctx = context.Background()
 	}
 	rt.ctxDone = rt.ctx.Done()
+	if !cfg.NoIssueAhead && os.Getenv(IssueAheadEnv) != "0" {
+		for _, d := range cfg.Devices {
+			if q, ok := d.(device.InOrderQueuer); ok && q.InOrderQueues() {
+				info := d.Info()
+				rt.inOrder = append(rt.inOrder, inOrderDev{dev: d, id: info.ID, queues: max(1, info.Caps.Queues)})
+			}
+		}
+	}
 	mem := coherence.HostMem + 1
 	for _, d := range cfg.Devices {
 		info := d.Info()
@@ -535,6 +566,11 @@ type Node struct {
 	succ     []*Node // nodes waiting for this one; guarded by linkMu
 	succBuf  [2]*Node
 	firstErr error // guarded by errMu
+	// io is the issue-ahead state of a group on a device with in-order
+	// queues (tryAhead), nil for the others: set while planning, before
+	// planned. Kept out of Node, which shares a size class with the API's
+	// handler and event.
+	io *inOrderState
 
 	// The small fields last, packed (a node shares one allocation with
 	// the API's handler and event: see the root package's cgroup).
@@ -552,6 +588,27 @@ type Node struct {
 	inline   bool // planned by its submitter, which reports planErr
 	barrier  bool // SubmitBarrier: makes no allocations
 }
+
+// inOrderState is a node's issue-ahead state (Node.io). preds are the
+// unfinished nodes it was linked after: written while planning, before
+// planned is set, then under the node's linkMu. ahead: its ops were
+// enqueued before its dependencies completed, and it holds one more
+// pending count until its own work is done; aheadErr is that work's
+// result, written before the count is released. issued and issueQ
+// (guarded by linkMu) say that all its work not yet done is enqueued on
+// its device's queue issueQ.
+type inOrderState struct {
+	preds    []*Node
+	predBuf  [2]*Node
+	ahead    atomic.Bool
+	aheadErr error
+	aheadQ   int
+	issueQ   int
+	issued   bool
+}
+
+// issuedAhead reports whether n was issued ahead.
+func (n *Node) issuedAhead() bool { return n.io != nil && n.io.ahead.Load() }
 
 // closedCh is the Done channel of nodes that finished before anyone asked.
 var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
@@ -819,18 +876,25 @@ func (rt *Runtime) planPendingLocked() []*Node {
 			plan := step // escapes: allocated only here
 			n.plan = &plan
 		}
-		n.planned.Store(true)
 		rt.nodes.put(n)
+		track := n.g.Device != nil && rt.inOrderQueues(n.g.Device) > 0
+		if track {
+			n.io = new(inOrderState)
+			n.io.preds = n.io.predBuf[:0]
+		}
 		for _, d := range step.Deps {
 			if p := rt.nodes.get(d); p != nil {
-				n.linkAfter(p)
+				n.linkAfter(p, track)
 			}
 		}
 		for _, p := range n.g.After {
 			if p != nil && p.rt == rt {
-				n.linkAfter(p)
+				n.linkAfter(p, track)
 			}
 		}
+		// After the links: tryAhead, which another goroutine may call as
+		// soon as n is a successor, reads preds only once planned is set.
+		n.planned.Store(true)
 	}
 	return batch
 }
@@ -918,8 +982,13 @@ func (rt *Runtime) start(batch []*Node) {
 			}
 			continue
 		}
+		if len(rt.inOrder) > 0 {
+			// While the planning count still holds n back: nobody else
+			// dispatches it meanwhile.
+			rt.tryAhead(n, now)
+		}
 		if n.pending.Add(-1) == 0 {
-			rt.dispatchAt(n, now)
+			rt.readied(n, now)
 		}
 	}
 	clear(batch)
@@ -938,12 +1007,16 @@ func (rt *Runtime) flush() {
 	rt.start(batch)
 }
 
-// linkAfter makes n wait for p unless p has finished.
-func (n *Node) linkAfter(p *Node) {
+// linkAfter makes n wait for p unless p has finished; track keeps p in
+// n.io.preds for tryAhead.
+func (n *Node) linkAfter(p *Node, track bool) {
 	p.linkMu.Lock()
 	if !p.fin.Load() {
 		p.succ = append(p.succ, n)
 		n.pending.Add(1)
+		if track {
+			n.io.preds = append(n.io.preds, p)
+		}
 	}
 	p.linkMu.Unlock()
 }
@@ -959,14 +1032,15 @@ func (rt *Runtime) cancelled() error {
 	}
 }
 
-// dispatchAt starts a node whose dependencies have finished.
-// now is its start time, read by the caller that made it ready (a batch's
-// one clock read, or its last dependency's end).
+// dispatchAt starts a node whose dependencies have finished, or, when it
+// was issued ahead, whose dependencies are all enqueued before it on its
+// queue. now is its start time, read by the caller that made it ready (a
+// batch's one clock read, or its last dependency's end).
 func (rt *Runtime) dispatchAt(n *Node, now time.Duration) {
 	n.started = now
 	n.state.Store(int32(Running))
 	if err := rt.cancelled(); err != nil {
-		rt.finish(n, fmt.Errorf("acpp: %s not run, queue context done: %w", n.g.Name, err))
+		rt.complete(n, fmt.Errorf("acpp: %s not run, queue context done: %w", n.g.Name, err))
 		return
 	}
 	st := n.steps()
@@ -975,17 +1049,11 @@ func (rt *Runtime) dispatchAt(n *Node, now time.Duration) {
 			break
 		}
 		if _, err := rt.Alloc(a.Buffer, a.Alloc); err != nil {
-			rt.finish(n, fmt.Errorf("acpp: %s: allocate buffer %d on memory %d: %w", n.g.Name, a.Buffer, a.Alloc.Mem, err))
+			rt.complete(n, fmt.Errorf("acpp: %s: allocate buffer %d on memory %d: %w", n.g.Name, a.Buffer, a.Alloc.Mem, err))
 			return
 		}
 	}
-	type planned struct {
-		dev  device.Device
-		op   device.CopyOp
-		dir  int // 1 host→device, 2 device→host
-		link *linkCount
-	}
-	var ops []planned
+	var ops []plannedCopy
 	for _, c := range st.Copies {
 		geo, _ := rt.Geometry(c.Buffer)
 		src, err := rt.Alloc(c.Buffer, c.Src)
@@ -993,10 +1061,7 @@ func (rt *Runtime) dispatchAt(n *Node, now time.Duration) {
 			var dst *device.Mem
 			dst, err = rt.Alloc(c.Buffer, c.Dst)
 			if err == nil {
-				dev := rt.devOf[c.Dst.Mem]
-				if c.Dst.Mem == coherence.HostMem {
-					dev = rt.devOf[c.Src.Mem]
-				}
+				dev := rt.copyDevice(c)
 				dir := 0
 				switch {
 				case c.Src.Mem == coherence.HostMem && c.Dst.Mem != coherence.HostMem:
@@ -1007,7 +1072,7 @@ func (rt *Runtime) dispatchAt(n *Node, now time.Duration) {
 				for _, b := range c.Boxes {
 					eb := geo.ElementBox(b)
 					size := [3]int{eb.Hi[0] - eb.Lo[0], eb.Hi[1] - eb.Lo[1], eb.Hi[2] - eb.Lo[2]}
-					ops = append(ops, planned{dev, device.CopyOp{
+					ops = append(ops, plannedCopy{dev, device.CopyOp{
 						Src:  device.Region{Mem: src, Extent: geo.Range, Origin: eb.Lo},
 						Dst:  device.Region{Mem: dst, Extent: geo.Range, Origin: eb.Lo},
 						Size: size, ElemSize: geo.ElemSize,
@@ -1016,37 +1081,276 @@ func (rt *Runtime) dispatchAt(n *Node, now time.Duration) {
 			}
 		}
 		if err != nil {
-			rt.finish(n, fmt.Errorf("acpp: %s: copy of buffer %d: %w", n.g.Name, c.Buffer, err))
+			rt.complete(n, fmt.Errorf("acpp: %s: copy of buffer %d: %w", n.g.Name, c.Buffer, err))
 			return
 		}
+	}
+	if n.issuedAhead() {
+		rt.issueInOrder(n, ops, n.io.aheadQ)
+		return
 	}
 	if len(ops) == 0 {
 		rt.run(n)
 		return
 	}
+	if nq := rt.inOrderQueues(n.g.Device); nq > 0 && rt.canIssueAhead(n) {
+		// The copies and the work on one in-order queue: the work need
+		// not wait for the copies' completion to reach the host either.
+		rt.issueInOrder(n, ops, queue(n)%nq)
+		return
+	}
 	n.left.Store(int32(len(ops)))
 	for i, p := range ops {
-		bytes := int64(p.op.Bytes())
-		dir, link := p.dir, p.link
-		cb := func(err error) {
-			if err == nil {
-				rt.copies.Add(1)
-				rt.bytes.Add(bytes)
-				link.copies.Add(1)
-				link.bytes.Add(bytes)
-				switch dir {
-				case 1:
-					rt.h2d.Add(bytes)
-				case 2:
-					rt.d2h.Add(bytes)
-				}
-			}
-			rt.copyDone(n, err)
-		}
+		cb := rt.countCopy(p, func(err error) { rt.copyDone(n, err) })
 		if err := p.dev.Enqueue(queue(n)+i, p.op, cb); err != nil { // copies spread over queues
 			rt.copyDone(n, fmt.Errorf("copy: %w", err))
 		}
 	}
+}
+
+// plannedCopy is one backend transfer of a node's prologue.
+type plannedCopy struct {
+	dev  device.Device // runs it
+	op   device.CopyOp
+	dir  int // 1 host→device, 2 device→host
+	link *linkCount
+}
+
+// copyDevice is the device that runs a planned copy: the destination's,
+// or the source's when the destination is host memory.
+func (rt *Runtime) copyDevice(c coherence.Copy) device.Device {
+	if c.Dst.Mem == coherence.HostMem {
+		return rt.devOf[c.Src.Mem]
+	}
+	return rt.devOf[c.Dst.Mem]
+}
+
+// countCopy wraps next, the done of copy p, so that a copy that succeeded
+// is counted in the statistics first.
+func (rt *Runtime) countCopy(p plannedCopy, next func(error)) func(error) {
+	bytes := int64(p.op.Bytes())
+	dir, link := p.dir, p.link
+	return func(err error) {
+		if err == nil {
+			rt.copies.Add(1)
+			rt.bytes.Add(bytes)
+			link.copies.Add(1)
+			link.bytes.Add(bytes)
+			switch dir {
+			case 1:
+				rt.h2d.Add(bytes)
+			case 2:
+				rt.d2h.Add(bytes)
+			}
+		}
+		next(err)
+	}
+}
+
+// inOrderQueues is d's number of queues when its queues keep their order
+// and issue-ahead is on, else 0.
+func (rt *Runtime) inOrderQueues(d device.Device) int {
+	for i := range rt.inOrder {
+		if rt.inOrder[i].dev == d {
+			return rt.inOrder[i].queues
+		}
+	}
+	return 0
+}
+
+// inOrderMem: memory m is d's own (id) or host memory, so a copy or fill
+// of it that d runs keeps d's queue order (device.InOrderQueuer); a fill
+// also needs memory the host cannot see, since the host fills that.
+func (rt *Runtime) inOrderMem(id device.ID, m *device.Mem, fill bool) bool {
+	if m == nil {
+		return false
+	}
+	if m.Device == id {
+		return !fill || m.Host == nil
+	}
+	mem, ok := rt.memOf[m.Device]
+	return ok && mem == coherence.HostMem && !fill
+}
+
+// canIssueAhead: n's own work could be issued ahead on its device, which
+// has in-order queues: ops only (no host task, release or frees), and every
+// op and planned copy one that keeps the queue's order. It does not look at
+// the dependencies.
+func (rt *Runtime) canIssueAhead(n *Node) bool {
+	g := &n.g
+	d := g.Device
+	if d == nil || g.Host != nil || g.Release != nil || n.barrier || len(g.Ops) == 0 || rt.inOrderQueues(d) == 0 {
+		return false
+	}
+	id := d.Info().ID
+	for _, op := range g.Ops {
+		switch o := op.(type) {
+		case device.LaunchOp:
+		case device.FillOp:
+			if !rt.inOrderMem(id, o.Dst, true) {
+				return false
+			}
+		case device.CopyOp:
+			if !rt.inOrderMem(id, o.Src.Mem, false) || !rt.inOrderMem(id, o.Dst.Mem, false) {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	st := n.steps()
+	if len(st.Free) > 0 {
+		return false
+	}
+	mine := rt.memOf[id]
+	for _, c := range st.Copies {
+		if rt.copyDevice(c) != d {
+			return false
+		}
+		for _, m := range []coherence.MemID{c.Src.Mem, c.Dst.Mem} {
+			if m != coherence.HostMem && m != mine {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// tryAhead issues n now if every dependency it still waits for is enqueued
+// on one queue of n's device (which keeps its queues' order) and n's own
+// work can go on that queue behind them (canIssueAhead): the queue's order
+// then gives the dependencies, and n need not wait for their completion to
+// reach the host. n then holds one more pending count until its own work
+// is done, so it still finishes only after its dependencies have (complete,
+// readied). A node is issued ahead at most once; one that cannot be waits as
+// usual, and is looked at again when one of its dependencies is issued
+// (markIssued).
+func (rt *Runtime) tryAhead(n *Node, now time.Duration) {
+	if !n.planned.Load() || n.io == nil || n.planErr != nil || n.io.ahead.Load() || n.pending.Load() == 0 || !rt.canIssueAhead(n) {
+		return
+	}
+	d, io := n.g.Device, n.io
+	n.linkMu.Lock()
+	if io.ahead.Load() || n.fin.Load() {
+		n.linkMu.Unlock()
+		return
+	}
+	q := -1
+	for _, p := range io.preds {
+		if p.fin.Load() {
+			continue
+		}
+		if p.io == nil { // not on an in-order device: it must complete first
+			n.linkMu.Unlock()
+			return
+		}
+		p.linkMu.Lock() // successor before predecessor: the only nesting
+		fin, issued, pq := p.fin.Load(), p.io.issued, p.io.issueQ
+		p.linkMu.Unlock()
+		if fin {
+			continue
+		}
+		if !issued || p.g.Device != d || (q >= 0 && pq != q) {
+			n.linkMu.Unlock()
+			return
+		}
+		q = pq
+	}
+	if q < 0 { // nothing left to wait for: it is dispatched as usual
+		n.linkMu.Unlock()
+		return
+	}
+	for {
+		v := n.pending.Load()
+		if v == 0 { // its last dependency just finished: dispatched as usual
+			n.linkMu.Unlock()
+			return
+		}
+		if n.pending.CompareAndSwap(v, v+1) {
+			break
+		}
+	}
+	io.ahead.Store(true)
+	io.aheadQ = q
+	io.preds = nil
+	n.linkMu.Unlock()
+	rt.dispatchAt(n, now)
+}
+
+// issueInOrder enqueues n's copies and ops, in that order, on queue q of
+// its device, which keeps its queues' order (canIssueAhead): the queue of
+// its dependencies for a node tryAhead issued. An Enqueue that fails ends
+// the issue: the rest is not enqueued, since it would run without what
+// failed, and n fails with that error.
+func (rt *Runtime) issueInOrder(n *Node, copies []plannedCopy, q int) {
+	total := len(copies) + len(n.g.Ops)
+	n.left.Store(int32(total))
+	done := getOpWaiter(n).fn
+	fail := func(from int, err error) {
+		for range total - from {
+			done(err)
+		}
+	}
+	for i, p := range copies {
+		if err := p.dev.Enqueue(q, p.op, rt.countCopy(p, done)); err != nil {
+			fail(i, fmt.Errorf("copy: %w", err))
+			return
+		}
+	}
+	for i, op := range n.g.Ops {
+		if err := n.g.Device.Enqueue(q, op, done); err != nil {
+			fail(len(copies)+i, err)
+			return
+		}
+	}
+	rt.markIssued(n, q)
+}
+
+// markIssued records that n's remaining work is all enqueued on queue q of
+// its device (a device with in-order queues), and looks at the nodes
+// waiting for it: they may now be issued ahead too.
+func (rt *Runtime) markIssued(n *Node, q int) {
+	if n.io == nil {
+		return
+	}
+	n.linkMu.Lock()
+	if n.fin.Load() {
+		n.linkMu.Unlock()
+		return
+	}
+	n.io.issued, n.io.issueQ = true, q
+	succ := n.succ[:len(n.succ):len(n.succ)] // later links append past it
+	n.linkMu.Unlock()
+	if len(succ) == 0 {
+		return
+	}
+	now := time.Since(rt.epoch)
+	for _, s := range succ {
+		rt.tryAhead(s, now)
+	}
+}
+
+// complete ends n's own work with err. A node issued ahead finishes only
+// once its dependencies have too: the last of them or its work, whichever
+// comes later, finishes it (ready).
+func (rt *Runtime) complete(n *Node, err error) {
+	if n.issuedAhead() {
+		n.io.aheadErr = err
+		if n.pending.Add(-1) != 0 {
+			return
+		}
+	}
+	rt.finish(n, err)
+}
+
+// readied handles a node whose pending count reached zero: it dispatches
+// it, or, if it was issued ahead, its work is done too and it finishes.
+func (rt *Runtime) readied(n *Node, now time.Duration) {
+	if n.issuedAhead() {
+		rt.finish(n, n.io.aheadErr)
+		return
+	}
+	rt.dispatchAt(n, now)
 }
 
 // step counts one finished copy or op of n. It reports whether it was the
@@ -1081,7 +1385,7 @@ func (rt *Runtime) copyDone(n *Node, err error) {
 	if last, err := n.countDone(err); !last {
 		return
 	} else if err != nil {
-		rt.finish(n, fmt.Errorf("acpp: %s: %w", n.g.Name, err))
+		rt.complete(n, fmt.Errorf("acpp: %s: %w", n.g.Name, err))
 		return
 	}
 	rt.run(n)
@@ -1118,7 +1422,7 @@ func (w *opWaiter) done(err error) {
 	if err != nil {
 		err = fmt.Errorf("acpp: %s: %w", n.g.Name, err)
 	}
-	n.rt.finish(n, err)
+	n.rt.complete(n, err)
 }
 
 // queue spreads groups over a device's queues by ID (a hint; no shared
@@ -1158,9 +1462,16 @@ func (rt *Runtime) run(n *Node) {
 	n.left.Store(int32(len(g.Ops)))
 	q := queue(n)
 	done := getOpWaiter(n).fn
+	all := true
 	for _, op := range g.Ops {
 		if err := g.Device.Enqueue(q, op, done); err != nil {
 			done(err)
+			all = false
+		}
+	}
+	if all && len(rt.inOrder) > 0 {
+		if nq := rt.inOrderQueues(g.Device); nq > 0 && rt.canIssueAhead(n) {
+			rt.markIssued(n, q%nq)
 		}
 	}
 }
@@ -1189,6 +1500,9 @@ func (rt *Runtime) finish(n *Node, err error) {
 	n.fin.Store(true)
 	succ := n.succ
 	n.succ = nil
+	if n.io != nil {
+		n.io.preds = nil // finished nodes keep no chain of predecessors alive
+	}
 	done := n.done
 	n.linkMu.Unlock()
 	if done != nil {
@@ -1200,7 +1514,7 @@ func (rt *Runtime) finish(n *Node, err error) {
 	rt.leave()
 	for _, s := range succ {
 		if s.pending.Add(-1) == 0 {
-			rt.dispatchAt(s, end) // it starts as n ends
+			rt.readied(s, end) // it starts as n ends
 		}
 	}
 }
