@@ -235,7 +235,7 @@ func (j *job) run(c int, w *device.Work) {
 			lo, hi := count*int64(c)/j.n*p, count*int64(c+1)/j.n*p
 			f.Offset, f.Bytes = f.Offset+int(lo), int(hi-lo)
 		}
-		device.FillHost(f.Dst.Host, f)
+		fill(f.Dst.Host, f, j.fill.Bytes)
 	case jobFlat:
 		r, n := j.rng, j.n
 		ext := r.Global[j.sd]

@@ -13,6 +13,11 @@
 // its own local memory (A3); a kernel's phases over the group's items are
 // separated by barriers simply by running one after the other.
 //
+// A fill of 1 MiB or more runs in chunks on every worker. From 4 MiB on,
+// where the machine has AVX (amd64), each chunk streams a 4 KiB block of
+// the pattern over its part with non-temporal stores, as memclr does for
+// big clears: any pattern fills at memclr's speed (BenchmarkFill).
+//
 // # Usage
 //
 //	devs, err := cpu.Open(ctx, device.OpenConfig{})
