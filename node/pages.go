@@ -76,8 +76,9 @@ func (n *Node) onPages(ctx context.Context, from credentials.Identity, h *proto.
 			j.mu.Unlock()
 			return transport.PageSink{Dst: runs, Done: func(err error) error {
 				count(err)
-				j.finish(in, recvErr(from, err))
 				return nil
+			}, After: func(err error) { // after the sender's acknowledgement: its dependents start
+				j.finish(in, recvErr(from, err))
 			}}, nil
 		}
 		if err := j.reserveLocked(total, "receive staging"); err != nil {
@@ -90,16 +91,17 @@ func (n *Node) onPages(ctx context.Context, from credentials.Identity, h *proto.
 		st := j.newStaging(a.m, int(total))
 		return transport.PageSink{Dst: [][]byte{st.data()}, Done: func(err error) error {
 			count(err)
+			return nil
+		}, After: func(err error) {
 			if err != nil {
 				j.mu.Lock()
 				j.releaseLocked(total)
 				j.mu.Unlock()
 				st.release()
 				j.finish(in, recvErr(from, err))
-				return nil
+				return
 			}
 			j.apply(in, a, st, h.ElemSize)
-			return nil
 		}}, nil
 	}
 	// No Recv is ready for these pages yet: stage them.
@@ -114,7 +116,14 @@ func (n *Node) onPages(ctx context.Context, from credentials.Identity, h *proto.
 	j.mu.Unlock()
 	m, _ := n.devs.mem(h.Mem)
 	arr.st = j.newStaging(m, int(total)) // before any Done: no lock needed to set it
-	return transport.PageSink{Dst: [][]byte{arr.st.data()}, Done: func(err error) error {
+	// then is the work Done leaves to After (same goroutine, in order):
+	// the claiming Recv's completion, after the sender's acknowledgement.
+	var then func()
+	return transport.PageSink{Dst: [][]byte{arr.st.data()}, After: func(error) {
+		if then != nil {
+			then()
+		}
+	}, Done: func(err error) error {
 		count(err)
 		j.mu.Lock()
 		if err != nil {
@@ -123,14 +132,16 @@ func (n *Node) onPages(ctx context.Context, from credentials.Identity, h *proto.
 			}
 			j.releaseLocked(total)
 			arr.st.release()
-			var ready []*instr
-			if arr.claim != nil {
-				ready = j.finishLocked(arr.claim, recvErr(from, err))
+			claim := arr.claim
+			free := func() {}
+			if claim == nil {
+				free = j.freeIfIdleLocked()
 			}
-			free := j.freeIfIdleLocked()
 			j.mu.Unlock()
-			j.startAll(ready)
 			free()
+			if claim != nil {
+				then = func() { j.finish(claim, recvErr(from, err)) }
+			}
 			return nil
 		}
 		arr.landed = true
@@ -153,10 +164,12 @@ func (n *Node) onPages(ctx context.Context, from credentials.Identity, h *proto.
 			j.releaseLocked(total)
 			j.mu.Unlock()
 			arr.st.release()
-			j.finish(in, fmt.Errorf("allocation of buffer %d in memory %d is gone", in.in.Buffer, in.in.Mem))
+			then = func() {
+				j.finish(in, fmt.Errorf("allocation of buffer %d in memory %d is gone", in.in.Buffer, in.in.Mem))
+			}
 			return nil
 		}
-		j.apply(in, a, arr.st, arr.hdr.ElemSize)
+		then = func() { j.apply(in, a, arr.st, arr.hdr.ElemSize) }
 		return nil
 	}}, nil
 }

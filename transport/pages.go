@@ -36,6 +36,30 @@ type PageSink struct {
 	// acknowledgement waits until Done returns, so Done may block until the
 	// copy is finished.
 	Done func(err error) error
+	// After, if not nil, is called once, after Done and with the same
+	// error, when the sender has been answered (the acknowledgement or the
+	// error is on its way) or nobody is left to answer. It is where the
+	// receiver starts the work that waits for the pages: work started in
+	// Done would hold back the acknowledgement, and with it the sender's
+	// next use of its memory (measured: a dependent kernel's dispatch on
+	// the receiving node delayed every acknowledgement of a chain of
+	// transfers between two nodes; docs/TRANSPORT.md).
+	After func(err error)
+}
+
+// finish calls Done (if set) and returns its error.
+func (s PageSink) finish(err error) error {
+	if s.Done == nil {
+		return nil
+	}
+	return s.Done(err)
+}
+
+// after calls After (if set).
+func (s PageSink) after(err error) {
+	if s.After != nil {
+		s.After(err)
+	}
 }
 
 // PageHandler is asked where an incoming transfer's bytes go, once per
@@ -358,7 +382,8 @@ type assembly struct {
 	started  int
 	finished int
 	failed   error
-	done     bool // Done was called (or, after a refusal, there is none)
+	done     bool  // Done was called (or, after a refusal, there is none)
+	doneErr  error // what Done was given, for After
 	timer    *time.Timer
 }
 
@@ -397,9 +422,8 @@ func (t *Transport) receivePages(c *conn, s *quic.Stream, env proto.Envelope, bo
 		}
 		if got := runsLen(sink.Dst); got != total {
 			err := &proto.ErrorReply{Code: proto.CodeRefused, Message: fmt.Sprintf("%s: destination holds %d bytes, the transfer %d", t.self, got, total)}
-			if sink.Done != nil {
-				sink.Done(err)
-			}
+			sink.finish(err)
+			sink.after(err)
 			return PageSink{}, err
 		}
 		return sink, nil
@@ -422,16 +446,16 @@ func (t *Transport) receivePages(c *conn, s *quic.Stream, env proto.Envelope, bo
 		if err == nil {
 			err = expectEOF(s)
 		}
-		if sink.Done != nil {
-			if derr := sink.Done(err); err == nil {
-				err = derr
-			}
+		doneErr := err
+		if derr := sink.finish(err); err == nil {
+			err = derr
 		}
 		if err == nil { // counted before the ack, so a sender sees it counted
 			moved, _ := seg.Header.Validate(0) // the boxes' bytes, also by reference
 			t.countReceived(c.peer, &seg.Header, moved)
 		}
 		t.finishSegment(c, s, err)
+		sink.after(doneErr)
 		return
 	}
 
@@ -449,6 +473,9 @@ func (t *Transport) receivePages(c *conn, s *quic.Stream, env proto.Envelope, bo
 		t.countReceived(c.peer, &seg.Header, total)
 	}
 	t.finishSegment(c, s, err)
+	if last {
+		a.sink.after(a.doneErr) // set by this goroutine's finish
+	}
 }
 
 func (t *Transport) countReceived(peer credentials.Identity, h *proto.PageHeader, total uint64) {
@@ -514,10 +541,10 @@ func (c *conn) assemblyFor(t *Transport, seg *proto.PageSegment, ask func() (Pag
 		c.mu.Unlock()
 		if a.err == nil && dead {
 			// Abandoned while the handler was being asked.
-			if a.sink.Done != nil {
-				a.sink.Done(fmt.Errorf("%w: page transfer %d was abandoned by the sender", errCanceled, a.id))
-			}
-			a.sink, a.err = PageSink{}, fmt.Errorf("%w: page transfer %d was abandoned by the sender", errCanceled, a.id)
+			abandoned := fmt.Errorf("%w: page transfer %d was abandoned by the sender", errCanceled, a.id)
+			a.sink.finish(abandoned)
+			a.sink.after(abandoned)
+			a.sink, a.err = PageSink{}, abandoned
 		}
 		if a.err != nil {
 			c.mu.Lock()
@@ -567,6 +594,7 @@ func (a *assembly) finish(c *conn, err error) (last bool, _ error) {
 	complete := !a.done && ((a.failed == nil && a.finished == len(a.seen)) || (a.failed != nil && a.finished == a.started))
 	if complete {
 		a.done = true
+		a.doneErr = a.failed
 	}
 	failed := a.failed
 	a.mu.Unlock()
@@ -594,6 +622,7 @@ func (a *assembly) abort(c *conn, cause error) {
 	a.mu.Unlock()
 	if complete {
 		a.complete(c, cause)
+		a.sink.after(cause) // no segment is left to answer the sender
 	}
 }
 
@@ -611,10 +640,7 @@ func (a *assembly) complete(c *conn, failed error) error {
 		c.tombstoneLocked(a.id)
 	}
 	c.mu.Unlock()
-	if a.sink.Done != nil {
-		return a.sink.Done(failed)
-	}
-	return nil
+	return a.sink.finish(failed)
 }
 
 // abortAssemblies fails every unfinished transfer of a closed connection.

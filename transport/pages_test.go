@@ -281,3 +281,65 @@ func TestPagesStalledSenderFails(t *testing.T) {
 		t.Error("Done(nil) for a transfer that stalled after 10 of 1000 bytes")
 	}
 }
+
+// TestPagesAckDoesNotWaitForAfter_C3: the sender is answered when the
+// pages have landed and Done returned, not when the receiver's follow-up
+// work (After: starting what waits for the pages) is finished; After runs
+// exactly once, after Done, with Done's error. Over one stream and over
+// several (segments assembled).
+func TestPagesAckDoesNotWaitForAfter_C3(t *testing.T) {
+	for _, streams := range []int{1, 3} {
+		t.Run(fmt.Sprintf("streams=%d", streams), func(t *testing.T) {
+			var d directory
+			n1 := startNode(t, &d, "n1", func(c *Config) { c.PageStreams = streams; c.MinSegmentBytes = 100 })
+			n2 := startNode(t, &d, "n2", nil)
+			dst := make([]byte, 1000)
+			release := make(chan struct{})
+			var order []string
+			var mu sync.Mutex
+			afterDone := make(chan error, 2)
+			n2.HandlePages(func(context.Context, credentials.Identity, *proto.PageHeader) (PageSink, error) {
+				return PageSink{Dst: [][]byte{dst}, Done: func(err error) error {
+					mu.Lock()
+					order = append(order, "done")
+					mu.Unlock()
+					return nil
+				}, After: func(err error) {
+					mu.Lock()
+					order = append(order, "after")
+					mu.Unlock()
+					<-release // the receiver's follow-up work, still running
+					afterDone <- err
+				}}, nil
+			})
+			src := make([]byte, 1000)
+			for i := range src {
+				src[i] = byte(i)
+			}
+			h := proto.PageHeader{Buffer: 1, ElemSize: 1, Boxes: []proto.Box{{Hi: [3]uint64{1, 1, 1000}}}}
+			sent := make(chan error, 1)
+			go func() { sent <- n1.SendPages(testCtx(t), credentials.Node("n2"), &h, [][]byte{src}) }()
+			select {
+			case err := <-sent:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(10 * time.Second):
+				close(release)
+				t.Fatal("the sender was answered only after the receiver's After returned")
+			}
+			if !bytes.Equal(dst, src) {
+				t.Error("the pages had not landed when the sender was answered")
+			}
+			close(release)
+			if err := <-afterDone; err != nil {
+				t.Errorf("After(%v) for a successful transfer", err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !slices.Equal(order, []string{"done", "after"}) {
+				t.Errorf("calls %v, want Done then After, once each", order)
+			}
+		})
+	}
+}
