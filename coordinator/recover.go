@@ -543,7 +543,12 @@ func (j *Job) restart(r *recovery) ([]GroupID, error) {
 				}
 			}
 			var ids []GroupID
-			ids, err = j.submit(ctx, op.g, rep)
+			for {
+				ids, err = j.submit(ctx, op.g, rep)
+				if err != errDevicesChanged { // a drain while planning: plan again
+					break
+				}
+			}
 			rerun = append(rerun, ids...)
 		}
 		if err != nil {

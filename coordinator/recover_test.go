@@ -336,3 +336,57 @@ func TestRecoverKillWhileSending_C5(t *testing.T) {
 		t.Errorf("Stats.Recovery = %+v, want one recovery", st)
 	}
 }
+
+// A node begins to drain between a split Submit's planning and its
+// submission (seen once in the drain integration test as "device n3/cpu:0
+// is on a lost or draining node" for a group the program never pinned):
+// the Submit cuts the group again over the devices left instead of
+// failing, and the result is right.
+func TestSplitSubmitPlannedBeforeADrain(t *testing.T) {
+	c := coordtest.Start(t, 3, coordtest.Options{Modify: func(_ int, cfg *node.Config) { cfg.DrainTimeout = 30 * time.Second }})
+	ctx := testCtx(t)
+	draining := make(chan struct{})
+	j := openJob(t, c, func(cfg *coordinator.Config) {
+		cfg.MembershipInterval = 20 * time.Millisecond
+		cfg.OnNodeEvent = func(ev coordinator.NodeEvent) {
+			if ev.Node == "n2" && ev.Kind == "draining" {
+				close(draining)
+			}
+		}
+	})
+	const n = 3 * 4096
+	d, _ := j.NewBuffer(coordinator.BufferSpec{Name: "d", Range: coordinator.Dims{1, 1, n}, ElemSize: 4})
+	drained := make(chan error, 1)
+	var once sync.Once
+	coordinator.SetTestHookPlanned(func() {
+		once.Do(func() { // the first Submit: planned over n0, n1 and n2
+			go func() { drained <- c.Nodes[2].Drain(ctx) }()
+			select {
+			case <-draining:
+			case <-time.After(20 * time.Second):
+				t.Error("the job did not see n2 draining within 20 s")
+			}
+		})
+	})
+	t.Cleanup(func() { coordinator.SetTestHookPlanned(nil) })
+	ids, err := j.Submit(ctx, coordinator.Group{Kernel: "fill_f32", Range: coordinator.Dims{1, 1, n}, Split: &coordinator.Split{},
+		Args: []coordinator.Arg{coordinator.Acc(coordinator.Accessor{Buffer: d, Mode: coordinator.Write, NoInit: true, Map: coordinator.OneToOne()}), coordinator.ScalarF32(5)}})
+	if err != nil {
+		t.Fatalf("a split Submit planned before n2 began to drain: %v (it should plan again over n0 and n1)", err)
+	}
+	if len(ids) != 2 {
+		t.Errorf("the Submit made %d chunks, want 2 (n0 and n1; n2 drains)", len(ids))
+	}
+	if err := <-drained; err != nil {
+		t.Fatalf("Drain: %v", err)
+	}
+	got, err := j.Read(ctx, d, coordinator.Dims{}, coordinator.Dims{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range bytesF32(got) {
+		if v != 5 {
+			t.Fatalf("d[%d] = %v, want 5", i, v)
+		}
+	}
+}
