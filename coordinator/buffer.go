@@ -169,6 +169,7 @@ func (j *Job) releaseOnce(ctx context.Context, b *Buffer, replay bool) error {
 	j.nextCG++
 	bd := &builder{j: j, g: gs, entries: map[coherence.NodeID]*entry{}}
 	for _, a := range allocs {
+		delete(j.ep.hazards, allocRef{b.id, a.Alloc})
 		if a.Alloc.Node == ClientNode || j.nodes[a.Alloc.Node-1].lost {
 			continue
 		}

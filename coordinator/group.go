@@ -117,7 +117,7 @@ func (j *Job) Submit(ctx context.Context, g Group) ([]GroupID, error) {
 			return nil, err
 		}
 		ids, err := j.submit(ctx, g, nil)
-		if err != errEpochChanged && err != errDevicesChanged {
+		if err != errEpochChanged {
 			if err == nil {
 				j.maybeCheckpoint()
 			}
@@ -129,11 +129,6 @@ func (j *Job) Submit(ctx context.Context, g Group) ([]GroupID, error) {
 // errEpochChanged: a recovery started while a call was planning; the
 // call starts again once it has finished.
 var errEpochChanged = errors.New("coordinator: recovery started meanwhile")
-
-// errDevicesChanged: a device the call planned on was lost or began to
-// drain between planning (outside the lock) and submitting; the call
-// plans again over the devices left.
-var errDevicesChanged = errors.New("coordinator: devices changed meanwhile")
 
 // submit plans g. rep is nil for the program's groups (they are logged
 // for recovery), or the replay a recovery runs g for.
@@ -242,20 +237,10 @@ func (j *Job) submit(ctx context.Context, g Group, rep *replaySet) ([]GroupID, e
 		}
 	}
 	ids := make([]GroupID, 0, len(plans))
-	if testHookPlanned != nil {
-		testHookPlanned()
-	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if ep != j.ep || (rep == nil && j.res.recovering != nil) {
 		return nil, errEpochChanged
-	}
-	if !pinned(&g) {
-		for _, p := range plans {
-			if p.dev >= 0 && (j.devices[p.dev].lost || j.devices[p.dev].leaving) {
-				return nil, errDevicesChanged // a drain or loss since capable(): cut again
-			}
-		}
 	}
 	for _, p := range plans {
 		if j.err != nil {
@@ -487,17 +472,6 @@ func (j *Job) whyNoDevice(kernel string) string {
 	return strings.Join(parts, "; ")
 }
 
-// testHookPlanned, when set (tests only), runs between planning a call's
-// chunks and submitting them under the lock: where a drain or a loss can
-// make the plan stale.
-var testHookPlanned func()
-
-// pinned reports whether the program chose g's devices itself (Device, or
-// Split.Devices): those are refused when lost or draining, not replaced.
-func pinned(g *Group) bool {
-	return g.Device != "" || g.Split != nil && len(g.Split.Devices) > 0
-}
-
 // submitLocked plans one command group on the core and queues its
 // instructions for the nodes.
 func (j *Job) submitLocked(g *Group, params []device.Param, p chunkPlan, capable []int, chunks int) (GroupID, error) {
@@ -574,8 +548,11 @@ func (j *Job) submitLocked(g *Group, params []device.Param, p chunkPlan, capable
 				ka.AccessOffset, ka.AccessRange = toU64(r.off), toU64(r.rng)
 			}
 			launch.Args = append(launch.Args, ka)
-			if a.acc.Mode != Read && !r.pages.Empty() {
-				j.recordWriteLocked(b.id, id, r.pages)
+			if !r.pages.Empty() {
+				gs.uses = append(gs.uses, pageUse{buf: b, alloc: target, pages: r.pages, write: a.acc.Mode != Read})
+				if a.acc.Mode != Read {
+					j.recordWriteLocked(b.id, id, r.pages)
+				}
 			}
 		case a.local > 0:
 			launch.Args = append(launch.Args, proto.KArg{Kind: uint8(device.ArgLocal), LocalBytes: uint64(a.local)})
@@ -589,15 +566,44 @@ func (j *Job) submitLocked(g *Group, params []device.Param, p chunkPlan, capable
 
 // recordWriteLocked keeps the lineage: which group last wrote which pages.
 // Older records covered by the new write are dropped, so the list stays
-// as long as the number of distinct live write regions.
+// as long as the number of distinct live write regions. It is sorted by
+// the boxes' low corners (row-major), and a record the new write covers
+// has its low corner between the write's corners, so only those are
+// looked at: a split group's chunks each replace their own record
+// instead of scanning every member's.
 func (j *Job) recordWriteLocked(buf coherence.BufferID, g GroupID, pages coherence.Box) {
-	l := j.lineage[buf][:0]
-	for _, w := range j.lineage[buf] {
-		if w.pages.Intersect(pages) != w.pages {
-			l = append(l, w)
+	l := j.lineage[buf]
+	last := coherence.Dims{pages.Hi[0] - 1, pages.Hi[1] - 1, pages.Hi[2] - 1}
+	lo, _ := slices.BinarySearchFunc(l, pages.Lo, func(w writeRec, d coherence.Dims) int { return cmpDims(w.pages.Lo, d) })
+	hi := lo
+	for hi < len(l) && cmpDims(l[hi].pages.Lo, last) <= 0 {
+		hi++
+	}
+	keep := lo
+	for i := lo; i < hi; i++ {
+		if !covers(pages, l[i].pages) {
+			l[keep] = l[i]
+			keep++
 		}
 	}
-	j.lineage[buf] = append(l, writeRec{g: g, pages: pages})
+	w := writeRec{g: g, pages: pages}
+	if keep == hi {
+		j.lineage[buf] = slices.Insert(l, lo, w)
+		return
+	}
+	copy(l[lo+1:keep+1], l[lo:keep])
+	l[lo] = w
+	j.lineage[buf] = append(l[:keep+1], l[hi:]...)
+}
+
+// cmpDims orders points row-major (dimension 0 slowest).
+func cmpDims(a, b coherence.Dims) int {
+	for d := range 3 {
+		if a[d] != b[d] {
+			return a[d] - b[d]
+		}
+	}
+	return 0
 }
 
 // placeLocked picks a device for an unpinned, unsplit group.
@@ -732,86 +738,74 @@ func (bd *builder) add(ns *nodeState, in proto.Instr) uint64 {
 	return in.ID
 }
 
-// frontierLocked is what instructions on each node must wait for, given
-// the step's dependencies: the union of their frontiers (see groupState),
-// without finished instructions, sorted.
-//
-// It is the hot path of Submit at many members (issue 17: 44–66 % of its
-// CPU at 64 members with a deep pipeline, since frontiers spread one node
-// per pipelined step): each instruction is looked up once, duplicates are
-// dropped before the lookup, the map is sized once.
-func (j *Job) frontierLocked(deps []*groupState) map[coherence.NodeID][]uint64 {
-	size := 0
-	for _, dg := range deps {
-		size = max(size, len(dg.tails))
-	}
-	out := make(map[coherence.NodeID][]uint64, size)
-	for _, dg := range deps {
-		for n, ids := range dg.tails {
-			ns := j.nodes[n-1]
-			cur, added := out[n], false
-			for _, id := range ids {
-				if slices.Contains(cur, id) {
-					continue
-				}
-				if _, pending := ns.instrs[id]; pending {
-					cur, added = append(cur, id), true
-				}
-			}
-			if added {
-				out[n] = cur
-			}
-		}
-	}
-	for _, ids := range out {
-		if len(ids) > 1 {
-			slices.Sort(ids)
-		}
-	}
-	return out
-}
-
-// maxInherited bounds the inherited dependencies of one instruction; past
-// it the entry waits in the coordinator for the group's dependencies to
-// complete instead (proto.MaxDeps bounds what a node accepts).
+// maxInherited bounds the dependencies of one instruction on other groups'
+// instructions; past it the entry waits in the coordinator for the group's
+// dependencies to complete instead (proto.MaxDeps bounds what a node
+// accepts).
 const maxInherited = proto.MaxDeps / 2
 
+// pageUse is one accessor of a launch: the pages of the buffer it touches
+// in the launch's memory, and whether it writes them.
+type pageUse struct {
+	buf   *Buffer
+	alloc coherence.AllocID
+	pages coherence.Box
+	write bool
+}
+
 // issueLocked turns a step into instructions and queues them (pipelined:
-// nothing here waits for a node).
+// nothing here waits for a node). g.uses are the launch's accessors (none
+// without a launch: a drain's move).
 //
-// Ordering. Hazards exist only within one allocation, so what each
-// instruction on node N must wait for is every earlier instruction on N of
-// the group's transitive predecessors that touches the same pages. Each
-// group keeps a frontier per node (groupState.tails): its launch on the
-// node it ran on, its sends from source nodes, and for other nodes the
-// union of its dependencies' frontiers there. An instruction of the group
-// on N depends on the union of its dependencies' frontiers on N; that
-// covers transitive predecessors, whose direct edges the core drops when
-// they are implied. Recvs make remote data a local dependency.
+// Ordering. Each instruction waits for the pending instructions on its
+// node that touch the same pages of the same allocation in a conflicting
+// way (hazard.go), and for the allocation instruction of each allocation
+// it touches while that is pending; the launch also waits for the group's
+// own instructions on x (its copies, recvs, uploads and allocations).
+// Recvs make remote data a local dependency: a send waits for the writer
+// of its pages on the source node.
 //
-// Gates keep D3 literal across nodes: a launch waits in the coordinator
-// until a dependency completes when nothing orders that dependency's launch
-// before it (it ran on another node from which this group receives
-// nothing), and always for host accesses, whose read-backs are not in the
-// FIFOs. A group completes only after its dependencies did, so completion
-// is transitive and frontiers of completed groups can be forgotten.
+// Gates keep D3 literal across allocations: a launch waits in the
+// coordinator until a dependency completes unless something orders that
+// dependency's launch before it (see launchOrderedLocked), and always for
+// host accesses, whose read-backs are not in the FIFOs, and for drains. A
+// group completes only after its dependencies did, so completion is
+// transitive.
 func (j *Job) issueLocked(g *groupState, step coherence.Step, x *nodeState, launch *proto.Launch) {
 	bd := &builder{j: j, g: g, entries: map[coherence.NodeID]*entry{}}
 	deps := j.liveDepsLocked(g, step.Deps)
-	front := j.frontierLocked(deps)
-	inherited := func(n *nodeState) []uint64 {
-		ids := front[n.id]
-		if len(ids) > maxInherited {
-			// Too many to list: wait for the dependencies to complete.
-			e := bd.entry(n)
-			if len(e.gate) == 0 {
-				e.gate = slices.Clone(deps)
+	g.waitsOn = deps
+	// after: the groups whose launches g's instructions wait for directly.
+	var after []*groupState
+	// bound keeps an instruction's dependencies on other groups within
+	// maxInherited: past it, the node's entry waits for g's dependencies
+	// to complete (which covers them: each was issued for a group g
+	// depends on) and only g's own instructions stay.
+	bound := func(ns *nodeState, ids []uint64) []uint64 {
+		slices.Sort(ids)
+		ids = slices.Compact(ids)
+		others := 0
+		for _, id := range ids {
+			if ns.instrs[id].g != g {
+				others++
 			}
-			return nil
 		}
-		return ids
+		if others <= maxInherited {
+			return ids
+		}
+		e := bd.entry(ns)
+		if len(e.gate) == 0 {
+			e.gate = slices.Clone(deps)
+		}
+		own := ids[:0]
+		for _, id := range ids {
+			if ns.instrs[id].g == g {
+				own = append(own, id)
+			}
+		}
+		return own
 	}
-	allocs := map[coherence.BufferID]uint64{} // the allocation instructions this step's instructions on x wait for
+	local := []uint64{} // this group's instructions on x before the launch
 	for _, a := range step.Allocate {
 		b := j.bufs[a.Buffer]
 		if a.Alloc.Node == ClientNode {
@@ -825,27 +819,18 @@ func (j *Job) issueLocked(g *groupState, step coherence.Step, x *nodeState, laun
 		// allocation (coherence.Step.Allocate): the first one issues the
 		// alloc instruction, the others wait for that instruction only,
 		// not for its group (D4). Nodes make an allocation once.
-		id, issued := b.allocs[a.Alloc]
-		if !issued {
-			id = bd.add(ns, proto.Instr{Kind: proto.InstrAlloc, Buffer: uint64(a.Buffer), Mem: uint32(a.Alloc.Mem), Range: toU64(b.geo.Range), ElemSize: uint32(b.geo.ElemSize)})
-			if b.allocs == nil {
-				b.allocs = map[coherence.AllocID]uint64{}
-			}
-			b.allocs[a.Alloc] = id
-		} else if _, pending := ns.instrs[id]; !pending {
-			continue // made
+		if _, issued := b.allocs[a.Alloc]; issued {
+			continue // instructions that touch it wait for it (allocWait)
 		}
+		id := bd.add(ns, proto.Instr{Kind: proto.InstrAlloc, Buffer: uint64(a.Buffer), Mem: uint32(a.Alloc.Mem), Range: toU64(b.geo.Range), ElemSize: uint32(b.geo.ElemSize)})
+		if b.allocs == nil {
+			b.allocs = map[coherence.AllocID]uint64{}
+		}
+		b.allocs[a.Alloc] = id
 		if ns == x {
-			allocs[a.Buffer] = id
+			local = append(local, id)
 		}
 	}
-	xDeps := inherited(x)
-	local := []uint64{} // this group's instructions on x before the launch
-	for _, id := range allocs {
-		local = append(local, id)
-	}
-	recvFrom := map[coherence.NodeID]bool{}
-	sends := map[coherence.NodeID][]uint64{}
 	for _, c := range step.Copies {
 		b := j.bufs[c.Buffer]
 		boxes := make([]proto.Box, 0, len(c.Boxes))
@@ -855,61 +840,83 @@ func (j *Job) issueLocked(g *groupState, step coherence.Step, x *nodeState, laun
 		bytes := int64(elemBytes(b, c.Boxes))
 		j.stats.PlannedBytes[j.nodeName(c.Src.Node)+"->"+j.nodeName(c.Dst.Node)] += bytes
 		dst := j.nodes[c.Dst.Node-1] // copies always go to the target, on x
-		cdeps := append(slices.Clone(xDeps), withAlloc(allocs, c.Buffer)...)
-		for len(boxes) > 0 {
-			part := boxes[:min(len(boxes), proto.MaxBoxes)]
-			boxes = boxes[len(part):]
+		dstH := j.hazardsLocked(c.Buffer, c.Dst)
+		cdeps := allocWait(b, c.Dst, dst, nil)
+		for _, pb := range c.Boxes {
+			cdeps = dstH.waitFor(dst, pb, true, cdeps, &after)
+		}
+		var src *nodeState
+		var srcH *allocHazards
+		var sdeps []uint64
+		if c.Src.Node != ClientNode {
+			src = j.nodes[c.Src.Node-1]
+			srcH = j.hazardsLocked(c.Buffer, c.Src)
+			if src == dst {
+				cdeps = allocWait(b, c.Src, src, cdeps)
+				for _, pb := range c.Boxes {
+					cdeps = srcH.waitFor(src, pb, false, cdeps, &after)
+				}
+			} else {
+				// The pages' writer there waited for the allocation; a
+				// pending one is listed all the same, cheaply.
+				sdeps = allocWait(b, c.Src, src, nil)
+				for _, pb := range c.Boxes {
+					sdeps = srcH.waitFor(src, pb, false, sdeps, &after)
+				}
+				sdeps = bound(src, sdeps)
+			}
+		}
+		cdeps = bound(dst, cdeps)
+		for lo := 0; lo < len(boxes); lo += proto.MaxBoxes {
+			hi := min(len(boxes), lo+proto.MaxBoxes)
+			part, pages := boxes[lo:hi], c.Boxes[lo:hi]
+			var id uint64
 			switch {
-			case c.Src.Node == ClientNode:
-				id := bd.add(dst, proto.Instr{Kind: proto.InstrUpload, Deps: cdeps, Buffer: uint64(c.Buffer), Mem: uint32(c.Dst.Mem), Boxes: part})
-				local = append(local, id)
+			case src == nil:
+				id = bd.add(dst, proto.Instr{Kind: proto.InstrUpload, Deps: cdeps, Buffer: uint64(c.Buffer), Mem: uint32(c.Dst.Mem), Boxes: part})
 				e := bd.entries[dst.id]
 				e.uploads = append(e.uploads, upload{buf: b, host: b.host, mem: uint32(c.Dst.Mem), boxes: part})
-			case c.Src.Node == c.Dst.Node:
-				local = append(local, bd.add(dst, proto.Instr{Kind: proto.InstrCopy, Deps: cdeps, Buffer: uint64(c.Buffer), Mem: uint32(c.Src.Mem), DstMem: uint32(c.Dst.Mem), Boxes: part}))
+			case src == dst:
+				id = bd.add(dst, proto.Instr{Kind: proto.InstrCopy, Deps: cdeps, Buffer: uint64(c.Buffer), Mem: uint32(c.Src.Mem), DstMem: uint32(c.Dst.Mem), Boxes: part})
+				for _, pb := range pages {
+					srcH.record(src, pb, id, false)
+				}
 			default:
-				src := j.nodes[c.Src.Node-1]
-				sid := bd.add(src, proto.Instr{Kind: proto.InstrSend, Deps: inherited(src), Buffer: uint64(c.Buffer), Mem: uint32(c.Src.Mem), Peer: dst.name, PeerMem: uint32(c.Dst.Mem), Boxes: part})
-				sends[src.id] = append(sends[src.id], sid)
-				local = append(local, bd.add(dst, proto.Instr{Kind: proto.InstrRecv, Deps: cdeps, Buffer: uint64(c.Buffer), Mem: uint32(c.Dst.Mem), Peer: src.name, Boxes: part}))
-				recvFrom[src.id] = true
+				sid := bd.add(src, proto.Instr{Kind: proto.InstrSend, Deps: sdeps, Buffer: uint64(c.Buffer), Mem: uint32(c.Src.Mem), Peer: dst.name, PeerMem: uint32(c.Dst.Mem), Boxes: part})
+				for _, pb := range pages {
+					srcH.record(src, pb, sid, false)
+				}
+				id = bd.add(dst, proto.Instr{Kind: proto.InstrRecv, Deps: cdeps, Buffer: uint64(c.Buffer), Mem: uint32(c.Dst.Mem), Peer: src.name, Boxes: part})
 				if len(g.recvs) == 0 || g.recvs[len(g.recvs)-1].buf != c.Buffer || g.recvs[len(g.recvs)-1].src != src.id {
 					g.recvs = append(g.recvs, recvRec{buf: c.Buffer, src: src.id, dst: c.Dst, pages: c.Boxes})
 				}
 			}
+			for _, pb := range pages {
+				dstH.record(dst, pb, id, true)
+			}
+			local = append(local, id)
 		}
 	}
 	if launch == nil {
-		// Pages moved, no kernel (a drain hands pages over): the frontier
-		// on x is what brought them.
-		if len(local) > 0 {
-			front[x.id] = local
-		}
-		for n, ids := range sends {
-			front[n] = ids
-		}
-		g.tails = front
+		// Pages moved, no kernel (a drain hands pages over).
 		j.enqueueLocked(bd)
 		return
 	}
-	ldeps := append(slices.Clone(xDeps), local...)
-	slices.Sort(ldeps)
-	lid := bd.add(x, proto.Instr{Kind: proto.InstrLaunch, Deps: slices.Compact(ldeps), Launch: launch})
-	// The group's frontier: its own instructions where it has some (each
-	// waits for everything inherited there), the inherited one elsewhere.
-	front[x.id] = []uint64{lid}
-	for n, ids := range sends {
-		front[n] = ids
+	ldeps := local
+	for _, u := range g.uses {
+		ldeps = allocWait(u.buf, u.alloc, x, ldeps)
+		ldeps = j.hazardsLocked(u.buf.id, u.alloc).waitFor(x, u.pages, u.write, ldeps, &after)
 	}
-	g.tails = front
+	lid := bd.add(x, proto.Instr{Kind: proto.InstrLaunch, Deps: bound(x, ldeps), Launch: launch})
+	g.launchID = lid
+	for _, u := range g.uses {
+		j.hazardsLocked(u.buf.id, u.alloc).record(x, u.pages, lid, u.write)
+	}
+	g.uses = nil
 	ex := bd.entries[x.id]
 	ex.launch = g
 	for _, dg := range deps {
-		if dg.host || dg.dev < 0 {
-			ex.gate = appendGate(ex.gate, dg)
-			continue
-		}
-		if n := j.devices[dg.dev].node.id; n != x.id && !recvFrom[n] {
+		if !j.launchOrderedLocked(dg, after) {
 			ex.gate = appendGate(ex.gate, dg)
 		}
 	}
@@ -918,6 +925,39 @@ func (j *Job) issueLocked(g *groupState, step coherence.Step, x *nodeState, laun
 		g.gated = true
 	}
 	j.enqueueLocked(bd)
+}
+
+// launchOrderedLocked reports whether dg's launch is ordered before the
+// launch of a group whose instructions wait directly for the launches of
+// the groups after: dg's launch has finished, or it is one of them, or a
+// direct dependency of one of them (whose launch was ordered after it in
+// turn). Every instruction of a group precedes its launch: those on its
+// node by dependency, its sends because their recvs wait for their pages.
+// Host accesses and drains have no launch in the FIFOs: never ordered.
+func (j *Job) launchOrderedLocked(dg *groupState, after []*groupState) bool {
+	if dg.host || dg.dev < 0 || dg.launchID == 0 {
+		return false
+	}
+	if _, pending := j.devices[dg.dev].node.instrs[dg.launchID]; !pending {
+		return true
+	}
+	for _, h := range after {
+		if h == dg || slices.Contains(h.waitsOn, dg) {
+			return true
+		}
+	}
+	return false
+}
+
+// allocWait appends the instruction that makes allocation a of b while it
+// is pending on ns.
+func allocWait(b *Buffer, a coherence.AllocID, ns *nodeState, deps []uint64) []uint64 {
+	if id, ok := b.allocs[a]; ok {
+		if _, pending := ns.instrs[id]; pending {
+			deps = append(deps, id)
+		}
+	}
+	return deps
 }
 
 func appendGate(gate []*groupState, g *groupState) []*groupState {
@@ -1099,9 +1139,9 @@ func (j *Job) planHostLocked(ep *epoch, b *Buffer, off, rng Dims, pages coherenc
 	gs := &groupState{id: id, kernel: kernel, dev: -1, host: true, pending: 1, submitted: time.Now(), internal: kernel == "checkpoint"} // the extra 1 is held until the copy
 	j.live[id] = gs
 	j.stats.Groups++
-	// Later groups inherit what this one waited for (it waits for its
-	// dependencies itself, then reads back outside the FIFOs).
-	gs.tails = j.frontierLocked(j.liveDepsLocked(gs, step.Deps))
+	// It waits for its dependencies itself, then reads back outside the
+	// FIFOs: later groups that depend on it are gated (issueLocked).
+	j.liveDepsLocked(gs, step.Deps)
 	if data != nil {
 		j.recordWriteLocked(b.id, id, pages)
 	}

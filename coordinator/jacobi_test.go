@@ -1,7 +1,10 @@
 package coordinator_test
 
 import (
+	"context"
+	"log/slog"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/acpp/acpp/coordinator"
@@ -82,4 +85,68 @@ func firstDiff(a, b []float32) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// depsLog records, from the coordinator's debug log, the most
+// dependencies any instruction it submitted listed.
+type depsLog struct {
+	mu  sync.Mutex
+	max int
+}
+
+func (l *depsLog) Enabled(context.Context, slog.Level) bool { return true }
+func (l *depsLog) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *depsLog) WithGroup(string) slog.Handler            { return l }
+func (l *depsLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "submit" {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if deps, ok := a.Value.Any().([]uint64); ok && a.Key == "deps" {
+			l.mu.Lock()
+			l.max = max(l.max, len(deps))
+			l.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+
+// A Jacobi split over eight nodes with every step submitted before the
+// first finishes (a pipeline as deep as the run) gives the plain Go
+// result; each instruction waits only for a few instructions on its own
+// allocations, however many members and steps are in flight, and no
+// launch is held back in the coordinator: every dependency is ordered by
+// the data between them (D1, D3, C4).
+func TestJacobiPipelinedOverEightNodes_D1_D3_C4(t *testing.T) {
+	c := coordtest.Start(t, 8, coordtest.Options{})
+	const rows, cols, iters = 64, 32, 12
+	in := jacobiInput(rows, cols)
+	want := jacobiRef(in, rows, cols, iters)
+	deps := &depsLog{}
+	j := openJob(t, c, func(cfg *coordinator.Config) { cfg.Logger = slog.New(deps) })
+	pg := coordinator.Dims{1, 1, cols}
+	a, _ := j.NewBuffer(coordinator.BufferSpec{Range: coordinator.Dims{1, rows, cols}, ElemSize: 4, PageSize: pg, Init: f32bytes(in)})
+	b, _ := j.NewBuffer(coordinator.BufferSpec{Range: coordinator.Dims{1, rows, cols}, ElemSize: 4, PageSize: pg})
+	res := runJacobi(t, j, a, b, rows, cols, iters, &coordinator.Split{}, "")
+	got, err := j.Read(testCtx(t), res, coordinator.Dims{}, coordinator.Dims{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := bytesF32(got); !slices.Equal(g, want) {
+		t.Fatalf("pipelined split Jacobi differs from plain Go (first difference at %d)", firstDiff(g, want))
+	}
+	st := j.Stats()
+	if st.Gated != 0 {
+		t.Errorf("%d chunk launches were gated; want none (their dependencies are ordered by the halos)", st.Gated)
+	}
+	deps.mu.Lock()
+	defer deps.mu.Unlock()
+	// A chunk's launch: its two halo recvs, the last writer of its rows of
+	// the buffer it reads, and the readers and writers of its rows of the
+	// one it writes (its own launches and its neighbours' sends).
+	if deps.max == 0 || deps.max > 10 {
+		t.Errorf("an instruction listed %d dependencies; want 1 to 10 at any number of members", deps.max)
+	}
+	t.Logf("most dependencies of one instruction: %d; %d groups", deps.max, st.Groups)
 }

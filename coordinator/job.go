@@ -155,10 +155,14 @@ type groupState struct {
 	waitFor             int           // dependencies not completed yet
 	dependents          []*groupState // groups waiting for this one's completion
 	host                bool          // a host access: later launches wait for it in the coordinator
-	// tails is the group's frontier per node: the instructions there that
-	// later groups' instructions on that node must wait for (its launch,
-	// its sends, or what it inherited from its dependencies).
-	tails     map[coherence.NodeID][]uint64
+	// waitsOn are the dependencies that had not completed when it was
+	// planned; launchID is its launch instruction on its device's node
+	// (0: none). issueLocked reads both to decide which later launches
+	// need a gate.
+	waitsOn  []*groupState
+	launchID uint64
+	// uses are the launch's accessors, from submitLocked to issueLocked.
+	uses      []pageUse
 	submitted time.Time // when Submit planned it
 	issued    time.Time // when its launch went out
 	estimate  float64
@@ -316,10 +320,13 @@ type epoch struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	wg     sync.WaitGroup
+	// hazards are the pending accesses per allocation (hazard.go; guarded
+	// by Job.mu); they name this epoch's instruction IDs.
+	hazards map[allocRef]*allocHazards
 }
 
 func (j *Job) newEpoch(n int) *epoch {
-	ep := &epoch{n: n, jobID: j.cfg.JobID + uint64(n)}
+	ep := &epoch{n: n, jobID: j.cfg.JobID + uint64(n), hazards: map[allocRef]*allocHazards{}}
 	ep.ctx, ep.cancel = context.WithCancelCause(j.ctx)
 	return ep
 }
@@ -800,7 +807,7 @@ func (j *Job) finishLocked(g *groupState, now time.Time) []GroupTrace {
 		}
 		before := len(out)
 		g.completed = true
-		g.tails = nil
+		g.waitsOn = nil
 		delete(j.live, g.id)
 		j.core.Complete(g.id)
 		j.stats.Completed++
