@@ -117,7 +117,7 @@ func (j *Job) Submit(ctx context.Context, g Group) ([]GroupID, error) {
 			return nil, err
 		}
 		ids, err := j.submit(ctx, g, nil)
-		if err != errEpochChanged {
+		if err != errEpochChanged && err != errDevicesChanged {
 			if err == nil {
 				j.maybeCheckpoint()
 			}
@@ -129,6 +129,11 @@ func (j *Job) Submit(ctx context.Context, g Group) ([]GroupID, error) {
 // errEpochChanged: a recovery started while a call was planning; the
 // call starts again once it has finished.
 var errEpochChanged = errors.New("coordinator: recovery started meanwhile")
+
+// errDevicesChanged: a device the call planned on was lost or began to
+// drain between planning (outside the lock) and submitting; the call
+// plans again over the devices left.
+var errDevicesChanged = errors.New("coordinator: devices changed meanwhile")
 
 // submit plans g. rep is nil for the program's groups (they are logged
 // for recovery), or the replay a recovery runs g for.
@@ -237,10 +242,20 @@ func (j *Job) submit(ctx context.Context, g Group, rep *replaySet) ([]GroupID, e
 		}
 	}
 	ids := make([]GroupID, 0, len(plans))
+	if testHookPlanned != nil {
+		testHookPlanned()
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if ep != j.ep || (rep == nil && j.res.recovering != nil) {
 		return nil, errEpochChanged
+	}
+	if !pinned(&g) {
+		for _, p := range plans {
+			if p.dev >= 0 && (j.devices[p.dev].lost || j.devices[p.dev].leaving) {
+				return nil, errDevicesChanged // a drain or loss since capable(): cut again
+			}
+		}
 	}
 	for _, p := range plans {
 		if j.err != nil {
@@ -470,6 +485,17 @@ func (j *Job) whyNoDevice(kernel string) string {
 		}
 	}
 	return strings.Join(parts, "; ")
+}
+
+// testHookPlanned, when set (tests only), runs between planning a call's
+// chunks and submitting them under the lock: where a drain or a loss can
+// make the plan stale.
+var testHookPlanned func()
+
+// pinned reports whether the program chose g's devices itself (Device, or
+// Split.Devices): those are refused when lost or draining, not replaced.
+func pinned(g *Group) bool {
+	return g.Device != "" || g.Split != nil && len(g.Split.Devices) > 0
 }
 
 // submitLocked plans one command group on the core and queues its
