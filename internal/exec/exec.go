@@ -1037,11 +1037,20 @@ func (rt *Runtime) cancelled() error {
 // queue. now is its start time, read by the caller that made it ready (a
 // batch's one clock read, or its last dependency's end).
 func (rt *Runtime) dispatchAt(n *Node, now time.Duration) {
+	if rt.dispatch(n, now) {
+		rt.cascade(n, now)
+	}
+}
+
+// dispatch is dispatchAt without looking at n's successors: it reports
+// whether n's work is now all enqueued on one in-order queue (setIssued),
+// so that the caller looks at them (cascade).
+func (rt *Runtime) dispatch(n *Node, now time.Duration) (issued bool) {
 	n.started = now
 	n.state.Store(int32(Running))
 	if err := rt.cancelled(); err != nil {
 		rt.complete(n, fmt.Errorf("acpp: %s not run, queue context done: %w", n.g.Name, err))
-		return
+		return false
 	}
 	st := n.steps()
 	for _, a := range st.Allocate {
@@ -1050,7 +1059,7 @@ func (rt *Runtime) dispatchAt(n *Node, now time.Duration) {
 		}
 		if _, err := rt.Alloc(a.Buffer, a.Alloc); err != nil {
 			rt.complete(n, fmt.Errorf("acpp: %s: allocate buffer %d on memory %d: %w", n.g.Name, a.Buffer, a.Alloc.Mem, err))
-			return
+			return false
 		}
 	}
 	var ops []plannedCopy
@@ -1082,22 +1091,19 @@ func (rt *Runtime) dispatchAt(n *Node, now time.Duration) {
 		}
 		if err != nil {
 			rt.complete(n, fmt.Errorf("acpp: %s: copy of buffer %d: %w", n.g.Name, c.Buffer, err))
-			return
+			return false
 		}
 	}
 	if n.issuedAhead() {
-		rt.issueInOrder(n, ops, n.io.aheadQ)
-		return
+		return rt.issueInOrder(n, ops, n.io.aheadQ)
 	}
 	if len(ops) == 0 {
-		rt.run(n)
-		return
+		return rt.run(n)
 	}
 	if nq := rt.inOrderQueues(n.g.Device); nq > 0 && rt.canIssueAhead(n) {
 		// The copies and the work on one in-order queue: the work need
 		// not wait for the copies' completion to reach the host either.
-		rt.issueInOrder(n, ops, queue(n)%nq)
-		return
+		return rt.issueInOrder(n, ops, queue(n)%nq)
 	}
 	n.left.Store(int32(len(ops)))
 	for i, p := range ops {
@@ -1106,6 +1112,7 @@ func (rt *Runtime) dispatchAt(n *Node, now time.Duration) {
 			rt.copyDone(n, fmt.Errorf("copy: %w", err))
 		}
 	}
+	return false
 }
 
 // plannedCopy is one backend transfer of a node's prologue.
@@ -1224,16 +1231,25 @@ func (rt *Runtime) canIssueAhead(n *Node) bool {
 // is done, so it still finishes only after its dependencies have (complete,
 // readied). A node is issued ahead at most once; one that cannot be waits as
 // usual, and is looked at again when one of its dependencies is issued
-// (markIssued).
+// (cascade).
 func (rt *Runtime) tryAhead(n *Node, now time.Duration) {
+	if rt.claimAhead(n) {
+		rt.dispatchAt(n, now)
+	}
+}
+
+// claimAhead is tryAhead's decision: it reports whether n is to be issued
+// ahead now (then it holds the extra pending count and its queue is set),
+// and the caller dispatches it.
+func (rt *Runtime) claimAhead(n *Node) bool {
 	if !n.planned.Load() || n.io == nil || n.planErr != nil || n.io.ahead.Load() || n.pending.Load() == 0 || !rt.canIssueAhead(n) {
-		return
+		return false
 	}
 	d, io := n.g.Device, n.io
 	n.linkMu.Lock()
 	if io.ahead.Load() || n.fin.Load() {
 		n.linkMu.Unlock()
-		return
+		return false
 	}
 	q := -1
 	for _, p := range io.preds {
@@ -1242,7 +1258,7 @@ func (rt *Runtime) tryAhead(n *Node, now time.Duration) {
 		}
 		if p.io == nil { // not on an in-order device: it must complete first
 			n.linkMu.Unlock()
-			return
+			return false
 		}
 		p.linkMu.Lock() // successor before predecessor: the only nesting
 		fin, issued, pq := p.fin.Load(), p.io.issued, p.io.issueQ
@@ -1252,19 +1268,19 @@ func (rt *Runtime) tryAhead(n *Node, now time.Duration) {
 		}
 		if !issued || p.g.Device != d || (q >= 0 && pq != q) {
 			n.linkMu.Unlock()
-			return
+			return false
 		}
 		q = pq
 	}
 	if q < 0 { // nothing left to wait for: it is dispatched as usual
 		n.linkMu.Unlock()
-		return
+		return false
 	}
 	for {
 		v := n.pending.Load()
 		if v == 0 { // its last dependency just finished: dispatched as usual
 			n.linkMu.Unlock()
-			return
+			return false
 		}
 		if n.pending.CompareAndSwap(v, v+1) {
 			break
@@ -1274,15 +1290,16 @@ func (rt *Runtime) tryAhead(n *Node, now time.Duration) {
 	io.aheadQ = q
 	io.preds = nil
 	n.linkMu.Unlock()
-	rt.dispatchAt(n, now)
+	return true
 }
 
 // issueInOrder enqueues n's copies and ops, in that order, on queue q of
 // its device, which keeps its queues' order (canIssueAhead): the queue of
 // its dependencies for a node tryAhead issued. An Enqueue that fails ends
 // the issue: the rest is not enqueued, since it would run without what
-// failed, and n fails with that error.
-func (rt *Runtime) issueInOrder(n *Node, copies []plannedCopy, q int) {
+// failed, and n fails with that error. It reports whether all went on
+// the queue (setIssued).
+func (rt *Runtime) issueInOrder(n *Node, copies []plannedCopy, q int) bool {
 	total := len(copies) + len(n.g.Ops)
 	n.left.Store(int32(total))
 	done := getOpWaiter(n).fn
@@ -1294,39 +1311,56 @@ func (rt *Runtime) issueInOrder(n *Node, copies []plannedCopy, q int) {
 	for i, p := range copies {
 		if err := p.dev.Enqueue(q, p.op, rt.countCopy(p, done)); err != nil {
 			fail(i, fmt.Errorf("copy: %w", err))
-			return
+			return false
 		}
 	}
 	for i, op := range n.g.Ops {
 		if err := n.g.Device.Enqueue(q, op, done); err != nil {
 			fail(len(copies)+i, err)
-			return
+			return false
 		}
 	}
-	rt.markIssued(n, q)
+	return rt.setIssued(n, q)
 }
 
-// markIssued records that n's remaining work is all enqueued on queue q of
-// its device (a device with in-order queues), and looks at the nodes
-// waiting for it: they may now be issued ahead too.
-func (rt *Runtime) markIssued(n *Node, q int) {
+// setIssued records that n's remaining work is all enqueued on queue q of
+// its device (a device with in-order queues); false when n has no
+// issue-ahead state or has finished already.
+func (rt *Runtime) setIssued(n *Node, q int) bool {
 	if n.io == nil {
-		return
+		return false
 	}
 	n.linkMu.Lock()
+	defer n.linkMu.Unlock()
 	if n.fin.Load() {
-		n.linkMu.Unlock()
-		return
+		return false
 	}
 	n.io.issued, n.io.issueQ = true, q
-	succ := n.succ[:len(n.succ):len(n.succ)] // later links append past it
-	n.linkMu.Unlock()
-	if len(succ) == 0 {
-		return
-	}
-	now := time.Since(rt.epoch)
-	for _, s := range succ {
-		rt.tryAhead(s, now)
+	return true
+}
+
+// cascade looks at the nodes waiting for n, just issued (setIssued): those
+// whose dependencies are now all enqueued on one queue are issued ahead
+// too, and so on down the chain. It works through a list, not by
+// recursion: one batch of a long chain would otherwise grow the stack by
+// a few frames per group.
+func (rt *Runtime) cascade(n *Node, now time.Duration) {
+	var buf [16]*Node
+	work := append(buf[:0], n)
+	for len(work) > 0 {
+		p := work[len(work)-1]
+		work = work[:len(work)-1]
+		p.linkMu.Lock()
+		var succ []*Node
+		if !p.fin.Load() {
+			succ = p.succ[:len(p.succ):len(p.succ)] // later links append past it
+		}
+		p.linkMu.Unlock()
+		for _, s := range succ {
+			if rt.claimAhead(s) && rt.dispatch(s, now) {
+				work = append(work, s)
+			}
+		}
 	}
 }
 
@@ -1388,7 +1422,9 @@ func (rt *Runtime) copyDone(n *Node, err error) {
 		rt.complete(n, fmt.Errorf("acpp: %s: %w", n.g.Name, err))
 		return
 	}
-	rt.run(n)
+	if rt.run(n) {
+		rt.cascade(n, time.Since(rt.epoch))
+	}
 }
 
 // opWaiter is the done callback of a node's ops. It is pooled, with its
@@ -1429,8 +1465,8 @@ func (w *opWaiter) done(err error) {
 // counter to write).
 func queue(n *Node) int { return int(uint32(n.Seq)) }
 
-// run starts a node's work once its copies are done.
-func (rt *Runtime) run(n *Node) {
+// run starts a node's work once its copies are done; issued as setIssued.
+func (rt *Runtime) run(n *Node) (issued bool) {
 	g := &n.g
 	if g.Host != nil {
 		g.Host(func(err error) {
@@ -1439,7 +1475,7 @@ func (rt *Runtime) run(n *Node) {
 			}
 			rt.finish(n, err)
 		})
-		return
+		return false
 	}
 	if st := n.steps(); len(st.Free) > 0 {
 		// Freeing may block in a driver whose goroutine may be the one
@@ -1453,11 +1489,11 @@ func (rt *Runtime) run(n *Node) {
 			}
 			rt.finish(n, errors.Join(errs...))
 		}()
-		return
+		return false
 	}
 	if len(g.Ops) == 0 {
 		rt.finish(n, nil)
-		return
+		return false
 	}
 	n.left.Store(int32(len(g.Ops)))
 	q := queue(n)
@@ -1471,9 +1507,10 @@ func (rt *Runtime) run(n *Node) {
 	}
 	if all && len(rt.inOrder) > 0 {
 		if nq := rt.inOrderQueues(g.Device); nq > 0 && rt.canIssueAhead(n) {
-			rt.markIssued(n, q%nq)
+			return rt.setIssued(n, q%nq)
 		}
 	}
+	return false
 }
 
 // finish records n's result, lets coherence forget it and dispatches the
