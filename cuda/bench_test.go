@@ -138,9 +138,11 @@ func emptyFunction(b *testing.B, d *Device) *function {
 
 // BenchmarkLaunchEmpty: submission cost of an empty kernel, pipelined (no
 // wait between launches). raw: cuLaunchKernel back to back on the owner
-// thread; backend: Enqueue of a LaunchOp, done counted; graph: the same
-// launches replayed from a CUDA graph of 256 captured launches (ns/op is per
-// kernel).
+// thread; backend: Enqueue of a LaunchOp, done counted (identical launches
+// queue up behind the owner, so graph replay turns runs of them into graph
+// launches); backend-nographs: the same with Config.NoGraphs, every launch
+// a cuLaunchKernel; graph: the same launches replayed from a CUDA graph of
+// 256 captured launches (ns/op is per kernel).
 func BenchmarkLaunchEmpty(b *testing.B) {
 	d := openGPUs(b, Config{})[0]
 	f := emptyFunction(b, d)
@@ -171,7 +173,8 @@ func BenchmarkLaunchEmpty(b *testing.B) {
 			return err
 		})
 	})
-	b.Run("backend", func(b *testing.B) {
+	nographs := openGPUs(b, Config{NoGraphs: true})[0]
+	backend := func(b *testing.B, d *Device) {
 		b.ReportAllocs()
 		op := device.LaunchOp{Kernel: builtin(b, "empty"), Range: device.NDRange{Global: [3]int{1, 1, 1}}}
 		var wg sync.WaitGroup
@@ -193,7 +196,9 @@ func BenchmarkLaunchEmpty(b *testing.B) {
 		}
 		wg.Wait()
 		perLaunch(b, start)
-	})
+	}
+	b.Run("backend", func(b *testing.B) { backend(b, d) })
+	b.Run("backend-nographs", func(b *testing.B) { backend(b, nographs) })
 	b.Run("graph", func(b *testing.B) {
 		const per = 256
 		_ = d.Do(func(t *Thread) error {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/acpp/acpp/cuda/nvrtc"
@@ -104,6 +105,12 @@ type Config struct {
 	// means nvrtc.Default (libnvrtc from the usual places, PTX cached
 	// under os.UserCacheDir()/acpp/nvrtc).
 	NVRTC *nvrtc.Compiler
+	// NoGraphs turns graph replay off: every launch is a cuLaunchKernel.
+	// With it on (the default), a run of launches on one stream whose
+	// sequence repeats (Jacobi's ping-pong) is captured once into a CUDA
+	// graph and replayed (graph.go; docs/CUDA.md says when it applies).
+	// The environment variable ACPP_CUDA_GRAPHS=0 turns it off too.
+	NoGraphs bool
 
 	// virtualDevices adds logical devices on the first GPU (ordinals 1000,
 	// 1001, ...): tests use them for device-to-device copies on one GPU.
@@ -139,7 +146,14 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// GraphsEnv is the environment variable that turns graph replay off when
+// it is "0" (Config.NoGraphs).
+const GraphsEnv = "ACPP_CUDA_GRAPHS"
+
 func (c Config) withDefaults() Config {
+	if os.Getenv(GraphsEnv) == "0" {
+		c.NoGraphs = true
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

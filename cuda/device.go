@@ -44,6 +44,7 @@ type Device struct {
 	streams []driver.Stream
 	pending [][]completion // per stream: ops issued since the last flush
 	funcs   map[moduleKey]*module
+	graphs  *graphs // graph replay (graph.go); nil with Config.NoGraphs
 
 	// srcMu guards sources and is held while a source compiles (on the
 	// launching goroutine, not the owner).
@@ -102,6 +103,15 @@ var _ device.Device = (*Device)(nil)
 
 // Info returns the device's identity and capabilities.
 func (d *Device) Info() device.Info { return d.info }
+
+var _ device.InOrderQueuer = (*Device)(nil)
+
+// InOrderQueues implements device.InOrderQueuer: a queue is a CUDA stream,
+// which runs launches, fills of device memory and copies between this
+// GPU's memory and host memory in the order the owner issues them, and the
+// owner issues a queue's ops in Enqueue order. (Fills of host memory, done
+// by the host, and copies staged between GPUs are outside the promise.)
+func (d *Device) InOrderQueues() bool { return true }
 
 // Attributes returns what discovery read of the GPU.
 func (d *Device) Attributes() Attributes { return d.attrs }
@@ -229,9 +239,8 @@ func (d *Device) run(ready chan<- error) {
 			tasks, closed = d.q.tasks, d.q.closed
 			d.q.tasks = nil
 			d.q.mu.Unlock()
-			for i := range tasks {
-				t := tasks[i]
-				tasks[i] = task{}
+			for i := 0; i < len(tasks); {
+				t, n := tasks[i], 1
 				switch {
 				case t.run != nil:
 					t.run(th)
@@ -239,9 +248,13 @@ func (d *Device) run(ready chan<- error) {
 					if t.done != nil {
 						t.done(err)
 					}
+				case d.graphs != nil:
+					n = d.graphs.execTask(d, tasks, i)
 				default:
 					d.exec(t)
 				}
+				clear(tasks[i : i+n])
+				i += n
 			}
 			d.flush()
 			if closed && len(tasks) == 0 {
@@ -303,6 +316,9 @@ func (d *Device) start() error {
 		d.streams[i] = s
 	}
 	d.pending = make([][]completion, len(d.streams))
+	if !d.cfg.NoGraphs {
+		d.graphs = &graphs{recs: make([]recognizer, len(d.streams)), cache: map[string]*graphEntry{}}
+	}
 	d.enablePeers()
 	d.funcs = map[moduleKey]*module{}
 	return nil
@@ -326,6 +342,9 @@ func (d *Device) shutdown() {
 	d.group.staging.drain(d)
 	if d.group.open.Add(-1) == 0 {
 		d.group.unpinAll(d.lib)
+	}
+	if d.graphs != nil {
+		d.graphs.clear(d)
 	}
 	for _, m := range d.funcs {
 		_ = d.lib.ModuleUnload(m.mod)

@@ -106,35 +106,52 @@ func (d *Device) prepareLaunch(o device.LaunchOp, args []device.Arg) (*prepared,
 
 // execLaunch starts a kernel on the owner thread.
 func (d *Device) execLaunch(t task, o device.LaunchOp) error {
+	r, err := d.resolveLaunch(t, o)
+	if err != nil {
+		return err
+	}
+	s := d.stream(t.queue)
+	if !r.empty {
+		if err := d.launch(s, &r.sig); err != nil {
+			return err
+		}
+	}
+	d.issued(s, completion{done: t.done})
+	return nil
+}
+
+// resolveLaunch makes a launch ready for the driver on the owner thread:
+// its packed parameters (packed by Enqueue already, as a rule), its
+// function (the module loaded on first use), the shared memory it may use,
+// and its grid.
+func (d *Device) resolveLaunch(t task, o device.LaunchOp) (resolved, error) {
 	p := t.launch
 	if p == nil {
 		args := t.args
 		if args == nil && len(o.Args) > 0 {
 			var err error
 			if args, err = d.checkLaunch(o); err != nil {
-				return err
+				return resolved{}, err
 			}
 		}
 		var err error
 		if p, err = d.prepareLaunch(o, args); err != nil {
-			return err
+			return resolved{}, err
 		}
 	}
 	f, err := d.function(o.Kernel)
 	if err != nil {
-		return err
+		return resolved{}, err
 	}
-	s := d.stream(t.queue)
 	if o.Range.Global[0] == 0 || o.Range.Global[1] == 0 || o.Range.Global[2] == 0 {
-		d.issued(s, completion{done: t.done})
-		return nil
+		return resolved{empty: true}, nil
 	}
 	if p.shared > f.maxShared {
 		if p.shared > d.attrs.MaxSharedPerBlockOptin {
-			return fmt.Errorf("%w: kernel %q needs %d bytes of local memory per work-group, %s has %d", device.ErrBadOp, o.Kernel.Name, p.shared, d.info.ID, d.attrs.MaxSharedPerBlockOptin)
+			return resolved{}, fmt.Errorf("%w: kernel %q needs %d bytes of local memory per work-group, %s has %d", device.ErrBadOp, o.Kernel.Name, p.shared, d.info.ID, d.attrs.MaxSharedPerBlockOptin)
 		}
 		if err := d.lib.FuncSetAttribute(f.fn, driver.FuncAttrMaxDynamicShared, p.shared); err != nil {
-			return fmt.Errorf("kernel %q: allowing %d bytes of dynamic shared memory: %w", o.Kernel.Name, p.shared, err)
+			return resolved{}, fmt.Errorf("kernel %q: allowing %d bytes of dynamic shared memory: %w", o.Kernel.Name, p.shared, err)
 		}
 		f.maxShared = p.shared
 	}
@@ -142,13 +159,17 @@ func (d *Device) execLaunch(t task, o device.LaunchOp) error {
 	// validated the range) without one, a few times smaller with one.
 	g, err := hintedGeometry(o.Range, d.attrs.MaxThreadsPerBlock, f.hint)
 	if err != nil {
-		return fmt.Errorf("kernel %q: %w", o.Kernel.Name, err)
+		return resolved{}, fmt.Errorf("kernel %q: %w", o.Kernel.Name, err)
 	}
-	c := driver.LaunchConfig{Grid: g.Grid, Block: g.Block, SharedBytes: uint32(p.shared), Stream: d.streams[s]}
-	if err := d.lib.LaunchKernel(f.fn, &c, p.params); err != nil {
-		return fmt.Errorf("kernel %q on %s: %w", o.Kernel.Name, d.info.ID, err)
+	return resolved{sig: launchSig{fn: f.fn, grid: g.Grid, block: g.Block, shared: uint32(p.shared), params: p.params, name: o.Kernel.Name}}, nil
+}
+
+// launch is one cuLaunchKernel of sig on stream s.
+func (d *Device) launch(s int, sig *launchSig) error {
+	c := driver.LaunchConfig{Grid: sig.grid, Block: sig.block, SharedBytes: sig.shared, Stream: d.streams[s]}
+	if err := d.lib.LaunchKernel(sig.fn, &c, sig.params); err != nil {
+		return fmt.Errorf("kernel %q on %s: %w", sig.name, d.info.ID, err)
 	}
-	d.issued(s, completion{done: t.done})
 	return nil
 }
 
@@ -233,6 +254,9 @@ func (d *Device) unloadModule(key moduleKey) error {
 		return nil
 	}
 	delete(d.funcs, key)
+	if d.graphs != nil {
+		d.graphs.clear(d) // graphs may launch the module's functions
+	}
 	if err := d.lib.ModuleUnload(m.mod); err != nil {
 		return fmt.Errorf("%s: unloading a PTX module of %d bytes: %w", d.info.ID, key.n, err)
 	}
