@@ -3,8 +3,10 @@ package liveview_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/acpp/acpp"
+	"github.com/acpp/acpp/internal/engine/embedded"
 	"github.com/acpp/acpp/liveview"
 )
 
@@ -12,7 +14,12 @@ import (
 // pages each, the middle half of each written (so its page states are
 // several runs): the core's read and the aggregation, per view. On a
 // CPU-only machine every device shares the host memory: one allocation
-// per buffer.
+// per buffer. It reports µs-locked/view, the engine's read of the page
+// states (embedded.PageStates: the planner's lock is held for all of it
+// but the registry's copy), µs/view with the aggregation into cells, and
+// %-locked-at-4/s, the share of the planner's time that four views a
+// second (the live view's most) hold its lock: what a running job can
+// lose to the view's reads at most, while its planner waits for them.
 func BenchmarkEmbeddedBuffers(b *testing.B) {
 	ctx := context.Background()
 	q, err := acpp.NewQueue(ctx, acpp.WithCPUDevices(2))
@@ -43,7 +50,19 @@ func BenchmarkEmbeddedBuffers(b *testing.B) {
 		b.Fatalf("EmbeddedBuffers = %d buffers (%+v), want 2 of 2^24 pages", len(got), got)
 	}
 	b.ReportAllocs()
+	var locked time.Duration
 	for b.Loop() {
+		t := time.Now()
+		embedded.PageStates()
+		locked += time.Since(t)
 		liveview.EmbeddedBuffers(name)
 	}
+	// Each iteration reads the page states twice: alone, then inside
+	// EmbeddedBuffers.
+	perView := float64(b.Elapsed()-locked) / float64(b.N) / 1e3
+	lockedPerView := float64(locked) / float64(b.N) / 1e3
+	b.ReportMetric(lockedPerView, "µs-locked/view")
+	b.ReportMetric(perView, "µs/view")
+	b.ReportMetric(lockedPerView*4/1e6*100, "%-locked-at-4/s")
+	b.ReportMetric(0, "ns/op")
 }
