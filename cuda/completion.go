@@ -18,6 +18,7 @@ type batch struct {
 	ev    driver.Event
 	items []completion
 	at    time.Time // when the owner submitted it
+	s     int       // the stream's index
 }
 
 // completer reports finished work for one device (see Config.Completion).
@@ -90,25 +91,29 @@ func (c *completer) destroyEvents() {
 	}
 }
 
-// submit hands the completer the ops just issued on stream s (owner thread).
-func (c *completer) submit(s driver.Stream, items []completion) {
+// submit hands the completer the ops just issued on stream si (owner
+// thread).
+func (c *completer) submit(si int, items []completion) {
 	if c.mode == CompletionCallback {
-		c.submitCallback(s, items)
+		c.submitCallback(si, items)
 		return
 	}
 	ev, err := c.event()
 	if err == nil {
-		err = c.d.lib.EventRecord(ev, s)
+		err = c.d.lib.EventRecord(ev, c.d.streams[si])
 	}
 	if err != nil {
-		c.finish(batch{items: items}, err)
+		c.finish(batch{items: items, s: si}, err)
 		return
 	}
-	c.in <- batch{ev: ev, items: items, at: time.Now()}
+	c.in <- batch{ev: ev, items: items, at: time.Now(), s: si}
 }
 
 // finish reports a batch and recycles its event.
 func (c *completer) finish(b batch, err error) {
+	if g := c.d.graphs; g != nil {
+		g.completed(c.d, b.s, len(b.items))
+	}
 	for _, it := range b.items {
 		if it.done != nil {
 			it.done(err)
@@ -372,10 +377,11 @@ func hostFnCallback(userData uintptr) {
 	}
 }
 
-func (c *completer) submitCallback(s driver.Stream, items []completion) {
+func (c *completer) submitCallback(si int, items []completion) {
 	hostFn.once.Do(func() { hostFn.addr = purego.NewCallback(hostFnCallback) })
 	id := hostFn.next.Add(1)
-	hostFn.pending.Store(id, cbEntry{c: c, b: batch{items: items}})
+	s := c.d.streams[si]
+	hostFn.pending.Store(id, cbEntry{c: c, b: batch{items: items, s: si}})
 	c.cbMu.Lock()
 	c.outstanding++
 	c.cbMu.Unlock()
@@ -384,7 +390,7 @@ func (c *completer) submitCallback(s driver.Stream, items []completion) {
 		c.cbMu.Lock()
 		c.outstanding--
 		c.cbMu.Unlock()
-		c.finish(batch{items: items}, err)
+		c.finish(batch{items: items, s: si}, err)
 	}
 }
 

@@ -243,6 +243,11 @@ func (d *Device) run(ready chan<- error) {
 				t, n := tasks[i], 1
 				switch {
 				case t.run != nil:
+					if d.graphs != nil {
+						// Do and owner-internal work see every op queued
+						// before them on its stream.
+						d.graphs.releaseAll(d)
+					}
 					t.run(th)
 				case err != nil:
 					if t.done != nil {
@@ -255,6 +260,9 @@ func (d *Device) run(ready chan<- error) {
 				}
 				clear(tasks[i : i+n])
 				i += n
+			}
+			if d.graphs != nil {
+				d.graphs.endBatch(d, closed)
 			}
 			d.flush()
 			if closed && len(tasks) == 0 {
@@ -317,7 +325,7 @@ func (d *Device) start() error {
 	}
 	d.pending = make([][]completion, len(d.streams))
 	if !d.cfg.NoGraphs {
-		d.graphs = &graphs{recs: make([]recognizer, len(d.streams)), cache: map[string]*graphEntry{}}
+		d.graphs = newGraphs(len(d.streams))
 	}
 	d.enablePeers()
 	d.funcs = map[moduleKey]*module{}
@@ -359,7 +367,12 @@ func (d *Device) shutdown() {
 func (d *Device) stream(queue int) int { return queue % len(d.streams) }
 
 // issued records that op t is on stream s; the next flush covers it.
-func (d *Device) issued(s int, c completion) { d.pending[s] = append(d.pending[s], c) }
+func (d *Device) issued(s int, c completion) {
+	d.pending[s] = append(d.pending[s], c)
+	if d.graphs != nil {
+		d.graphs.inflight[s].Add(1)
+	}
+}
 
 // flush hands every stream's issued ops to the completer: one event (or one
 // host callback) per stream covers them all, since a stream runs in order.
@@ -369,7 +382,7 @@ func (d *Device) flush() {
 			continue
 		}
 		d.pending[s] = nil
-		d.comp.submit(d.streams[s], list)
+		d.comp.submit(s, list)
 	}
 }
 

@@ -17,26 +17,42 @@ import (
 // times in a row on a stream, it captures that period into a CUDA graph
 // (cuStreamBeginCapture, the launches, cuStreamEndCapture,
 // cuGraphInstantiate) and from then on replaces each further occurrence it
-// finds whole in the batch it is running by one cuGraphLaunch; bigReps
-// occurrences in a row go as one graph of bigReps periods. Every op still
-// gets its own done, reported as before by the stream's completion event.
+// finds whole in the batch it is running by a graph launch: a run of
+// occurrences goes as graphs of 8, 4, 2 and 1 periods (graphReps), the
+// largest that fit first, each captured the first time it is needed. Every
+// op still gets its own done, reported as before by the stream's
+// completion event.
 //
-// It only ever replaces launches it has in hand: a launch whose successors
-// have not reached the owner yet is launched plainly, never held back. So
-// it applies when launches queue up faster than the owner issues them (a
-// dependent chain the executor issues ahead, docs/RUNTIME.md) and costs
-// nothing otherwise. Graphs are kept per device in a small LRU cache
-// (maxGraphs), freed when a module is unloaded and at Close; a pattern
-// whose capture or launch failed is launched plainly from then on.
+// Which launches it has in hand depends on who is faster. When launches
+// queue up behind the owner (a dependent chain the executor issues ahead,
+// docs/RUNTIME.md, submitted faster than the owner launches), each batch
+// it takes holds runs of them. When the GPU is the slower one, the owner
+// keeps up and sees the launches one by one; then, while the stream
+// already has holdDepth ops or more queued that have not completed, the
+// owner holds a run that follows the period back (it does not launch it
+// yet, costing the GPU nothing: it has that much work before it) until
+// the run is a graph of 8 periods, another op comes for the stream, a Do
+// task comes, or the stream's queue drains below holdDepth (the completer
+// wakes the owner then). Otherwise nothing is held: a launch that no run
+// in hand follows goes plainly. Graphs are kept per device in a small LRU
+// cache (maxGraphs), freed when a module is unloaded and at Close; a
+// pattern whose capture or launch failed is launched plainly from then
+// on.
 
 const (
 	maxPeriod  = 4 // longest repeating sequence recognised
 	minRepeats = 3 // periods launched plainly before the capture
-	bigReps    = 8 // periods in the larger graph
 	maxGraphs  = 8 // instantiated graphs kept per device
 	histLen    = maxPeriod * minRepeats
 	maxKeyLen  = 4096 // patterns with more parameter bytes are not captured
+	holdDepth  = 32   // queued ops on a stream from which a run is held
 )
+
+// graphReps are the numbers of periods one graph holds, largest first: a
+// run of occurrences is replayed as few graph launches as these make up
+// (a graph of 16 kernels left the GPU no gaps between Jacobi steps at
+// 2048², one of 2 about 0.5 µs a step; BenchmarkJacobiChain's raw rows).
+var graphReps = [...]int{8, 4, 2, 1}
 
 // launchSig is what makes two launches the same kernel node: function,
 // geometry, dynamic shared memory and packed parameters.
@@ -104,13 +120,28 @@ type graphEntry struct {
 	used uint64           // LRU tick
 }
 
-// graphs is a device's graph replay state (owner only).
+// heldLaunch is a launch the owner holds back (graphs.held).
+type heldLaunch struct {
+	done func(error)
+	sig  launchSig
+}
+
+// graphs is a device's graph replay state (owner only, except inflight
+// and armed).
 type graphs struct {
 	recs  []recognizer // per stream
 	cache map[string]*graphEntry
 	tick  uint64
-	ahead []resolved // scratch: the launches after the current one
-	key   []byte     // scratch for keys
+	ahead []resolved     // scratch: the launches after the current one
+	run   []heldLaunch   // scratch: a run to replay
+	key   []byte         // scratch for keys
+	held  [][]heldLaunch // per stream: a run held back, in phase from the pattern's start
+
+	// inflight counts per stream the ops issued whose completion the
+	// completer has not reported yet; armed asks the completer to wake
+	// the owner once it falls below holdDepth (the owner holds a run).
+	inflight []atomic.Int64
+	armed    []atomic.Bool
 
 	captures, launches, replaced atomic.Int64 // GraphStats
 }
@@ -149,35 +180,57 @@ func (g *graphs) execTask(d *Device, tasks []task, i int) int {
 	o, ok := t.op.(device.LaunchOp)
 	s := d.stream(t.queue)
 	if !ok {
+		g.release(d, s)
 		g.recs[s].reset()
 		d.exec(t)
 		return 1
 	}
 	r, err := d.resolveLaunch(t, o)
-	if err != nil {
+	if err != nil || r.empty {
+		g.release(d, s)
 		g.recs[s].reset()
-		t.done(err)
-		return 1
-	}
-	if r.empty {
-		g.recs[s].reset()
-		d.issued(s, completion{done: t.done})
+		if err != nil {
+			t.done(err)
+		} else {
+			d.issued(s, completion{done: t.done})
+		}
 		return 1
 	}
 	rec := &g.recs[s]
-	if pat := rec.pattern(); pat != nil && pat[0].same(&r.sig) {
+	pat := rec.pattern()
+	if h := g.held[s]; len(h) > 0 {
+		if r.sig.same(&pat[len(h)%len(pat)]) {
+			g.held[s] = append(h, heldLaunch{t.done, r.sig})
+			if len(g.held[s]) == graphReps[0]*len(pat) {
+				g.release(d, s) // one graph of the largest size
+			}
+			return 1
+		}
+		g.release(d, s)
+		pat = rec.pattern() // the phase may have moved with a partial run
+	}
+	if pat != nil && pat[0].same(&r.sig) {
+		if g.inflight[s].Load() >= holdDepth {
+			g.held[s] = append(g.held[s][:0], heldLaunch{t.done, r.sig})
+			return 1
+		}
 		if n := g.replay(d, tasks, i, s, pat, r); n > 0 {
 			return n
 		}
 	}
-	if err := d.launch(s, &r.sig); err != nil {
-		rec.reset()
-		t.done(err)
-		return 1
-	}
-	d.issued(s, completion{done: t.done})
-	rec.push(r.sig)
+	g.plain(d, s, t.done, r.sig)
 	return 1
+}
+
+// plain launches sig on stream s as one kernel launch and records it.
+func (g *graphs) plain(d *Device, s int, done func(error), sig launchSig) {
+	if err := d.launch(s, &sig); err != nil {
+		g.recs[s].reset()
+		done(err)
+		return
+	}
+	d.issued(s, completion{done: done})
+	g.recs[s].push(sig)
 }
 
 // replay launches the whole periods of pat that tasks[i:] hold (first, the
@@ -186,7 +239,7 @@ func (g *graphs) execTask(d *Device, tasks []task, i int) int {
 // cannot be had.
 func (g *graphs) replay(d *Device, tasks []task, i, s int, pat []launchSig, first resolved) int {
 	p := len(pat)
-	ahead := append(g.ahead[:0], first)
+	run := append(g.run[:0], heldLaunch{tasks[i].done, first.sig})
 	for j := i + 1; j < len(tasks); j++ {
 		t := tasks[j]
 		o, ok := t.op.(device.LaunchOp)
@@ -197,16 +250,29 @@ func (g *graphs) replay(d *Device, tasks []task, i, s int, pat []launchSig, firs
 		if err != nil || r.empty || !r.sig.same(&pat[(j-i)%p]) {
 			break
 		}
-		ahead = append(ahead, r)
+		run = append(run, heldLaunch{t.done, r.sig})
 	}
-	periods := len(ahead) / p
-	clear(ahead) // the parameters stay with the tasks, not here
-	g.ahead = ahead[:0]
+	n := g.launchGraphs(d, s, pat, run[:len(run)/p*p])
+	clear(run) // the parameters stay with the tasks, not here
+	g.run = run[:0]
+	return n
+}
+
+// launchGraphs launches run, whole periods of pat in phase, as graphs of
+// graphReps periods, the largest that fit first, and reports each launch's
+// completion; it returns how many of run's launches the graphs covered
+// (fewer when a graph cannot be had).
+func (g *graphs) launchGraphs(d *Device, s int, pat []launchSig, run []heldLaunch) int {
+	p := len(pat)
 	done := 0
-	for done < periods {
+	for done < len(run) {
+		left := (len(run) - done) / p
 		reps := 1
-		if periods-done >= bigReps {
-			reps = bigReps
+		for _, r := range graphReps {
+			if left >= r {
+				reps = r
+				break
+			}
 		}
 		e := g.graph(d, s, pat, reps)
 		if e == nil {
@@ -219,16 +285,72 @@ func (g *graphs) replay(d *Device, tasks []task, i, s int, pat []launchSig, firs
 			break
 		}
 		n := reps * p
-		for k := i + done*p; k < i+done*p+n; k++ {
-			d.issued(s, completion{done: tasks[k].done})
+		for _, l := range run[done : done+n] {
+			d.issued(s, completion{done: l.done})
 		}
 		g.launches.Add(1)
 		g.replaced.Add(int64(n))
 		graphTotals.launches.Add(1)
 		graphTotals.replaced.Add(int64(n))
-		done += reps
+		done += n
 	}
-	return done * p
+	return done
+}
+
+// release launches the run held on stream s: its whole periods as graphs,
+// the rest one by one.
+func (g *graphs) release(d *Device, s int) {
+	h := g.held[s]
+	if len(h) == 0 {
+		return
+	}
+	g.armed[s].Store(false)
+	pat := g.recs[s].pattern()
+	n := g.launchGraphs(d, s, pat, h[:len(h)/len(pat)*len(pat)])
+	for _, l := range h[n:] {
+		g.plain(d, s, l.done, l.sig)
+	}
+	clear(h)
+	g.held[s] = h[:0]
+}
+
+// releaseAll releases every stream's held run.
+func (g *graphs) releaseAll(d *Device) {
+	for s := range g.held {
+		g.release(d, s)
+	}
+}
+
+// endBatch runs at the end of each owner batch: a held run stays held only
+// while its stream still has holdDepth ops queued, and then the completer
+// is asked to wake the owner once it has fewer. At Close everything goes.
+func (g *graphs) endBatch(d *Device, closing bool) {
+	for s := range g.held {
+		if len(g.held[s]) == 0 {
+			continue
+		}
+		if closing {
+			g.release(d, s)
+			continue
+		}
+		g.armed[s].Store(true)
+		// After arming: a completion that took the count below
+		// holdDepth before it saw the flag is seen here.
+		if g.inflight[s].Load() < holdDepth {
+			g.release(d, s)
+		}
+	}
+}
+
+// completed is the completer's report that n ops of stream s finished; it
+// wakes the owner when a held run's stream has drained below holdDepth.
+func (g *graphs) completed(d *Device, s, n int) {
+	if g.inflight[s].Add(-int64(n)) < holdDepth && g.armed[s].Load() && g.armed[s].Swap(false) {
+		select {
+		case d.wake <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // graph returns the instantiated graph of reps periods of pat, capturing
@@ -316,6 +438,11 @@ func (g *graphs) clear(d *Device) {
 	for i := range g.recs {
 		g.recs[i].reset()
 	}
+}
+
+func newGraphs(streams int) *graphs {
+	return &graphs{recs: make([]recognizer, streams), cache: map[string]*graphEntry{},
+		held: make([][]heldLaunch, streams), inflight: make([]atomic.Int64, streams), armed: make([]atomic.Bool, streams)}
 }
 
 // capture records reps periods of pat on stream s into a graph and
