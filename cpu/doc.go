@@ -16,7 +16,9 @@
 // A fill of 1 MiB or more runs in chunks on every worker. From 4 MiB on,
 // where the machine has AVX (amd64), each chunk streams a 4 KiB block of
 // the pattern over its part with non-temporal stores, as memclr does for
-// big clears: any pattern fills at memclr's speed (BenchmarkFill).
+// big clears: any pattern fills at memclr's speed (BenchmarkFill). A
+// chunk of memory mostly fresh from the kernel (mincore) is written with
+// cached stores instead, which is faster there (BenchmarkFillFresh).
 //
 // # Usage
 //
