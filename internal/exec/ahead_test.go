@@ -1,10 +1,12 @@
 package exec
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -404,4 +406,193 @@ func BenchmarkDependentChain(b *testing.B) {
 	b.ReportMetric(float64(took[0].Nanoseconds())/n, "wait-ns/group")
 	b.ReportMetric(float64(took[1].Nanoseconds())/n, "ahead-ns/group")
 	b.ReportMetric(float64(took[1])/float64(took[0]), "ahead/wait")
+}
+
+// A random program of command groups over three buffers — groups on two
+// fake devices with in-order queues, and host tasks, each reading some
+// buffers and updating others — leaves the same bits with issue-ahead as
+// without, and both the same as running the groups one after another in
+// submission order (D3: conflicting groups keep their order; the rest may
+// run in any order without changing the result). The devices are held
+// now and then, so that chains queue up behind them and are issued ahead,
+// copies between the devices and the host included.
+func TestIssueAheadRandomProgramMatchesSequential_D3(t *testing.T) {
+	const nbuf, words, groups = 3, 16, 300
+	type access struct {
+		buf   int
+		write bool
+	}
+	type group struct {
+		on  int // 0, 1: fake devices; 2: host task
+		acc []access
+	}
+	rng := rand.New(rand.NewPCG(7, 11))
+	prog := make([]group, groups)
+	for i := range prog {
+		g := group{on: rng.IntN(5) % 3} // devices twice as often as the host
+		for b := range nbuf {
+			switch rng.IntN(3) {
+			case 1:
+				g.acc = append(g.acc, access{b, false})
+			case 2:
+				g.acc = append(g.acc, access{b, true})
+			}
+		}
+		if len(g.acc) == 0 {
+			g.acc = append(g.acc, access{rng.IntN(nbuf), true})
+		}
+		prog[i] = g
+	}
+	// step is group i's work over its buffers' words (in access order):
+	// each written word becomes a mix of itself, the words read and i.
+	step := func(i int, data [][]byte, acc []access) {
+		for w := range words {
+			var sum uint32
+			for k, a := range acc {
+				if !a.write {
+					sum = sum*17 + binary.LittleEndian.Uint32(data[k][4*w:])
+				}
+			}
+			for k, a := range acc {
+				if a.write {
+					v := binary.LittleEndian.Uint32(data[k][4*w:])
+					binary.LittleEndian.PutUint32(data[k][4*w:], v*31+sum+uint32(i)+uint32(k))
+				}
+			}
+		}
+	}
+	want := make([][]byte, nbuf)
+	for b := range want {
+		want[b] = make([]byte, 4*words)
+		for w := range words {
+			binary.LittleEndian.PutUint32(want[b][4*w:], uint32(b*1000+w))
+		}
+	}
+	for i, g := range prog {
+		data := make([][]byte, len(g.acc))
+		for k, a := range g.acc {
+			data[k] = want[a.buf]
+		}
+		step(i, data, g.acc)
+	}
+
+	for _, off := range []bool{true, false} {
+		t.Run(fmt.Sprintf("off=%v", off), func(t *testing.T) {
+			c := cpu.New(0, 2)
+			fakes := []*devicetest.Fake{
+				devicetest.NewFake(devicetest.FakeConfig{Index: 0, InOrder: true, Queues: 4}),
+				devicetest.NewFake(devicetest.FakeConfig{Index: 1, InOrder: true, Queues: 2}),
+			}
+			rt, err := New(Config{Devices: []device.Device{c, fakes[0], fakes[1]}, NoIssueAhead: off})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				if err := rt.Close(context.Background()); err != nil {
+					t.Error(err)
+				}
+				fakes[0].Close()
+				fakes[1].Close()
+				c.Close()
+			}()
+			geo, err := coherence.NewGeometry(coherence.Dims{1, 1, words}, 4, coherence.Dims{1, 1, 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			bufs := make([]coherence.BufferID, nbuf)
+			for b := range bufs {
+				host := make([]byte, 4*words)
+				for w := range words {
+					binary.LittleEndian.PutUint32(host[4*w:], uint32(b*1000+w))
+				}
+				user := &device.Mem{Device: c.Info().ID, Kind: device.MemDevice, Bytes: len(host), Host: host}
+				if bufs[b], err = rt.AddBuffer(geo, user, rt.HostAlloc()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var release [2]func()
+			hold := rng.Int()
+			for i, g := range prog {
+				if i%37 == 0 { // hold or let go of the devices now and then
+					for f := range fakes {
+						if release[f] != nil {
+							release[f]()
+							release[f] = nil
+						}
+						if (hold>>(i%7+f))&1 == 1 {
+							release[f] = fakes[f].Hold()
+						}
+					}
+				}
+				gr := Group{Name: fmt.Sprintf("g%d", i)}
+				var target coherence.AllocID
+				if g.on == 2 {
+					target = rt.HostAlloc()
+				} else {
+					gr.Device = fakes[g.on]
+					target = rt.MemOf(fakes[g.on].Info().ID)
+				}
+				var args []device.Arg
+				for _, a := range g.acc {
+					mode := coherence.Read
+					if a.write {
+						mode = coherence.ReadWrite
+					}
+					gr.Accesses = append(gr.Accesses, coherence.Access{Buffer: bufs[a.buf], Pages: geo.All(), Mode: mode, Target: target})
+					m, err := rt.Alloc(bufs[a.buf], target)
+					if err != nil {
+						t.Fatal(err)
+					}
+					args = append(args, device.Arg{Kind: device.ArgPointer, Mem: m})
+				}
+				if g.on == 2 {
+					gr.Host = func(done func(error)) {
+						data := make([][]byte, len(args))
+						for k, a := range args {
+							data[k] = a.Mem.Host
+						}
+						step(i, data, g.acc)
+						done(nil)
+					}
+				} else {
+					gr.Ops = []device.Op{device.LaunchOp{Name: gr.Name, Range: device.NDRange{Global: [3]int{1, 1, 1}}, Args: args,
+						Func: func(w *device.Work) { step(i, w.Data, g.acc) }}}
+				}
+				if _, err := rt.Submit(gr); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, r := range release {
+				if r != nil {
+					r()
+				}
+			}
+			if err := rt.Wait(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if errs := rt.TakeErrors(); len(errs) > 0 {
+				t.Fatalf("errors: %v", errs)
+			}
+			for b := range bufs {
+				var got []byte
+				n, err := rt.Submit(Group{Name: "read", Accesses: []coherence.Access{{Buffer: bufs[b], Pages: geo.All(), Mode: coherence.Read, Target: rt.HostAlloc()}},
+					Host: func(done func(error)) {
+						m, err := rt.Alloc(bufs[b], rt.HostAlloc())
+						if err == nil {
+							got = append([]byte(nil), m.Host...)
+						}
+						done(err)
+					}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := n.Wait(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, want[b]) {
+					t.Fatalf("buffer %d differs from the sequential run", b)
+				}
+			}
+		})
+	}
 }
