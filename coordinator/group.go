@@ -649,6 +649,10 @@ func (j *Job) placeLocked(g *Group, p chunkPlan, capable []int) int {
 		return d
 	}
 	cs := make([]candidate, len(cands))
+	// byNode[k]: accessor k's buffer's allocations by node, made once per
+	// group when a candidate lacks pages (per candidate, listing them all
+	// made placement O(members²) at many members).
+	byNode := make([]map[coherence.NodeID][]coherence.AllocID, len(p.regs))
 	for ci, di := range cands {
 		d := j.devices[di]
 		target := coherence.AllocID{Node: d.node.id, Mem: coherence.MemID(d.Mem)}
@@ -675,7 +679,16 @@ func (j *Job) placeLocked(g *Group, p chunkPlan, capable []int) int {
 			missing := elemBytes(b, out)
 			// Pages another memory of the same node holds come over the
 			// node's own bus, not the network.
-			remote := j.heldNowhereLocked(b.id, out, func(a coherence.AllocID) bool { return a.Node == target.Node && a != target })
+			remote := out
+			if len(out) > 0 {
+				if byNode[k-1] == nil {
+					byNode[k-1] = map[coherence.NodeID][]coherence.AllocID{}
+					for _, a := range j.core.Allocations(b.id) {
+						byNode[k-1][a.Node] = append(byNode[k-1][a.Node], a)
+					}
+				}
+				remote = j.outdatedInAllLocked(b.id, out, byNode[k-1][target.Node], target)
+			}
 			net := elemBytes(b, remote)
 			c.netBytes += net
 			c.localBytes += missing - net
@@ -694,6 +707,27 @@ func (j *Job) heldNowhereLocked(buf coherence.BufferID, pages []coherence.Box, i
 			break
 		}
 		if !in(a) {
+			continue
+		}
+		var next []coherence.Box
+		for _, pb := range pages {
+			if out, err := j.core.Outdated(buf, a, pb); err == nil {
+				next = append(next, out...)
+			}
+		}
+		pages = next
+	}
+	return pages
+}
+
+// outdatedInAllLocked is the part of pages that none of allocs but skip
+// holds up to date.
+func (j *Job) outdatedInAllLocked(buf coherence.BufferID, pages []coherence.Box, allocs []coherence.AllocID, skip coherence.AllocID) []coherence.Box {
+	for _, a := range allocs {
+		if len(pages) == 0 {
+			break
+		}
+		if a == skip {
 			continue
 		}
 		var next []coherence.Box
