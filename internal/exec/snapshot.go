@@ -1,6 +1,11 @@
 package exec
 
-import "github.com/acpp/acpp/coherence"
+import (
+	"maps"
+	"slices"
+
+	"github.com/acpp/acpp/coherence"
+)
 
 // BufferPages is a buffer's page states per memory, for a live view.
 type BufferPages struct {
@@ -41,16 +46,18 @@ func (rt *Runtime) PageStates() []BufferPages {
 			moving[k] = append(moving[k], c.Boxes...)
 		}
 	}
-	var out []BufferPages
-	for _, info := range rt.core.Buffers() {
-		bp := BufferPages{ID: info.ID, Pages: info.Geometry.Pages()}
-		all := info.Geometry.All()
-		for _, a := range info.Allocations {
-			outdated, err := rt.core.Outdated(info.ID, a.Alloc, all)
+	ids := slices.Sorted(maps.Keys(rt.bufs))
+	out := make([]BufferPages, 0, len(ids))
+	for _, id := range ids {
+		geo := rt.bufs[id].geo
+		bp := BufferPages{ID: id, Pages: geo.Pages()}
+		all := geo.All()
+		for _, a := range rt.core.Allocations(id) {
+			outdated, err := rt.core.Outdated(id, a, all)
 			if err != nil {
 				continue
 			}
-			bp.Allocs = append(bp.Allocs, AllocPages{Mem: rt.MemName(a.Alloc.Mem), Outdated: outdated, Moving: moving[key{info.ID, a.Alloc}]})
+			bp.Allocs = append(bp.Allocs, AllocPages{Mem: rt.MemName(a.Mem), Outdated: outdated, Moving: moving[key{id, a}]})
 		}
 		out = append(out, bp)
 	}
