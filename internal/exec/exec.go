@@ -1107,7 +1107,7 @@ func (rt *Runtime) dispatch(n *Node, now time.Duration) (issued bool) {
 	}
 	n.left.Store(int32(len(ops)))
 	for i, p := range ops {
-		cb := rt.countCopy(p, func(err error) { rt.copyDone(n, err) })
+		cb := rt.countCopy(p, n, nil)
 		if err := p.dev.Enqueue(queue(n)+i, p.op, cb); err != nil { // copies spread over queues
 			rt.copyDone(n, fmt.Errorf("copy: %w", err))
 		}
@@ -1132,9 +1132,10 @@ func (rt *Runtime) copyDevice(c coherence.Copy) device.Device {
 	return rt.devOf[c.Dst.Mem]
 }
 
-// countCopy wraps next, the done of copy p, so that a copy that succeeded
-// is counted in the statistics first.
-func (rt *Runtime) countCopy(p plannedCopy, next func(error)) func(error) {
+// countCopy is the done callback of n's copy p: it counts a copy that
+// succeeded in the statistics, then passes the result to next, or to
+// copyDone when next is nil.
+func (rt *Runtime) countCopy(p plannedCopy, n *Node, next func(error)) func(error) {
 	bytes := int64(p.op.Bytes())
 	dir, link := p.dir, p.link
 	return func(err error) {
@@ -1150,19 +1151,31 @@ func (rt *Runtime) countCopy(p plannedCopy, next func(error)) func(error) {
 				rt.d2h.Add(bytes)
 			}
 		}
-		next(err)
+		if next != nil {
+			next(err)
+		} else {
+			rt.copyDone(n, err)
+		}
 	}
 }
 
 // inOrderQueues is d's number of queues when its queues keep their order
 // and issue-ahead is on, else 0.
 func (rt *Runtime) inOrderQueues(d device.Device) int {
-	for i := range rt.inOrder {
-		if rt.inOrder[i].dev == d {
-			return rt.inOrder[i].queues
-		}
+	if e := rt.inOrderOf(d); e != nil {
+		return e.queues
 	}
 	return 0
+}
+
+// inOrderOf is d's entry in rt.inOrder, or nil.
+func (rt *Runtime) inOrderOf(d device.Device) *inOrderDev {
+	for i := range rt.inOrder {
+		if rt.inOrder[i].dev == d {
+			return &rt.inOrder[i]
+		}
+	}
+	return nil
 }
 
 // inOrderMem: memory m is d's own (id) or host memory, so a copy or fill
@@ -1186,10 +1199,14 @@ func (rt *Runtime) inOrderMem(id device.ID, m *device.Mem, fill bool) bool {
 func (rt *Runtime) canIssueAhead(n *Node) bool {
 	g := &n.g
 	d := g.Device
-	if d == nil || g.Host != nil || g.Release != nil || n.barrier || len(g.Ops) == 0 || rt.inOrderQueues(d) == 0 {
+	if d == nil || g.Host != nil || g.Release != nil || n.barrier || len(g.Ops) == 0 {
 		return false
 	}
-	id := d.Info().ID
+	e := rt.inOrderOf(d)
+	if e == nil {
+		return false
+	}
+	id := e.id
 	for _, op := range g.Ops {
 		switch o := op.(type) {
 		case device.LaunchOp:
@@ -1309,7 +1326,7 @@ func (rt *Runtime) issueInOrder(n *Node, copies []plannedCopy, q int) bool {
 		}
 	}
 	for i, p := range copies {
-		if err := p.dev.Enqueue(q, p.op, rt.countCopy(p, done)); err != nil {
+		if err := p.dev.Enqueue(q, p.op, rt.countCopy(p, n, done)); err != nil {
 			fail(i, fmt.Errorf("copy: %w", err))
 			return false
 		}
