@@ -308,8 +308,13 @@ func (g *graphs) release(d *Device, s int) {
 		return
 	}
 	g.armed[s].Store(false)
-	pat := g.recs[s].pattern()
-	n := g.launchGraphs(d, s, pat, h[:len(h)/len(pat)*len(pat)])
+	n := 0
+	// The pattern cannot have changed while the run was held (only
+	// plain launches and resets of this stream change it, and both
+	// release first); the check keeps a broken promise from dividing by 0.
+	if pat := g.recs[s].pattern(); pat != nil {
+		n = g.launchGraphs(d, s, pat, h[:len(h)/len(pat)*len(pat)])
+	}
 	for _, l := range h[n:] {
 		g.plain(d, s, l.done, l.sig)
 	}
