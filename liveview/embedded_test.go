@@ -6,8 +6,7 @@ import (
 	"time"
 
 	"github.com/acpp/acpp"
-	"github.com/acpp/acpp/internal/engine/embedded"
-	"github.com/acpp/acpp/liveview"
+	"github.com/acpp/acpp/liveview/queueview"
 )
 
 // One view's page grids of an embedded queue with two buffers of 2^24
@@ -15,8 +14,8 @@ import (
 // several runs): the core's read and the aggregation, per view. On a
 // CPU-only machine every device shares the host memory: one allocation
 // per buffer. It reports µs-locked/view, the engine's read of the page
-// states (embedded.PageStates: the planner's lock is held for all of it
-// but the registry's copy), µs/view with the aggregation into cells, and
+// states (Queue.PageStates: the planner's lock is held for all of it but
+// the conversion to the public types), µs/view with the aggregation into cells, and
 // %-locked-at-4/s, the share of the planner's time that four views a
 // second (the live view's most) hold its lock: what a running job can
 // lose to the view's reads at most, while its planner waits for them.
@@ -45,20 +44,19 @@ func BenchmarkEmbeddedBuffers(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	name := func(int) string { return "b" }
-	if got := liveview.EmbeddedBuffers(name); len(got) != 2 || got[0].Pages[0]*got[0].Pages[1]*got[0].Pages[2] != n {
-		b.Fatalf("EmbeddedBuffers = %d buffers (%+v), want 2 of 2^24 pages", len(got), got)
+	if got, err := queueview.Buffers(q, nil); err != nil || len(got) != 2 || got[0].Pages[0]*got[0].Pages[1]*got[0].Pages[2] != n {
+		b.Fatalf("Buffers = %d buffers (%+v), %v; want 2 of 2^24 pages", len(got), got, err)
 	}
 	b.ReportAllocs()
 	var locked time.Duration
 	for b.Loop() {
 		t := time.Now()
-		embedded.PageStates()
+		q.PageStates()
 		locked += time.Since(t)
-		liveview.EmbeddedBuffers(name)
+		queueview.Buffers(q, nil)
 	}
 	// Each iteration reads the page states twice: alone, then inside
-	// EmbeddedBuffers.
+	// queueview.Buffers.
 	perView := float64(b.Elapsed()-locked) / float64(b.N) / 1e3
 	lockedPerView := float64(locked) / float64(b.N) / 1e3
 	b.ReportMetric(lockedPerView, "µs-locked/view")

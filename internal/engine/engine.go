@@ -346,3 +346,36 @@ func AddTransfer(ts []Transfer, from, to string, n, b int64) []Transfer {
 	}
 	return append(ts, Transfer{From: from, To: to, Copies: n, Bytes: b})
 }
+
+// PageReader is what an engine implements that can show its buffers' page
+// states while it runs (acpp.Queue.PageStates, a live view); an engine
+// without it has none to show. Both methods only read, and are safe for
+// concurrent use with everything else.
+type PageReader interface {
+	// PageStates reads every open buffer's page states, in the order the
+	// buffers were made.
+	PageStates() []BufferPages
+	// Running names the groups running now, each as "device: name": the
+	// running frontier of the DAG.
+	Running() []string
+}
+
+// BufferPages is a buffer's page states per allocation.
+type BufferPages struct {
+	ID   BufferID
+	Name string // the name its engine knows it by; "" where none
+	// Pages is the page grid's size per dimension.
+	Pages  Dims
+	Allocs []AllocPages
+}
+
+// AllocPages is one allocation of a buffer.
+type AllocPages struct {
+	// Mem names the memory: "host", "cuda:0" on local devices; "client"
+	// or "node/mN" on a cluster.
+	Mem string
+	// Outdated are the page boxes not up to date there as planned;
+	// Moving those that running groups are bringing there (they may
+	// overlap each other and Outdated).
+	Outdated, Moving []coherence.Box
+}

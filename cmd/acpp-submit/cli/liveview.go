@@ -1,30 +1,31 @@
 package cli
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/acpp/acpp"
 	"github.com/acpp/acpp/coordinator"
 	"github.com/acpp/acpp/liveview"
+	"github.com/acpp/acpp/liveview/queueview"
 	"github.com/acpp/acpp/proto"
 )
 
 // ui serves the live view of one run (Config.UI, --ui ADDR): the page,
 // its event stream and the view as JSON, read-only, for as long as Run
 // runs. Its snapshot reads the run's queue through the public API
-// (devices, memory budgets, links), the page states from the embedded
-// engine (liveview.EmbeddedBuffers) or the job's coordinator (a
-// coordinator.Snapshotter bound through Config.Snapshots), and the
-// progress from the runner.
+// (devices, memory budgets, links; for an embedded run the page states
+// and the running groups too: Queue.PageStates, Queue.Running), a cluster
+// run's members and page states from the job's coordinator (a
+// coordinator.Snapshotter bound through Config.Snapshots, which also
+// knows the nodes' addresses and pending work), and the progress from the
+// runner.
 type ui struct {
 	addr  string
 	log   *slog.Logger
@@ -132,9 +133,10 @@ func (u *ui) snapshot() liveview.View {
 		v.Links = append(v.Links, liveview.Link{From: l.From, To: l.To, Bytes: l.Bytes})
 	}
 	if u.snaps == nil {
-		v.Members = []liveview.Member{u.localMember(q)}
-		v.Buffers = liveview.EmbeddedBuffers(func(i int) string { return u.bufferName(i, "") })
-		job.Frontier = liveview.EmbeddedRunning()
+		v.Members = queueview.Members(q)
+		v.Buffers, _ = queueview.Buffers(q, func(i int, _ acpp.BufferPages) string { return u.bufferName(i, "") })
+		running, _ := q.Running()
+		job.Frontier = liveview.Frontier(running)
 		v.Jobs = []liveview.Job{job}
 		return v
 	}
@@ -190,23 +192,6 @@ func (u *ui) bufferName(i int, name string) string {
 		return u.names[i]
 	}
 	return fmt.Sprintf("buffer %d", i+1)
-}
-
-// localMember is this machine, for an embedded run.
-func (u *ui) localMember(q *acpp.Queue) liveview.Member {
-	host, _ := os.Hostname()
-	m := liveview.Member{Name: cmp.Or(host, "this machine"), Health: "alive"}
-	for _, d := range q.Devices() {
-		m.Devices = append(m.Devices, d.ID.String()+" "+d.Name)
-	}
-	for _, b := range q.MemoryBudgets() {
-		name := b.Device.String()
-		if b.Host {
-			name = "host"
-		}
-		m.Memory = append(m.Memory, liveview.Memory{Name: name, Used: b.Used, Budget: b.Budget, Size: b.Size})
-	}
-	return m
 }
 
 // inventories returns the newest node inventories and, every 2 s, asks

@@ -68,6 +68,15 @@ type Engine[G any] struct {
 	links   []engine.Transfer                              // page transfers of finished groups; guarded by mu
 	nextBuf engine.BufferID                                // guarded by mu
 	bufs    engine.Buffers[buffer]
+
+	// snaps reads the job for PageStates (snapshot.go): the program's
+	// own (WithCoordinator setting Config.Snapshots) or one of the
+	// engine's.
+	snaps *coordinator.Snapshotter
+	// newBuf makes buffers one at a time, so that the engine's buffer IDs
+	// are the job's (both number them from 1 in the order they are made),
+	// which PageStates reports.
+	newBuf sync.Mutex
 }
 
 // buffer is a buffer of the job.
@@ -95,8 +104,11 @@ func Open[G any](ctx context.Context, cfg Config) (*Engine[G], error) {
 	if cfg.Tune != nil {
 		cfg.Tune(&ccfg)
 	}
+	if ccfg.Snapshots == nil {
+		ccfg.Snapshots = &coordinator.Snapshotter{}
+	}
 	e := &Engine[G]{kick: make(chan struct{}, 1), pending: map[coordinator.GroupID]*event{},
-		early: map[coordinator.GroupID]coordinator.GroupTrace{}, watched: make(chan struct{})}
+		early: map[coordinator.GroupID]coordinator.GroupTrace{}, watched: make(chan struct{}), snaps: ccfg.Snapshots}
 	user := ccfg.OnGroupDone
 	ccfg.OnGroupDone = func(tr coordinator.GroupTrace) {
 		// The program's hook first: when an event is done, the hook has

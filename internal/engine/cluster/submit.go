@@ -302,6 +302,8 @@ func (e *Engine[G]) NewBuffer(s engine.BufferSpec) (engine.BufferID, error) {
 		return 0, fmt.Errorf("%w: NewBufferOver (USM lives on local devices); use NewBufferFrom", engine.ErrNotOnCluster)
 	}
 	spec := coordinator.BufferSpec{Range: s.Geo.Range, ElemSize: s.Geo.ElemSize, PageSize: s.Geo.PageSize, Init: s.Data}
+	e.newBuf.Lock()
+	defer e.newBuf.Unlock()
 	cb, err := e.job.NewBuffer(spec)
 	if err != nil {
 		return 0, err

@@ -119,7 +119,6 @@ func Open[G any](ctx context.Context, cfg Config) (*Engine[G], error) {
 		info := d.Info()
 		e.targets = append(e.targets, &target{rt: rt, dev: d, info: info, mem: rt.MemOf(info.ID), goOK: info.Caps.Runs(device.FormGo)})
 	}
-	register(rt) // snapshot.go
 	return e, nil
 }
 
@@ -364,7 +363,6 @@ func (e *Engine[G]) TakeErrors() []error { return e.rt.TakeErrors() }
 
 // Close implements engine.Engine.
 func (e *Engine[G]) Close(ctx context.Context) error {
-	unregister(e.rt)
 	err := e.rt.Close(ctx)
 	closeAll(e.owned)
 	return err
