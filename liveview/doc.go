@@ -22,6 +22,13 @@
 //	defer s.Close()
 //	http.Handle("/", s.Handler())
 //
+// or, to listen on an address of its own until Close or ctx ends:
+//
+//	ui, err := liveview.Serve(ctx, "127.0.0.1:8090", liveview.Config{Snapshot: …})
+//
+// A Go program watches its own queue with package queueview
+// (queueview.Serve(ctx, q, addr, queueview.Config{})).
+//
 // # Concurrency
 //
 // Snapshot is called from the server's goroutine only; it must not block

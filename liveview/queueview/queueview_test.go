@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/acpp/acpp"
+	"github.com/acpp/acpp/coordinator"
+	"github.com/acpp/acpp/coordinator/coordtest"
 	"github.com/acpp/acpp/liveview"
 	"github.com/acpp/acpp/liveview/queueview"
 )
@@ -126,5 +128,63 @@ func TestServeQueueShowsProgramsBuffers(t *testing.T) {
 	}
 	if err := ui.Close(); err != nil {
 		t.Errorf("Close after the context ended: %v", err)
+	}
+}
+
+// A cluster queue's view: the job's nodes with their devices, and the
+// program's buffer with the client's copy and the node memory a fill
+// wrote, as the job's coordinator plans them.
+func TestServeClusterQueue(t *testing.T) {
+	c := coordtest.Start(t, 2, coordtest.Options{})
+	base := c.Config()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	q, err := acpp.Connect(ctx, c.Addrs(), acpp.WithCredentials(c.Dir, "alice"), acpp.WithCoordinator(func(cfg *coordinator.Config) {
+		cfg.Client, cfg.Logger, cfg.LostTimeout, cfg.PollInterval = base.Client, base.Logger, base.LostTimeout, base.PollInterval
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	b, err := acpp.NewBufferFrom(q, make([]float32, 1024), acpp.R1(1024), acpp.PageSize(256))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := q.Submit(func(h *acpp.Handler) error { acpp.Fill(h, acpp.Write(h, b), 1); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ui, err := queueview.Serve(ctx, q, "127.0.0.1:0", queueview.Config{Names: map[acpp.BufferID]string{b.ID(): "b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ui.Close()
+	v := getView(t, ui.URL())
+	if !strings.Contains(v.Source, "cluster") || len(v.Members) != 2 {
+		t.Fatalf("source %q, members %+v; want a cluster view of 2 nodes", v.Source, v.Members)
+	}
+	for _, m := range v.Members {
+		if len(m.Devices) == 0 || strings.Contains(m.Devices[0], "/") {
+			t.Errorf("member %+v, want a node with its devices (kind:index)", m)
+		}
+	}
+	if len(v.Buffers) != 1 || v.Buffers[0].Name != "b" {
+		t.Fatalf("buffers = %+v, want b", v.Buffers)
+	}
+	valid := map[string]int{}
+	for _, a := range v.Buffers[0].Allocs {
+		valid[a.Name] = a.ValidPages
+	}
+	nodeValid := 0
+	for name, n := range valid {
+		if name != "client" && n == 4 {
+			nodeValid++
+		}
+	}
+	if c, ok := valid["client"]; !ok || c != 0 || nodeValid != 1 {
+		t.Errorf("valid pages per allocation = %v, want the client's 0 of 4 and one node memory's 4", valid)
 	}
 }
