@@ -85,12 +85,12 @@ func (q *Queue) PageStates() ([]BufferPages, error) {
 	return out, nil
 }
 
-// Running names the command groups running now: the running frontier of
-// the queue's DAG, one entry per group (a split group's chunks one each),
-// as "device: group" ("cpu:1: jacobi", "host: …" for host tasks; on a
-// cluster queue the groups issued to a node and not finished,
+// RunningGroups names the command groups running now: the running
+// frontier of the queue's DAG, one entry per group (a split group's chunks
+// one each), as "device: group" ("cpu:1: jacobi", "host: …" for host
+// tasks; on a cluster queue the groups issued to a node and not finished,
 // "node/kind:index: kernel"). It only reads; errors as for PageStates.
-func (q *Queue) Running() ([]string, error) {
+func (q *Queue) RunningGroups() ([]string, error) {
 	r, err := q.pageReader()
 	if err != nil {
 		return nil, err

@@ -115,9 +115,9 @@ func TestQueuePageStatesFollowGroups_P2_P3_P4(t *testing.T) {
 	}
 }
 
-// Queue.Running names a group while it runs, by device and name, and no
+// Queue.RunningGroups names a group while it runs, by device and name, and no
 // longer once it is done; both calls answer ErrClosed after Close.
-func TestQueueRunningNamesRunningGroups(t *testing.T) {
+func TestQueueRunningGroups(t *testing.T) {
 	q, err := NewQueue(context.Background(), WithCPUDevices(1))
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +130,7 @@ func TestQueueRunningNamesRunningGroups(t *testing.T) {
 	want := cpuID.String() + ": blocker"
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		got := must(q.Running())
+		got := must(q.RunningGroups())
 		if slices.Equal(got, []string{want}) {
 			break
 		}
@@ -144,7 +144,7 @@ func TestQueueRunningNamesRunningGroups(t *testing.T) {
 	if err := ev.Wait(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if got := must(q.Running()); len(got) != 0 {
+	if got := must(q.RunningGroups()); len(got) != 0 {
 		t.Errorf("Running after the group ended = %q, want none", got)
 	}
 	if err := q.Close(); err != nil {
@@ -153,7 +153,7 @@ func TestQueueRunningNamesRunningGroups(t *testing.T) {
 	if _, err := q.PageStates(); !errors.Is(err, ErrClosed) {
 		t.Errorf("PageStates after Close: %v, want ErrClosed", err)
 	}
-	if _, err := q.Running(); !errors.Is(err, ErrClosed) {
+	if _, err := q.RunningGroups(); !errors.Is(err, ErrClosed) {
 		t.Errorf("Running after Close: %v, want ErrClosed", err)
 	}
 }
@@ -201,7 +201,7 @@ func TestClusterPageStatesFollowGroups_C2_P3_P4(t *testing.T) {
 	if got, _ := outdatedOn(pagesOf(t, q, b.ID()), "client"); len(got) != 0 {
 		t.Errorf("after a read the client's outdated pages = %v, want none", got)
 	}
-	if r, err := q.Running(); err != nil || len(r) != 0 {
+	if r, err := q.RunningGroups(); err != nil || len(r) != 0 {
 		t.Errorf("Running with nothing submitted = %q, %v; want none", r, err)
 	}
 }

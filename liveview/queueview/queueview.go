@@ -46,7 +46,7 @@ type Config struct {
 
 // Snapshot is a liveview.Config.Snapshot that shows q through its public API:
 // the machine (or the cluster's nodes) with the queue's devices and memory
-// budgets, one job with the running frontier (Queue.Running), every open
+// budgets, one job with the running frontier (Queue.RunningGroups), every open
 // buffer's page grid per allocation (Queue.PageStates) and the bytes per
 // link (Queue.Stats). Once q is closed the job shows "done" and the
 // buffers are gone.
@@ -74,7 +74,7 @@ func Snapshot(q *acpp.Queue, cfg Config) func() liveview.View {
 		for _, l := range st.Links {
 			v.Links = append(v.Links, liveview.Link{From: l.From, To: l.To, Bytes: l.Bytes})
 		}
-		running, err := q.Running()
+		running, err := q.RunningGroups()
 		if errors.Is(err, acpp.ErrClosed) {
 			job.State = "done"
 		}

@@ -21,7 +21,7 @@ import (
 // its event stream and the view as JSON, read-only, for as long as Run
 // runs. Its snapshot reads the run's queue through the public API
 // (devices, memory budgets, links; for an embedded run the page states
-// and the running groups too: Queue.PageStates, Queue.Running), a cluster
+// and the running groups too: Queue.PageStates, Queue.RunningGroups), a cluster
 // run's members and page states from the job's coordinator (a
 // coordinator.Snapshotter bound through Config.Snapshots, which also
 // knows the nodes' addresses and pending work), and the progress from the
@@ -135,7 +135,7 @@ func (u *ui) snapshot() liveview.View {
 	if u.snaps == nil {
 		v.Members = queueview.Members(q)
 		v.Buffers, _ = queueview.Buffers(q, func(i int, _ acpp.BufferPages) string { return u.bufferName(i, "") })
-		running, _ := q.Running()
+		running, _ := q.RunningGroups()
 		job.Frontier = liveview.Frontier(running)
 		v.Jobs = []liveview.Job{job}
 		return v
