@@ -85,10 +85,11 @@ func TestAllocHazards_D1_D2_D3_D4(t *testing.T) {
 	}
 }
 
-// The lineage keeps, per buffer, exactly the writes no later single write
-// covers, like a plain scan of every record would; random 3D writes,
-// checked after each one.
-func TestRecordWriteLineage(t *testing.T) {
+// The lineage (the producers a NodeLostError names for lost pages, C5)
+// keeps, per buffer, exactly the writes no later single write covers, as
+// a plain scan of every record would; random 3D writes, checked after
+// each one.
+func TestLineageKeepsUncoveredWrites_C5(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	j := &Job{lineage: map[coherence.BufferID][]writeRec{}}
 	var model []writeRec
