@@ -748,6 +748,53 @@ func TestPinForeignHostMemory(t *testing.T) {
 	}
 }
 
+// TestCopyIntoOwnPinnedMemoryRegistersNothing: a Mem that views host
+// memory the group allocated pinned (host USM: a CopyToHost into a slice
+// of it, one new Mem per copy) is copied to directly, every time, without
+// a registration of its own; once freed, the range is foreign again.
+func TestCopyIntoOwnPinnedMemoryRegistersNothing(t *testing.T) {
+	d := openGPUs(t, Config{})[0]
+	const n = 4 << 20
+	src := make([]byte, n)
+	for i := range src {
+		src[i] = byte(i * 13)
+	}
+	dev := upload(t, d, src)
+	slab, err := d.Alloc(device.MemHost, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := func() (ranges, mems int) {
+		d.group.pins.mu.Lock()
+		defer d.group.pins.mu.Unlock()
+		return len(d.group.pins.byBase), len(d.group.pins.mems)
+	}
+	r0, m0 := seen()
+	for i := range 3 {
+		clear(slab.Host)
+		view := &device.Mem{Device: device.ID{Kind: device.KindCPU}, Kind: device.MemHost, Bytes: n / 2, Host: slab.Host[n/2:]}
+		if err := do(t, d, 0, device.CopyOp{Src: device.Region{Mem: dev, Extent: [3]int{1, 1, n}, Origin: [3]int{0, 0, n / 2}},
+			Dst: linear(view), Size: [3]int{1, 1, n / 2}, ElemSize: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(slab.Host[n/2:], src[n/2:]) {
+			t.Fatalf("copy %d into a view of pinned host USM: bytes differ", i)
+		}
+	}
+	if r, m := seen(); r != r0 || m != m0 {
+		t.Errorf("copies into views of host USM: %d pinned ranges and %d Mems seen, want %d and %d (nothing registered)", r, m, r0, m0)
+	}
+	if err := d.Free(slab); err != nil {
+		t.Fatal(err)
+	}
+	d.group.pins.mu.Lock()
+	owned := d.group.pins.ownedLocked(uintptrOf(slab.Host), n)
+	d.group.pins.mu.Unlock()
+	if owned {
+		t.Error("a freed host allocation is still counted as the group's own")
+	}
+}
+
 // TestStreamsOverlap_D4: independent ops on different queues run at the
 // same time: four kernels that each keep one SM busy for a while finish in
 // well under four times the time of one — as fast as the same four

@@ -66,6 +66,7 @@ func (d *Device) alloc(kind device.MemKind, bytes int) (*device.Mem, error) {
 			return nil, fmt.Errorf("%s: mapping pinned host memory: %w", d.info.ID, err)
 		}
 		st.hostPtr, st.devPtr, st.pinned = p, dp, true
+		d.group.pins.allocated(p, n)
 	case kind == device.MemShared:
 		free, _, err := d.lib.MemGetInfo()
 		if err != nil {
@@ -117,6 +118,7 @@ func (d *Device) Free(m *device.Mem) error {
 func (d *Device) freeMem(st *memState) error {
 	switch {
 	case st.pinned:
+		d.group.pins.freed(st.hostPtr)
 		return d.lib.MemFreeHost(st.hostPtr)
 	case st.imported:
 		return d.lib.IpcCloseMemHandle(st.devPtr)

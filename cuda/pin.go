@@ -22,11 +22,46 @@ import (
 // unreachable an owner unregisters the range and only then lets the bytes
 // go. A range that cannot be registered (overlapping another registration,
 // or refused) is simply copied as pageable memory.
+//
+// Host memory the group allocated pinned itself (host USM, cuMemHostAlloc)
+// is left alone when another Mem views it (a CopyToHost into a slice of
+// host USM): the driver already DMAs to it directly, and registering it
+// again would only fail, on every copy, since each copy brings a Mem of
+// its own.
 type hostPins struct {
 	mu     sync.Mutex
 	byBase map[uintptr]*pin                     // registered ranges by base address; guarded by mu
 	mems   map[weak.Pointer[device.Mem]]uintptr // Mems seen → base of their pin (0: not pinned); guarded by mu
 	kept   [][]byte                             // guarded by mu: still registered after every device closed
+	own    map[uintptr]uintptr                  // the group's pinned host allocations: base → end; guarded by mu
+}
+
+// allocated records a pinned host allocation of the group (owner thread).
+func (p *hostPins) allocated(base uintptr, n uint64) {
+	p.mu.Lock()
+	if p.own == nil {
+		p.own = map[uintptr]uintptr{}
+	}
+	p.own[base] = base + uintptr(n)
+	p.mu.Unlock()
+}
+
+// freed forgets a pinned host allocation of the group before it is freed.
+func (p *hostPins) freed(base uintptr) {
+	p.mu.Lock()
+	delete(p.own, base)
+	p.mu.Unlock()
+}
+
+// ownedLocked reports whether [base, base+n) lies inside one of the
+// group's pinned host allocations.
+func (p *hostPins) ownedLocked(base uintptr, n int) bool {
+	for b, e := range p.own {
+		if base >= b && base+uintptr(n) <= e {
+			return true
+		}
+	}
+	return false
 }
 
 type pin struct {
@@ -54,6 +89,10 @@ func (d *Device) pinFor(m *device.Mem) {
 	p.mu.Lock()
 	if p.mems == nil {
 		p.mems, p.byBase = map[weak.Pointer[device.Mem]]uintptr{}, map[uintptr]*pin{}
+	}
+	if p.ownedLocked(base, len(m.Host)) {
+		p.mu.Unlock()
+		return
 	}
 	if _, seen := p.mems[wp]; seen {
 		p.mu.Unlock()
