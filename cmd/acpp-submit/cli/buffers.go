@@ -32,6 +32,10 @@ type buf interface {
 	// writeTo writes the buffer's contents to w (waiting for its writers),
 	// straight from its host copy (output.go).
 	writeTo(ctx context.Context, w io.Writer) error
+	// writeFrom writes the buffer's contents to w from device dev's copy,
+	// through pinned host slabs, leaving its host copy as it was; it
+	// returns the bytes copied to the host (output.go).
+	writeFrom(ctx context.Context, q *acpp.Queue, dev acpp.DeviceID, w io.Writer) (int64, error)
 	close() error
 }
 

@@ -35,6 +35,12 @@ type engine struct {
 	splits  int // command groups submitted split
 	// order is every buffer once, in declaration order (closed by close).
 	order []buf
+	// holder is, for each buffer written so far, the one device known to
+	// hold all of its current contents ("cuda:0"), or "" when none is:
+	// written in parts on several devices, by a split over several, or
+	// not all of it by the same device (wrote). Outputs read a buffer that
+	// a GPU holds from that GPU (output.go, readBackDevice).
+	holder map[buf]string
 }
 
 // ticket is a submitted command group.
@@ -140,12 +146,47 @@ func (e *engine) fill(g *Group, b buf, off, rng []int, v []byte, dev string, ini
 		// each then holds its part of the buffer, and nothing moves for it.
 		return e.submit(g, "", func(h *acpp.Handler) { b.fillSplit(h, v) }, acpp.SplitWith(acpp.SplitOpts{}))
 	}
-	return e.submit(g, dev, func(h *acpp.Handler) { b.fill(h, off, rng, v) })
+	t, err := e.submit(g, dev, func(h *acpp.Handler) { b.fill(h, off, rng, v) })
+	if err == nil {
+		e.wrote(b, covers(b.spec(), off, rng), t)
+	}
+	return t, err
 }
 
 // copy copies the region (off, rng) of src into dst at dstOff.
 func (e *engine) copy(g *Group, src buf, off, rng []int, dst buf, dstOff []int, dev string) (ticket, error) {
-	return e.submit(g, dev, func(h *acpp.Handler) { src.copyTo(h, off, rng, dst, dstOff) })
+	t, err := e.submit(g, dev, func(h *acpp.Handler) { src.copyTo(h, off, rng, dst, dstOff) })
+	if err == nil {
+		e.wrote(dst, covers(dst.spec(), dstOff, regionOf(src, jobfile.Read, off, rng).rangeOf()), t)
+	}
+	return t, err
+}
+
+// wrote notes that the group of ticket t writes buffer b, all of it when
+// whole, for holder.
+func (e *engine) wrote(b buf, whole bool, t ticket) {
+	if e.holder == nil {
+		e.holder = map[buf]string{}
+	}
+	dev := t.ev.Device() // a split group's devices, comma-separated
+	switch {
+	case strings.Contains(dev, ","):
+		dev = ""
+	case !whole && e.holder[b] != dev:
+		dev = "" // its other parts lie elsewhere (or were never written)
+	}
+	e.holder[b] = dev
+}
+
+// covers reports whether the region (off, rng) (nil: defaults) is all of
+// buffer s.
+func covers(s *jobfile.Buffer, off, rng []int) bool {
+	for i, n := range s.Range {
+		if off != nil && off[i] != 0 || rng != nil && rng[i] != n {
+			return false
+		}
+	}
+	return true
 }
 
 // kernel launches a kernel step; name is the registry name, k its
@@ -162,11 +203,23 @@ func (e *engine) kernel(g *Group, s *jobfile.Step, name string, k *device.Kernel
 			}
 		}
 	}
+	var t ticket
+	var err error
 	if sp := e.split(s, k, dev); sp != nil {
 		e.splits++
-		return e.submit(g, "", func(h *acpp.Handler) { launch(h, s, name, k, bufs, true) }, acpp.SplitWith(*sp))
+		t, err = e.submit(g, "", func(h *acpp.Handler) { launch(h, s, name, k, bufs, true) }, acpp.SplitWith(*sp))
+	} else {
+		t, err = e.submit(g, dev, func(h *acpp.Handler) { launch(h, s, name, k, bufs, false) })
 	}
-	return e.submit(g, dev, func(h *acpp.Handler) { launch(h, s, name, k, bufs, false) })
+	if err == nil {
+		for _, a := range s.Accessors {
+			if a.Mode != jobfile.Read {
+				b := bufs[a.Buffer]
+				e.wrote(b, covers(b.spec(), a.Offset, a.Range), t)
+			}
+		}
+	}
+	return t, err
 }
 
 // split is the queue's form of a step's split, or nil to run the step
@@ -296,12 +349,21 @@ func toHost(s acpp.Stats) int64 {
 }
 
 // write writes a buffer's contents to w, as they lie in memory (host byte
-// order), reading them back first (only pages outdated on the host move),
-// and says how many bytes moved to the host for it.
+// order), and says how many bytes moved to the host for it: from the GPU
+// that holds all of it through two pinned slabs (writeFrom), else from its
+// host copy, read back first (writeTo: only pages outdated on the host
+// move).
 func (e *engine) write(ctx context.Context, b buf, w io.Writer) (int64, error) {
 	before := toHost(e.q.Stats())
-	err := b.writeTo(ctx, w)
-	return toHost(e.q.Stats()) - before, err
+	var copied int64 // by the output's own copies, which the queue does not count
+	var err error
+	// (On a cluster the client reads through the coordinator: host reads.)
+	if dev, ok := readBackDevice(b.spec(), e.holder[b], e.q.Devices()); ok && e.cluster == nil {
+		copied, err = b.writeFrom(ctx, e.q, dev, w)
+	} else {
+		err = b.writeTo(ctx, w)
+	}
+	return toHost(e.q.Stats()) - before + copied, err
 }
 
 // close ends the engine: waits for what is in flight (failed or cancelled

@@ -7,8 +7,10 @@ import (
 	"io"
 	"os"
 	"slices"
+	"unsafe"
 
 	"github.com/acpp/acpp"
+	"github.com/acpp/acpp/device"
 	"github.com/acpp/acpp/jobfile"
 	"github.com/acpp/acpp/jobfile/npy"
 )
@@ -17,6 +19,12 @@ import (
 // an output is written: the read-back of the next slab (device to host, on
 // a GPU) runs while this one goes to the file.
 var outputSlab = 64 << 20
+
+// stagingSlab is the most bytes of a buffer that one command group copies
+// from a GPU into one of the two pinned host slabs of an output
+// (writeFrom): small enough that pinning the pair costs little next to
+// the file, large enough that the file gets large writes.
+var stagingSlab = 16 << 20
 
 // hostLittleEndian: this machine stores numbers little-endian, as .npy
 // files (descr '<…') and raw outputs promise. A big-endian host swaps the
@@ -104,6 +112,89 @@ func (t *tbuf[T]) writeTo(ctx context.Context, w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// readBackDevice is the device an output of buffer s reads it back from:
+// the one that holds all of its current contents (holder, engine.wrote),
+// of devs (the queue's), when its memory is not the host's (a GPU). ok is
+// false, and the output reads the buffer's host copy (writeTo), for a
+// buffer no single device holds (never written, written by a split over
+// several devices or in parts by several), one a CPU device or another
+// host-unified one holds (its memory is the host copy: nothing to copy),
+// and when one index of the buffer's first dimension is larger than a
+// slab.
+func readBackDevice(s *jobfile.Buffer, holder string, devs []device.Info) (acpp.DeviceID, bool) {
+	if holder == "" || s.Bytes() == 0 || s.Bytes()/s.Range[0] > stagingSlab {
+		return acpp.DeviceID{}, false
+	}
+	for _, d := range devs {
+		if d.ID.String() == holder {
+			return d.ID, !d.Caps.HostUnified
+		}
+	}
+	return acpp.DeviceID{}, false
+}
+
+// writeFrom writes the buffer to w from dev's copy of it, in slabs of
+// whole indices of its first dimension (at most stagingSlab bytes each):
+// a command group on dev copies each slab into one of two pinned host
+// slabs (host USM of dev, pinned once for the whole output) while the
+// previous one goes to the file. The buffer's host copy is neither read
+// nor made up to date: a GPU buffer's read-back costs no page-locking of
+// its host allocation, and no copy but the one into the slab.
+func (t *tbuf[T]) writeFrom(ctx context.Context, q *acpp.Queue, dev acpp.DeviceID, w io.Writer) (int64, error) {
+	rng := t.s.Range
+	if t.s.Bytes() == 0 {
+		return 0, nil
+	}
+	var z T
+	size := int(unsafe.Sizeof(z))
+	row := t.s.Bytes() / rng[0] // bytes per index of the first dimension
+	per := min(rng[0], max(1, stagingSlab/row))
+	var slabs [2][]T
+	for i := range min(2, (rng[0]+per-1)/per) {
+		p, err := acpp.Malloc[T](q, per*row/size, acpp.USMHost, acpp.On(dev))
+		if err != nil {
+			return 0, fmt.Errorf("pinned host slab of %d bytes on %s: %w", per*row, dev, err)
+		}
+		defer acpp.Free(q, p) // after every copy into it finished (below)
+		if slabs[i], err = p.Host(); err != nil {
+			return 0, err
+		}
+	}
+	// copyOut submits the copy of the slab at lo into slabs[i].
+	copyOut := func(lo, i int) (*acpp.Event, error) {
+		off := make([]int, len(rng))
+		off[0] = lo
+		r := slices.Clone(rng)
+		r[0] = min(per, rng[0]-lo)
+		return q.Submit(func(h *acpp.Handler) error {
+			acpp.CopyToHost(h, acpp.ReadRange(h, t.b, toRange(r), toID(off, len(off))), slabs[i])
+			return nil
+		}, acpp.On(dev), acpp.Named("output "+t.s.Name))
+	}
+	var copied int64
+	next, err := copyOut(0, 0)
+	for lo, i := 0, 0; err == nil && lo < rng[0]; lo, i = lo+per, 1-i {
+		cur := next
+		next = nil
+		if err = cur.Wait(ctx); err != nil {
+			cur.Wait(context.Background()) // the slab is freed on return
+			break
+		}
+		if lo+per < rng[0] {
+			if next, err = copyOut(lo+per, 1-i); err != nil {
+				break
+			}
+		}
+		n := min(per, rng[0]-lo) * row
+		copied += int64(n)
+		_, err = w.Write(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(slabs[i]))), n))
+	}
+	if next != nil {
+		next.Wait(context.Background())
+	}
+	return copied, err
 }
 
 // swapWriter reverses the bytes of each size-byte element on its way to w

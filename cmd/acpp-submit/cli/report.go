@@ -96,6 +96,11 @@ func (res *Result) Summary() string {
 		if d > 0 && o.Bytes > 0 {
 			rate = fmt.Sprintf(", %s/s", bytesStr(int64(float64(o.Bytes)/d.Seconds())))
 		}
+		if o.Moved > 0 {
+			// From a GPU's memory: through pinned slabs, which the queue's
+			// counts above leave out, or into the host copy.
+			rate += fmt.Sprintf(", %s read back", bytesStr(o.Moved))
+		}
 		fmt.Fprintf(&b, "  wrote %s (%s %v, %s, %s) in %s%s\n", o.Path, o.Type, o.Range, o.Format, bytesStr(int64(o.Bytes)), d.Round(10*time.Microsecond), rate)
 	}
 	if failed > 0 {
