@@ -22,9 +22,13 @@ var outputSlab = 64 << 20
 
 // stagingSlab is the most bytes of a buffer that one command group copies
 // from a GPU into one of the two pinned host slabs of an output
-// (writeFrom): small enough that pinning the pair costs little next to
-// the file, large enough that the file gets large writes.
-var stagingSlab = 16 << 20
+// (writeFrom). Making the pair costs about 0.6 ms per MiB (cuMemHostAlloc
+// and its free, as the figures below imply), once per output, while a
+// slab's copy hides behind the previous slab's write at any of these
+// sizes: on the H100 host (BenchmarkOutputGPU, 2026-11-27) 2–4 MiB slabs
+// wrote a 256 MiB output at 0.9–1.15× a plain file write, 16 MiB ones at
+// 0.67–0.84×, and a 64 MiB one at 0.7–0.9× against 0.45–0.5×.
+var stagingSlab = 4 << 20
 
 // hostLittleEndian: this machine stores numbers little-endian, as .npy
 // files (descr '<…') and raw outputs promise. A big-endian host swaps the
