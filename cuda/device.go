@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/acpp/acpp/cuda/driver"
@@ -112,6 +113,19 @@ var _ device.InOrderQueuer = (*Device)(nil)
 // owner issues a queue's ops in Enqueue order. (Fills of host memory, done
 // by the host, and copies staged between GPUs are outside the promise.)
 func (d *Device) InOrderQueues() bool { return true }
+
+var _ device.SpinWaiter = (*Device)(nil)
+
+// SpinWait implements device.SpinWaiter: under CompletionSpin a goroutine
+// that waits for this device's work spins on its completion for SpinIdle
+// before it parks, as the owner and the completer do for new work (the
+// user chose to trade host CPU for latency); 0 under the other strategies.
+func (d *Device) SpinWait() time.Duration {
+	if d.cfg.Completion == CompletionSpin {
+		return d.cfg.SpinIdle
+	}
+	return 0
+}
 
 // Attributes returns what discovery read of the GPU.
 func (d *Device) Attributes() Attributes { return d.attrs }

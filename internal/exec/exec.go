@@ -132,6 +132,10 @@ type Runtime struct {
 	// issue-ahead is off.
 	inOrder []inOrderDev
 
+	// spinners are the devices whose waiters spin before they park
+	// (device.SpinWaiter), with how long; empty for most runtimes.
+	spinners []spinDev
+
 	// epoch is when the runtime started; nodes keep their times as
 	// monotonic offsets from it (one clock read each instead of time.Now's
 	// wall and monotonic reads).
@@ -284,6 +288,11 @@ func New(cfg Config) (*Runtime, error) {
 				info := d.Info()
 				rt.inOrder = append(rt.inOrder, inOrderDev{dev: d, id: info.ID, queues: max(1, info.Caps.Queues)})
 			}
+		}
+	}
+	for _, d := range cfg.Devices {
+		if w := device.SpinWaitOf(d); w > 0 {
+			rt.spinners = append(rt.spinners, spinDev{dev: d, wait: w})
 		}
 	}
 	mem := coherence.HostMem + 1
@@ -633,9 +642,15 @@ func (n *Node) Done() <-chan struct{} {
 func (n *Node) Finished() bool { return n.fin.Load() }
 
 // Wait blocks until the node has finished and returns its error, or ctx's
-// error if ctx ends first.
+// error if ctx ends first. For a group on a device that asks for it
+// (device.SpinWaiter: the CUDA backend under CompletionSpin) it first
+// spins on the node's completion for up to the device's SpinWait, so that
+// a completion within it needs no goroutine wake-up; then it parks.
 func (n *Node) Wait(ctx context.Context) error {
 	if n.fin.Load() {
+		return n.err
+	}
+	if w := n.rt.SpinWait(n.g.Device); w > 0 && device.SpinUntil(&n.fin, w, ctx.Done()) {
 		return n.err
 	}
 	select {
@@ -1164,6 +1179,25 @@ func (rt *Runtime) countCopy(p plannedCopy, n *Node, next func(error)) func(erro
 func (rt *Runtime) inOrderQueues(d device.Device) int {
 	if e := rt.inOrderOf(d); e != nil {
 		return e.queues
+	}
+	return 0
+}
+
+// spinDev is a device whose waiters spin for wait before they park.
+type spinDev struct {
+	dev  device.Device
+	wait time.Duration
+}
+
+// SpinWait is how long a Wait for a group that d runs spins on its
+// completion before it parks: d's SpinWait (device.SpinWaiter, the CUDA
+// backend under CompletionSpin), 0 for other devices, host tasks (nil) and
+// devices the runtime does not use.
+func (rt *Runtime) SpinWait(d device.Device) time.Duration {
+	for i := range rt.spinners {
+		if rt.spinners[i].dev == d {
+			return rt.spinners[i].wait
+		}
 	}
 	return 0
 }

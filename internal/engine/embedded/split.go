@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/acpp/acpp/device"
@@ -198,6 +199,9 @@ func mapRegion(m partition.RangeMapper, c partition.Chunk, buf engine.Dims, bd i
 // submitChunks submits the chunks' groups and returns one event for all.
 func (e *Engine[G]) submitChunks(name string, groups []exec.Group) (engine.Event, error) {
 	ev := &splitEvent{done: make(chan struct{}), submitted: time.Now(), errs: make([]error, len(groups)), left: len(groups)}
+	for _, g := range groups {
+		ev.spin = max(ev.spin, e.rt.SpinWait(g.Device))
+	}
 	nodes := make([]exec.Node, len(groups))
 	for i := range groups {
 		n := &nodes[i]
@@ -226,6 +230,8 @@ func (e *Engine[G]) submitChunks(name string, groups []exec.Group) (engine.Event
 type splitEvent struct {
 	nodes     []*exec.Node // the chunks submitted, in order; set before Submit returns
 	done      chan struct{}
+	fin       atomic.Bool   // set just before done is closed: what Wait spins on
+	spin      time.Duration // how long Wait spins: the longest SpinWait of the chunks' devices
 	submitted time.Time
 
 	mu            sync.Mutex
@@ -253,6 +259,7 @@ func (v *splitEvent) chunkDone(i int, started time.Time, err error) {
 		}
 	}
 	v.ended = time.Now()
+	v.fin.Store(true)
 	close(v.done)
 }
 
@@ -265,7 +272,12 @@ func (v *splitEvent) finished() bool {
 	}
 }
 
+// Wait spins first where a chunk's device asks for it (exec's Node.Wait
+// says why).
 func (v *splitEvent) Wait(ctx context.Context) error {
+	if v.spin > 0 && device.SpinUntil(&v.fin, v.spin, ctx.Done()) {
+		return v.first
+	}
 	select {
 	case <-v.done:
 		return v.first

@@ -1,0 +1,67 @@
+package device
+
+import (
+	"runtime"
+	"sync/atomic"
+	"time"
+)
+
+// SpinWaiter is implemented by devices whose user chose to trade host CPU
+// for completion latency (the CUDA backend under CompletionSpin). A
+// goroutine that waits for such a device's op then spins on the op's
+// completion for up to SpinWait before it parks: a parked waiter must be
+// woken by whoever calls done, and that wake-up (5–10 µs on virtual
+// machines) is as long as a small kernel. SpinWait never changes; 0 means
+// wait as for any other device (park at once). Devices without it (the CPU
+// backend) are waited for without spinning.
+type SpinWaiter interface {
+	SpinWait() time.Duration
+}
+
+// SpinWaitOf is d's SpinWait, or 0 when d does not implement SpinWaiter.
+func SpinWaitOf(d Device) time.Duration {
+	if s, ok := d.(SpinWaiter); ok {
+		return max(s.SpinWait(), 0)
+	}
+	return 0
+}
+
+// SpinUntil spins until done is set, for up to bound, and reports whether
+// it was. It stops early, reporting false, once cancel is closed (nil:
+// never). The caller then parks on whatever done's setter also signals (a
+// channel closed after done is set): SpinUntil only shortens the common
+// case where completion comes within the bound.
+//
+// Every 64 looks it reads the clock and checks cancel; every 1024 it
+// yields its processor (runtime.Gosched, about a microsecond apart): a
+// goroutine that the wait depends on (the device's completer) may be
+// runnable on this P, and with few Ps it would otherwise wait until the
+// spin ended.
+func SpinUntil(done *atomic.Bool, bound time.Duration, cancel <-chan struct{}) bool {
+	if done.Load() {
+		return true
+	}
+	if bound <= 0 {
+		return false
+	}
+	start := time.Now()
+	for i := 1; ; i++ {
+		if done.Load() {
+			return true
+		}
+		if i%64 != 0 { // reading the clock costs more than a look at done
+			continue
+		}
+		if time.Since(start) > bound {
+			return done.Load()
+		}
+		select {
+		case <-cancel:
+			return done.Load()
+		default:
+		}
+		if i%1024 == 0 {
+			runtime.Gosched()
+		}
+	}
+}

@@ -1,0 +1,199 @@
+package exec
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/acpp/acpp/cpu"
+	"github.com/acpp/acpp/device"
+	"github.com/acpp/acpp/device/devicetest"
+)
+
+// spinFake is a Fake that asks its waiters to spin (device.SpinWaiter), as
+// the CUDA backend does under CompletionSpin.
+type spinFake struct {
+	*devicetest.Fake
+	spin time.Duration
+}
+
+func (f *spinFake) SpinWait() time.Duration { return f.spin }
+
+// newSpinRig is a runtime over a CPU device and a Fake that asks for a
+// spin of spin (none when 0: then the Fake is not a SpinWaiter at all).
+func newSpinRig(t *testing.T, spin time.Duration, fc devicetest.FakeConfig) (*Runtime, device.Device, *devicetest.Fake) {
+	t.Helper()
+	c := cpu.New(0, 2)
+	f := devicetest.NewFake(fc)
+	var d device.Device = f
+	if spin > 0 {
+		d = &spinFake{Fake: f, spin: spin}
+	}
+	rt, err := New(Config{Devices: []device.Device{c, d}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := rt.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+		f.Close()
+		c.Close()
+	})
+	return rt, d, f
+}
+
+// waiterState is the scheduler state ("select", "running", "runnable",
+// ...) of the one goroutine in Node.Wait, or "" if there is none.
+func waiterState() string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if !strings.Contains(g, "exec.(*Node).Wait(") {
+			continue
+		}
+		// "goroutine 7 [select]:" or "goroutine 7 [select, 2 minutes]:"
+		head, _, _ := strings.Cut(g, "\n")
+		_, st, _ := strings.Cut(head, "[")
+		st, _, _ = strings.Cut(st, "]")
+		st, _, _ = strings.Cut(st, ",")
+		return st
+	}
+	return ""
+}
+
+// heldWait submits one op to d while the Fake is held, starts a Wait for
+// it with ctx and returns the Wait's result channel, the release of the
+// Fake and whether the op ran.
+func heldWait(t *testing.T, ctx context.Context, rt *Runtime, d device.Device, f *devicetest.Fake) (<-chan error, func(), *bool) {
+	t.Helper()
+	release := f.Hold()
+	t.Cleanup(release)
+	ran := new(bool)
+	n, err := rt.Submit(Group{Name: "held", Device: d, Ops: []device.Op{launch(func() { *ran = true })}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := make(chan error, 1)
+	go func() { res <- n.Wait(ctx) }()
+	waitFor(t, "the waiter is in Node.Wait", func() bool { return waiterState() != "" })
+	return res, release, ran
+}
+
+func waitResult(t *testing.T, res <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-res:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("Node.Wait did not return within 10 s")
+		return nil
+	}
+}
+
+// On a device that asks for it (device.SpinWaiter), Node.Wait spins on
+// the node's completion instead of parking: with a bound far longer than
+// the test, the waiter is never seen parked while its op is held, and it
+// returns once the op has run (and sees what the op wrote: -race).
+func TestWaitSpinsOnSpinWaiterDevice(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("a spinning waiter and the device need two processors")
+	}
+	rt, d, f := newSpinRig(t, time.Hour, devicetest.FakeConfig{})
+	if got := rt.SpinWait(d); got != time.Hour {
+		t.Fatalf("SpinWait of the spinning fake = %v, want 1h", got)
+	}
+	res, release, ran := heldWait(t, context.Background(), rt, d, f)
+	for range 20 {
+		if st := waiterState(); st == "select" || st == "" {
+			t.Fatalf("the waiter of a spinning device is %q while its op is held; want it spinning (running or runnable)", st)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	release()
+	if err := waitResult(t, res); err != nil {
+		t.Fatal(err)
+	}
+	if !*ran {
+		t.Fatal("Wait returned before the op ran")
+	}
+}
+
+// The spin is bounded: a node that finishes long after the bound is
+// waited for parked (no CPU burnt for the rest of the wait), and the Wait
+// still returns once it finishes.
+func TestWaitParksAfterSpinBound(t *testing.T) {
+	rt, d, f := newSpinRig(t, time.Millisecond, devicetest.FakeConfig{})
+	res, release, ran := heldWait(t, context.Background(), rt, d, f)
+	waitFor(t, "the waiter parks after its 1 ms spin", func() bool { return waiterState() == "select" })
+	select {
+	case err := <-res:
+		t.Fatalf("Wait returned %v while the op is held", err)
+	default:
+	}
+	release()
+	if err := waitResult(t, res); err != nil {
+		t.Fatal(err)
+	}
+	if !*ran {
+		t.Fatal("Wait returned before the op ran")
+	}
+}
+
+// Devices that do not ask for a spin (CPU devices, a plain Fake, host
+// tasks) are waited for parked, as before: no CPU burnt.
+func TestWaitDoesNotSpinOnOtherDevices(t *testing.T) {
+	rt, d, f := newSpinRig(t, 0, devicetest.FakeConfig{})
+	for _, x := range append(rt.Devices(), nil) {
+		if w := rt.SpinWait(x); w != 0 {
+			t.Fatalf("SpinWait(%v) = %v, want 0", x, w)
+		}
+	}
+	res, release, _ := heldWait(t, context.Background(), rt, d, f)
+	waitFor(t, "the waiter parks", func() bool { return waiterState() == "select" })
+	release()
+	if err := waitResult(t, res); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A spinning Wait still ends with its context: cancelled while it spins
+// (bound: an hour), it returns the context's error, and the node finishes
+// later as usual.
+func TestWaitSpinEndsWithContext(t *testing.T) {
+	rt, d, f := newSpinRig(t, time.Hour, devicetest.FakeConfig{})
+	ctx, cancel := context.WithCancel(context.Background())
+	res, release, _ := heldWait(t, ctx, rt, d, f)
+	cancel()
+	if err := waitResult(t, res); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait = %v after its context was cancelled, want context.Canceled", err)
+	}
+	release()
+	if err := rt.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Many short groups on a spinning device whose completions reach the host
+// late, each waited for by its submitter while others finish: every Wait
+// returns nil after its own op ran (the race detector checks that the
+// spin's return orders the op's write before the waiter's read).
+func TestWaitSpinSeesEachCompletion(t *testing.T) {
+	rt, d, _ := newSpinRig(t, 50*time.Microsecond, devicetest.FakeConfig{DoneLatency: 20 * time.Microsecond})
+	vals := make([]int, 200)
+	for i := range vals {
+		n, err := rt.Submit(Group{Name: "short", Device: d, Ops: []device.Op{launch(func() { vals[i] = i + 1 })}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if vals[i] != i+1 {
+			t.Fatalf("group %d: Wait returned before its op wrote (%d)", i, vals[i])
+		}
+	}
+}
