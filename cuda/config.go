@@ -77,7 +77,9 @@ type Config struct {
 	// Streams is the number of streams per device; 0 means 4.
 	Streams int
 	// Completion picks the completion strategy; the zero value is
-	// CompletionPoll.
+	// CompletionPoll, or the strategy the environment variable
+	// ACPP_CUDA_COMPLETION names (poll, blocking-sync, callback, spin):
+	// the way to choose one for devices that acpp.NewQueue opens.
 	Completion Completion
 	// PollMin and PollMax bound the sleep between polling rounds; 0 means
 	// 2 µs and 200 µs. Only CompletionPoll uses them.
@@ -129,6 +131,11 @@ func (c Config) Validate() error {
 	if c.Completion > CompletionSpin {
 		errs = append(errs, fmt.Errorf("%w: Completion (%d) unknown; use CompletionPoll, CompletionBlockingSync, CompletionCallback or CompletionSpin", ErrConfig, c.Completion))
 	}
+	if v := os.Getenv(CompletionEnv); v != "" {
+		if _, ok := parseCompletion(v); !ok {
+			errs = append(errs, fmt.Errorf("%w: %s=%q unknown; use poll, blocking-sync, callback or spin", ErrConfig, CompletionEnv, v))
+		}
+	}
 	if c.SpinIdle < 0 {
 		errs = append(errs, fmt.Errorf("%w: SpinIdle (%v) must be >= 0", ErrConfig, c.SpinIdle))
 	}
@@ -150,9 +157,29 @@ func (c Config) Validate() error {
 // it is "0" (Config.NoGraphs).
 const GraphsEnv = "ACPP_CUDA_GRAPHS"
 
+// CompletionEnv is the environment variable that picks the completion
+// strategy when Config.Completion is the zero value: "poll",
+// "blocking-sync", "callback" or "spin" (Completion.String).
+const CompletionEnv = "ACPP_CUDA_COMPLETION"
+
+// parseCompletion is the strategy whose String is s.
+func parseCompletion(s string) (Completion, bool) {
+	for c := CompletionPoll; c <= CompletionSpin; c++ {
+		if c.String() == s {
+			return c, true
+		}
+	}
+	return 0, false
+}
+
 func (c Config) withDefaults() Config {
 	if os.Getenv(GraphsEnv) == "0" {
 		c.NoGraphs = true
+	}
+	if c.Completion == CompletionPoll {
+		if m, ok := parseCompletion(os.Getenv(CompletionEnv)); ok {
+			c.Completion = m
+		}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -57,6 +57,38 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
+// The completion strategy comes from ACPP_CUDA_COMPLETION when Config
+// leaves it zero (how acpp.NewQueue's devices get one), an unknown value
+// is a config error, and SpinWait (device.SpinWaiter) is SpinIdle under
+// CompletionSpin only.
+func TestCompletionFromEnvironmentAndSpinWait(t *testing.T) {
+	t.Setenv(CompletionEnv, "spin")
+	if c := (Config{}).withDefaults(); c.Completion != CompletionSpin {
+		t.Fatalf("%s=spin: Completion %v, want spin", CompletionEnv, c.Completion)
+	}
+	if c := (Config{Completion: CompletionBlockingSync}).withDefaults(); c.Completion != CompletionBlockingSync {
+		t.Fatalf("an explicit Completion was overridden by the environment: %v", c.Completion)
+	}
+	for _, c := range []struct {
+		cfg  Config
+		want time.Duration
+	}{
+		{Config{Completion: CompletionSpin}, 50 * time.Microsecond},
+		{Config{Completion: CompletionSpin, SpinIdle: time.Millisecond}, time.Millisecond},
+		{Config{Completion: CompletionBlockingSync}, 0},
+		{Config{Completion: CompletionCallback}, 0},
+	} {
+		d := &Device{cfg: c.cfg.withDefaults()}
+		if got := device.SpinWaitOf(d); got != c.want {
+			t.Errorf("SpinWait under %v (SpinIdle %v) = %v, want %v", c.cfg.Completion, c.cfg.SpinIdle, got, c.want)
+		}
+	}
+	t.Setenv(CompletionEnv, "busy")
+	if err := (Config{}).Validate(); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), CompletionEnv) {
+		t.Fatalf("%s=busy: Validate = %v, want ErrConfig naming the variable", CompletionEnv, err)
+	}
+}
+
 // TestLinkDecision_L2_L3: only GPUs that share memory with the host are
 // linked; the overrides work; every decision has a reason.
 func TestLinkDecision_L2_L3(t *testing.T) {

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -8,14 +9,19 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/acpp/acpp"
+	cpudev "github.com/acpp/acpp/cpu"
 	"github.com/acpp/acpp/cuda/benchref"
 	"github.com/acpp/acpp/cuda/driver"
 	"github.com/acpp/acpp/cuda/kernels"
 	"github.com/acpp/acpp/cuda/nvrtc"
 	"github.com/acpp/acpp/device"
+	"github.com/acpp/acpp/internal/exec"
+	acppkernels "github.com/acpp/acpp/kernels"
 )
 
 // The built-in kernels against hand-written CUDA C (cuda/benchref), in one
@@ -514,7 +520,15 @@ func enqueueTime(b *testing.B, d *Device, steps int, op func(i int) device.Op) t
 // then cuStreamQuery until done, on the owner thread; raw-blocking:
 // cuLaunchKernel, cuEventRecord of a blocking-sync event and
 // cuEventSynchronize. The backend rows are Enqueue and a wait for done,
-// with each completion strategy.
+// with each completion strategy: backend-* wait on a channel (park at
+// once); backend-spin-spinwait waits as the runtime's Node.Wait does
+// under CompletionSpin (spinThenPark: device.SpinUntil for the device's
+// SpinWait, then park). What a user gets: runtime-spin is the executor
+// (exec.Runtime over the CPU and the GPU in spin mode: Submit of the
+// launch as a group, then Node.Wait); queue-* is acpp.NewQueue with
+// ACPP_CUDA_COMPLETION set (Submit of h.Launch("saxpy", ...) over two
+// buffers on the GPU, then the event's Wait). The spin rows compare with
+// raw-spin, the others with raw-blocking (scripts/bench).
 func BenchmarkSubmitWait(b *testing.B) {
 	const n = 1 << 20
 	k := builtin(b, "saxpy")
@@ -564,6 +578,14 @@ func BenchmarkSubmitWait(b *testing.B) {
 			return t.Lib.EventDestroy(ev)
 		})
 	}
+	// cpu reports process CPU time per op over the loop (the spin rows
+	// keep cores busy: this says how many).
+	cpu := func(b *testing.B, loop func()) {
+		b.ReportAllocs()
+		c0 := cpuTime()
+		loop()
+		b.ReportMetric(float64((cpuTime()-c0).Microseconds())/float64(b.N), "cpu-µs/op")
+	}
 	b.Run("raw-spin", func(b *testing.B) { raw(b, false) })
 	b.Run("raw-blocking", func(b *testing.B) { raw(b, true) })
 	for _, c := range []struct {
@@ -577,22 +599,145 @@ func BenchmarkSubmitWait(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			d, op := setup(b, c.cfg)
-			b.ReportAllocs()
 			// The plainest wait a caller can do: one channel, reused.
 			ch := make(chan error, 1)
 			done := func(err error) { ch <- err }
-			c0 := cpuTime()
+			cpu(b, func() {
+				for b.Loop() {
+					if err := d.Enqueue(0, op, done); err != nil {
+						b.Fatal(err)
+					}
+					if err := <-ch; err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+	b.Run("backend-spin-spinwait", func(b *testing.B) {
+		d, op := setup(b, Config{Completion: CompletionSpin})
+		var w spinThenPark
+		spin := d.SpinWait()
+		cpu(b, func() {
 			for b.Loop() {
-				if err := d.Enqueue(0, op, done); err != nil {
+				if err := d.Enqueue(0, op, w.done); err != nil {
 					b.Fatal(err)
 				}
-				if err := <-ch; err != nil {
+				if err := w.wait(spin); err != nil {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64((cpuTime()-c0).Microseconds())/float64(b.N), "cpu-µs/op")
+		})
+	})
+	b.Run("runtime-spin", func(b *testing.B) {
+		d, op := setup(b, Config{Completion: CompletionSpin})
+		c := cpudev.New(0, 1)
+		defer c.Close()
+		rt, err := exec.New(exec.Config{Devices: []device.Device{c, d}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer rt.Close(context.Background())
+		ctx := context.Background()
+		g := exec.Group{Name: "saxpy", Device: d, Ops: []device.Op{op}}
+		cpu(b, func() {
+			for b.Loop() {
+				nd, err := rt.Submit(g)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := nd.Wait(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	})
+	for _, m := range []Completion{CompletionSpin, CompletionBlockingSync} {
+		b.Run("queue-"+m.String(), func(b *testing.B) {
+			b.Setenv(CompletionEnv, m.String())
+			if err := acppkernels.Register(); err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			q, err := acpp.NewQueue(ctx, acpp.WithKind(device.KindCUDA))
+			if err != nil {
+				b.Skipf("no CUDA device for a queue: %v", err)
+			}
+			defer q.Close()
+			gpu := q.Device().ID
+			xs := make([]float32, n)
+			for i := range xs {
+				xs[i] = float32(i%1000) * 0.001
+			}
+			x, err := acpp.NewBufferFrom(q, xs, acpp.R1(n), acpp.CopyData())
+			if err != nil {
+				b.Fatal(err)
+			}
+			y, err := acpp.NewBufferFrom(q, xs, acpp.R1(n), acpp.CopyData())
+			if err != nil {
+				b.Fatal(err)
+			}
+			saxpy := func(h *acpp.Handler) error {
+				h.Launch("saxpy", acpp.R1(n), acpp.Scalar(float32(0.5)), acpp.ReadRaw(h, x), acpp.ReadWriteRaw(h, y))
+				return nil
+			}
+			step := func() {
+				ev, err := q.Submit(saxpy, acpp.On(gpu))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := ev.Wait(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			step() // the buffers move to the GPU
+			cpu(b, func() {
+				for b.Loop() {
+					step()
+				}
+			})
 		})
 	}
+}
+
+// spinThenPark is one op's done, waited for as exec's Node.Wait waits for
+// a node on a device that asks for a spin (device.SpinWaiter): spin on fin
+// for up to the bound, then park on a channel made only then. done and
+// wait are the node's finish and Wait, without the executor around them.
+type spinThenPark struct {
+	fin  atomic.Bool
+	err  error // written before fin is set
+	mu   sync.Mutex
+	park chan struct{} // a parked waiter's; guarded by mu
+}
+
+func (w *spinThenPark) done(err error) {
+	w.err = err
+	w.mu.Lock()
+	w.fin.Store(true)
+	c := w.park
+	w.park = nil
+	w.mu.Unlock()
+	if c != nil {
+		close(c)
+	}
+}
+
+// wait returns done's error and makes w ready for the next op.
+func (w *spinThenPark) wait(spin time.Duration) error {
+	if !device.SpinUntil(&w.fin, spin, nil) {
+		w.mu.Lock()
+		if w.fin.Load() {
+			w.mu.Unlock()
+		} else {
+			c := make(chan struct{})
+			w.park = c
+			w.mu.Unlock()
+			<-c
+		}
+	}
+	w.fin.Store(false)
+	return w.err
 }
 
 func isNotReady(err error) bool { return errors.Is(err, driver.ErrNotReady) }
