@@ -131,6 +131,9 @@ func (c Config) Validate() error {
 	if c.Completion > CompletionSpin {
 		errs = append(errs, fmt.Errorf("%w: Completion (%d) unknown; use CompletionPoll, CompletionBlockingSync, CompletionCallback or CompletionSpin", ErrConfig, c.Completion))
 	}
+	if v := os.Getenv(GraphsEnv); v != "" && v != "0" && v != "1" {
+		errs = append(errs, fmt.Errorf("%w: %s=%q unknown; use 0 (no graph replay) or 1 (the default)", ErrConfig, GraphsEnv, v))
+	}
 	if v := os.Getenv(CompletionEnv); v != "" {
 		if _, ok := parseCompletion(v); !ok {
 			errs = append(errs, fmt.Errorf("%w: %s=%q unknown; use poll, blocking-sync, callback or spin", ErrConfig, CompletionEnv, v))
@@ -154,7 +157,8 @@ func (c Config) Validate() error {
 }
 
 // GraphsEnv is the environment variable that turns graph replay off when
-// it is "0" (Config.NoGraphs).
+// it is "0" (Config.NoGraphs); "1" or unset leaves it on, anything else is
+// a configuration error.
 const GraphsEnv = "ACPP_CUDA_GRAPHS"
 
 // CompletionEnv is the environment variable that picks the completion

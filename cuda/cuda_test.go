@@ -361,3 +361,25 @@ func TestPollSleepProportional(t *testing.T) {
 		}
 	}
 }
+
+// TestGraphsEnvironment: ACPP_CUDA_GRAPHS=0 turns graph replay off, 1 or
+// unset leaves it on, and any other value is a configuration error that
+// names the variable (an option is taken or refused, never ignored).
+func TestGraphsEnvironment(t *testing.T) {
+	for _, c := range []struct {
+		v        string
+		noGraphs bool
+	}{{"", false}, {"1", false}, {"0", true}} {
+		t.Setenv(GraphsEnv, c.v)
+		if err := (Config{}).Validate(); err != nil {
+			t.Errorf("%s=%q: Validate = %v", GraphsEnv, c.v, err)
+		}
+		if got := (Config{}).withDefaults().NoGraphs; got != c.noGraphs {
+			t.Errorf("%s=%q: NoGraphs = %v, want %v", GraphsEnv, c.v, got, c.noGraphs)
+		}
+	}
+	t.Setenv(GraphsEnv, "off")
+	if err := (Config{}).Validate(); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), GraphsEnv) {
+		t.Fatalf("%s=off: Validate = %v, want ErrConfig naming the variable", GraphsEnv, err)
+	}
+}

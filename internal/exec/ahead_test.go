@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -594,5 +595,35 @@ func TestIssueAheadRandomProgramMatchesSequential_D3(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestIssueAheadEnvironment: ACPP_ISSUE_AHEAD=0 turns issue-ahead off, 1
+// or unset leaves it on, and any other value refuses to make the runtime
+// with an error that names the variable (never silently ignored).
+func TestIssueAheadEnvironment(t *testing.T) {
+	for _, c := range []struct {
+		v  string
+		on bool
+	}{{"", true}, {"1", true}, {"0", false}} {
+		t.Setenv(IssueAheadEnv, c.v)
+		f := devicetest.NewFake(devicetest.FakeConfig{InOrder: true})
+		host := cpu.New(0, 1)
+		rt, err := New(Config{Devices: []device.Device{host, f}})
+		if err != nil {
+			t.Fatalf("%s=%q: %v", IssueAheadEnv, c.v, err)
+		}
+		if on := len(rt.inOrder) > 0; on != c.on {
+			t.Errorf("%s=%q: issue-ahead on = %v, want %v", IssueAheadEnv, c.v, on, c.on)
+		}
+		if err := rt.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+		f.Close()
+		host.Close()
+	}
+	t.Setenv(IssueAheadEnv, "nah")
+	if _, err := New(Config{}); err == nil || !strings.Contains(err.Error(), IssueAheadEnv) {
+		t.Fatalf("%s=nah: New = %v, want an error naming the variable", IssueAheadEnv, err)
 	}
 }

@@ -282,6 +282,11 @@ func New(cfg Config) (*Runtime, error) {
 		rt.ctx = context.Background()
 	}
 	rt.ctxDone = rt.ctx.Done()
+	switch v := os.Getenv(IssueAheadEnv); v {
+	case "", "0", "1":
+	default:
+		return nil, fmt.Errorf("exec: %s=%q: use 0 (no issue-ahead) or 1 (the default)", IssueAheadEnv, v)
+	}
 	if !cfg.NoIssueAhead && os.Getenv(IssueAheadEnv) != "0" {
 		for _, d := range cfg.Devices {
 			if q, ok := d.(device.InOrderQueuer); ok && q.InOrderQueues() {
