@@ -687,7 +687,7 @@ func (j *Job) placeLocked(g *Group, p chunkPlan, capable []int) int {
 						byNode[k-1][a.Node] = append(byNode[k-1][a.Node], a)
 					}
 				}
-				remote = j.outdatedInAllLocked(b.id, out, byNode[k-1][target.Node], target)
+				remote = j.heldNowhereOfLocked(b.id, out, byNode[k-1][target.Node], func(a coherence.AllocID) bool { return a != target })
 			}
 			net := elemBytes(b, remote)
 			c.netBytes += net
@@ -702,32 +702,17 @@ func (j *Job) placeLocked(g *Group, p chunkPlan, capable []int) int {
 // heldNowhereLocked is the part of pages that none of buf's allocations
 // for which in is true holds up to date.
 func (j *Job) heldNowhereLocked(buf coherence.BufferID, pages []coherence.Box, in func(coherence.AllocID) bool) []coherence.Box {
-	for _, a := range j.core.Allocations(buf) {
-		if len(pages) == 0 {
-			break
-		}
-		if !in(a) {
-			continue
-		}
-		var next []coherence.Box
-		for _, pb := range pages {
-			if out, err := j.core.Outdated(buf, a, pb); err == nil {
-				next = append(next, out...)
-			}
-		}
-		pages = next
-	}
-	return pages
+	return j.heldNowhereOfLocked(buf, pages, j.core.Allocations(buf), in)
 }
 
-// outdatedInAllLocked is the part of pages that none of allocs but skip
-// holds up to date.
-func (j *Job) outdatedInAllLocked(buf coherence.BufferID, pages []coherence.Box, allocs []coherence.AllocID, skip coherence.AllocID) []coherence.Box {
+// heldNowhereOfLocked is heldNowhereLocked over the allocations allocs of
+// buf (placement lists them once per group, grouped by node).
+func (j *Job) heldNowhereOfLocked(buf coherence.BufferID, pages []coherence.Box, allocs []coherence.AllocID, in func(coherence.AllocID) bool) []coherence.Box {
 	for _, a := range allocs {
 		if len(pages) == 0 {
 			break
 		}
-		if a == skip {
+		if !in(a) {
 			continue
 		}
 		var next []coherence.Box
