@@ -46,7 +46,9 @@ type Config struct {
 	// NoIssueAhead turns issue-ahead off: every group waits until its
 	// dependencies have completed before its ops are enqueued, also on
 	// devices with in-order queues (device.InOrderQueuer). The environment
-	// variable ACPP_ISSUE_AHEAD=0 does the same, for diagnosis.
+	// variable ACPP_ISSUE_AHEAD=0 does the same, for diagnosis (and =1
+	// keeps it on where the embedded engine would turn it off: with
+	// several in-order devices, internal/engine/embedded).
 	NoIssueAhead bool
 }
 
@@ -1178,6 +1180,10 @@ func (rt *Runtime) countCopy(p plannedCopy, n *Node, next func(error)) func(erro
 		}
 	}
 }
+
+// IssuesAhead reports whether issue-ahead is on for some device of the
+// runtime (Config.NoIssueAhead, ACPP_ISSUE_AHEAD, device.InOrderQueuer).
+func (rt *Runtime) IssuesAhead() bool { return len(rt.inOrder) > 0 }
 
 // inOrderQueues is d's number of queues when its queues keep their order
 // and issue-ahead is on, else 0.

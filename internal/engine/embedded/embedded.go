@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 
 	"github.com/acpp/acpp/coherence"
@@ -109,7 +110,8 @@ func Open[G any](ctx context.Context, cfg Config) (*Engine[G], error) {
 		sel = all
 	}
 	hostSize, _, _ := cpu.HostMemory() // 0 where unknown: no default host budget
-	rt, err := exec.New(exec.Config{Devices: all, Logger: cfg.Logger, Context: ctx, MemoryLimit: cfg.MemoryLimit, HostMemory: hostSize})
+	rt, err := exec.New(exec.Config{Devices: all, Logger: cfg.Logger, Context: ctx, MemoryLimit: cfg.MemoryLimit, HostMemory: hostSize,
+		NoIssueAhead: !issueAheadFor(sel)})
 	if err != nil {
 		closeAll(owned)
 		return nil, err
@@ -120,6 +122,25 @@ func Open[G any](ctx context.Context, cfg Config) (*Engine[G], error) {
 		e.targets = append(e.targets, &target{rt: rt, dev: d, info: info, mem: rt.MemOf(info.ID), goOK: info.Caps.Runs(device.FormGo)})
 	}
 	return e, nil
+}
+
+// issueAheadFor says whether the runtime issues groups ahead on the
+// in-order devices among sel (exec.Config.NoIssueAhead): with one such
+// device, yes; with several, only when ACPP_ISSUE_AHEAD=1 asks for it.
+// Measured 2026-11-27 on two H100s: a Jacobi split over both GPUs took
+// 0.49-0.56 ms an iteration with issue-ahead against 0.42-0.43 without
+// (and 0.29-0.49 before issue-ahead existed), while on one GPU it gained
+// (0.81-0.84 against 0.86-0.89 ms) and a chain of dependent steps went
+// from 23-37 to 4-5 us a step (docs/PERFORMANCE.md). Why it loses across
+// GPUs is not known yet.
+func issueAheadFor(sel []device.Device) bool {
+	n := 0
+	for _, d := range sel {
+		if q, ok := d.(device.InOrderQueuer); ok && q.InOrderQueues() {
+			n++
+		}
+	}
+	return n <= 1 || os.Getenv(exec.IssueAheadEnv) == "1"
 }
 
 func ids(ds []device.Device) []device.ID {
