@@ -33,6 +33,10 @@ type FakeConfig struct {
 	// whose completions reach the host late does: the ops still run back
 	// to back, in order, and the done calls come in the same order.
 	DoneLatency time.Duration
+	// SpinWait, when positive, asks the Fake's waiters to spin that long
+	// before they park (device.SpinWaiter), as the CUDA backend does under
+	// CompletionSpin; 0 waits as for any device.
+	SpinWait time.Duration
 }
 
 // Stats counts what a Fake did.
@@ -57,6 +61,7 @@ type Fake struct {
 	done   chan struct{}
 
 	latency  time.Duration
+	spin     time.Duration // FakeConfig.SpinWait
 	notes    chan note     // finished ops for notifier (DoneLatency)
 	notified chan struct{} // closed when notifier has returned
 
@@ -104,6 +109,7 @@ func NewFake(cfg FakeConfig) *Fake {
 		shareable: cfg.Shareable,
 		inOrder:   cfg.InOrder,
 		latency:   cfg.DoneLatency,
+		spin:      cfg.SpinWait,
 	}
 	f.cond = sync.NewCond(&f.mu)
 	f.nextAddr.Store(0x7f00_0000_0000)
@@ -163,6 +169,9 @@ func (f *Fake) Info() device.Info { return f.info }
 
 // InOrderQueues implements device.InOrderQueuer: FakeConfig.InOrder.
 func (f *Fake) InOrderQueues() bool { return f.inOrder }
+
+// SpinWait implements device.SpinWaiter: FakeConfig.SpinWait.
+func (f *Fake) SpinWait() time.Duration { return f.spin }
 
 // Hold stops the Fake from starting ops (the one running finishes) until
 // release is called, so that a test can see what was enqueued while

@@ -284,12 +284,13 @@ func New(cfg Config) (*Runtime, error) {
 		rt.ctx = context.Background()
 	}
 	rt.ctxDone = rt.ctx.Done()
-	switch v := os.Getenv(IssueAheadEnv); v {
+	ahead := os.Getenv(IssueAheadEnv)
+	switch ahead {
 	case "", "0", "1":
 	default:
-		return nil, fmt.Errorf("exec: %s=%q: use 0 (no issue-ahead) or 1 (the default)", IssueAheadEnv, v)
+		return nil, fmt.Errorf("exec: %s=%q: use 0 (no issue-ahead) or 1 (the default)", IssueAheadEnv, ahead)
 	}
-	if !cfg.NoIssueAhead && os.Getenv(IssueAheadEnv) != "0" {
+	if !cfg.NoIssueAhead && ahead != "0" {
 		for _, d := range cfg.Devices {
 			if q, ok := d.(device.InOrderQueuer); ok && q.InOrderQueues() {
 				info := d.Info()

@@ -13,25 +13,14 @@ import (
 	"github.com/acpp/acpp/device/devicetest"
 )
 
-// spinFake is a Fake that asks its waiters to spin (device.SpinWaiter), as
-// the CUDA backend does under CompletionSpin.
-type spinFake struct {
-	*devicetest.Fake
-	spin time.Duration
-}
-
-func (f *spinFake) SpinWait() time.Duration { return f.spin }
-
 // newSpinRig is a runtime over a CPU device and a Fake that asks for a
-// spin of spin (none when 0: then the Fake is not a SpinWaiter at all).
+// spin of spin (none when 0).
 func newSpinRig(t *testing.T, spin time.Duration, fc devicetest.FakeConfig) (*Runtime, device.Device, *devicetest.Fake) {
 	t.Helper()
 	c := cpu.New(0, 2)
+	fc.SpinWait = spin
 	f := devicetest.NewFake(fc)
 	var d device.Device = f
-	if spin > 0 {
-		d = &spinFake{Fake: f, spin: spin}
-	}
 	rt, err := New(Config{Devices: []device.Device{c, d}})
 	if err != nil {
 		t.Fatal(err)

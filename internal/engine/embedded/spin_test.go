@@ -13,15 +13,6 @@ import (
 	"github.com/acpp/acpp/internal/engine"
 )
 
-// spinFake is a Fake that asks its waiters to spin (device.SpinWaiter), as
-// the CUDA backend does under CompletionSpin.
-type spinFake struct {
-	*devicetest.Fake
-	spin time.Duration
-}
-
-func (f *spinFake) SpinWait() time.Duration { return f.spin }
-
 // waiterState is the scheduler state ("select", "running", ...) of the
 // one goroutine in the Wait named by fn, or "" if there is none.
 func waiterState(fn string) string {
@@ -67,10 +58,9 @@ func TestEventWaitSpinsOnSpinWaiterDevice(t *testing.T) {
 		{"split-short-bound", true, time.Millisecond, "(*splitEvent).Wait("},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			f := devicetest.NewFake(devicetest.FakeConfig{})
+			f := devicetest.NewFake(devicetest.FakeConfig{SpinWait: c.spin})
 			defer f.Close()
-			sf := &spinFake{Fake: f, spin: c.spin}
-			e, err := Open[struct{}](context.Background(), Config{Devices: []device.Device{sf}, Kinds: []device.Kind{device.KindFake}})
+			e, err := Open[struct{}](context.Background(), Config{Devices: []device.Device{f}, Kinds: []device.Kind{device.KindFake}})
 			if err != nil {
 				t.Fatal(err)
 			}
