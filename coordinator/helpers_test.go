@@ -57,19 +57,7 @@ func jacobiRef(in []float32, rows, cols, iters int) []float32 {
 	a := append([]float32(nil), in...)
 	b := make([]float32, len(a))
 	for range iters {
-		for y := range rows {
-			for x := range cols {
-				i := y*cols + x
-				if y == 0 || y == rows-1 || x == 0 || x == cols-1 {
-					b[i] = a[i]
-					continue
-				}
-				s := a[i-cols] + a[i+cols]
-				s = s + a[i-1]
-				s = s + a[i+1]
-				b[i] = 0.25 * s
-			}
-		}
+		jacobiStep(a, b, rows, cols)
 		a, b = b, a
 	}
 	return a
