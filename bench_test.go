@@ -6,10 +6,13 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/acpp/acpp/coherence"
+	"github.com/acpp/acpp/device"
+	"github.com/acpp/acpp/device/devicetest"
 )
 
 // barePool is the baseline for the dispatch benchmark: GOMAXPROCS
@@ -303,4 +306,73 @@ func BenchmarkJacobi(b *testing.B) {
 			b.ReportMetric(float64(n-2)*float64(n-2)*float64(iters)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mcells/s")
 		})
 	}
+}
+
+// BenchmarkSubmitWaitFake is the launch path of BenchmarkSubmitWait (cuda)
+// without a GPU: one tiny named kernel (acpptest.add over 256 floats)
+// launched on an in-order fake GPU that asks its waiters to spin, and
+// waited for, one at a time. device: the fake's Enqueue and a spin on the
+// done flag (the backend alone); queue: Queue.Submit of h.Launch with a
+// ReadWrite accessor, then Event.Wait. x_device = queue time / device time
+// in the same run: what the public API and the executor add to a launch.
+func BenchmarkSubmitWaitFake(b *testing.B) {
+	ctx := context.Background()
+	registerTestKernels()
+	const n = 256
+	f := devicetest.NewFake(devicetest.FakeConfig{InOrder: true, SpinWait: 50 * time.Microsecond})
+	defer f.Close()
+	q := newQueue(b, WithDevices(f), WithDevice(device.KindFake, 0), WithDevice(CPU, 0))
+	buf := must(NewBuffer[float32](q, R1(n)))
+	cgf := func(h *Handler) error {
+		h.Launch("acpptest.add", R1(n), ReadWrite(h, buf), Scalar(float32(1)))
+		return nil
+	}
+	var tsub time.Duration
+	step := func() {
+		t0 := time.Now()
+		ev, err := q.Submit(cgf, On(fakeID))
+		if err != nil {
+			b.Fatal(err)
+		}
+		tsub += time.Since(t0)
+		if err := ev.Wait(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	step() // the buffer moves to the fake
+	tsub = 0
+	mem := must(f.Alloc(device.MemDevice, 4*n))
+	defer f.Free(mem)
+	k := must(device.Kernels.Lookup("acpptest.add"))
+	op := device.LaunchOp{Name: "acpptest.add", Kernel: k, Range: device.NDRange{Global: [3]int{1, 1, n}},
+		Args: []device.Arg{{Kind: device.ArgRangedAccessor, Mem: mem, Range: [3]int{1, 1, n}}, {Kind: device.ArgScalar, Scalar: []byte{0, 0, 128, 63}}}}
+	var flag atomic.Bool
+	done := func(err error) {
+		if err != nil {
+			b.Error(err)
+		}
+		flag.Store(true)
+	}
+	raw := func() {
+		flag.Store(false)
+		if err := f.Enqueue(0, op, done); err != nil {
+			b.Fatal(err)
+		}
+		for !device.SpinUntil(&flag, time.Millisecond, nil) {
+		}
+	}
+	var tq, td time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		t0 := time.Now()
+		step()
+		t1 := time.Now()
+		raw()
+		td += time.Since(t1)
+		tq += t1.Sub(t0)
+	}
+	b.ReportMetric(float64(tq.Nanoseconds())/float64(b.N), "queue_ns/op")
+	b.ReportMetric(float64(td.Nanoseconds())/float64(b.N), "device_ns/op")
+	b.ReportMetric(float64(tq)/float64(td), "x_device")
+	b.ReportMetric(float64(tsub.Nanoseconds())/float64(b.N), "submit_ns/op")
 }

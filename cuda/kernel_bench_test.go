@@ -618,16 +618,20 @@ func BenchmarkSubmitWait(b *testing.B) {
 		d, op := setup(b, Config{Completion: CompletionSpin})
 		var w spinThenPark
 		spin := d.SpinWait()
+		var sub submitClock
 		cpu(b, func() {
 			for b.Loop() {
+				sub.start()
 				if err := d.Enqueue(0, op, w.done); err != nil {
 					b.Fatal(err)
 				}
+				sub.stop()
 				if err := w.wait(spin); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
+		sub.report(b)
 	})
 	b.Run("runtime-spin", func(b *testing.B) {
 		d, op := setup(b, Config{Completion: CompletionSpin})
@@ -640,17 +644,21 @@ func BenchmarkSubmitWait(b *testing.B) {
 		defer rt.Close(context.Background())
 		ctx := context.Background()
 		g := exec.Group{Name: "saxpy", Device: d, Ops: []device.Op{op}}
+		var sub submitClock
 		cpu(b, func() {
 			for b.Loop() {
+				sub.start()
 				nd, err := rt.Submit(g)
 				if err != nil {
 					b.Fatal(err)
 				}
+				sub.stop()
 				if err := nd.Wait(ctx); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
+		sub.report(b)
 	})
 	for _, m := range []Completion{CompletionSpin, CompletionBlockingSync} {
 		b.Run("queue-"+m.String(), func(b *testing.B) {
@@ -681,21 +689,26 @@ func BenchmarkSubmitWait(b *testing.B) {
 				h.Launch("saxpy", acpp.R1(n), acpp.Scalar(float32(0.5)), acpp.ReadRaw(h, x), acpp.ReadWriteRaw(h, y))
 				return nil
 			}
+			var sub submitClock
 			step := func() {
+				sub.start()
 				ev, err := q.Submit(saxpy, acpp.On(gpu))
 				if err != nil {
 					b.Fatal(err)
 				}
+				sub.stop()
 				if err := ev.Wait(ctx); err != nil {
 					b.Fatal(err)
 				}
 			}
 			step() // the buffers move to the GPU
+			sub = submitClock{}
 			cpu(b, func() {
 				for b.Loop() {
 					step()
 				}
 			})
+			sub.report(b)
 		})
 	}
 }
@@ -741,3 +754,21 @@ func (w *spinThenPark) wait(spin time.Duration) error {
 }
 
 func isNotReady(err error) bool { return errors.Is(err, driver.ErrNotReady) }
+
+// submitClock sums the time spent in the submit call of a submit→wait loop
+// (Enqueue, exec Submit or Queue.Submit): the rest of an op is the wait.
+type submitClock struct {
+	t0  time.Time
+	sum time.Duration
+	n   int
+}
+
+func (c *submitClock) start() { c.t0 = time.Now() }
+func (c *submitClock) stop()  { c.sum += time.Since(c.t0); c.n++ }
+
+// report adds submit-µs/op to b's results.
+func (c *submitClock) report(b *testing.B) {
+	if c.n > 0 {
+		b.ReportMetric(float64(c.sum.Nanoseconds())/1e3/float64(c.n), "submit-µs/op")
+	}
+}
