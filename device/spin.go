@@ -26,17 +26,24 @@ func SpinWaitOf(d Device) time.Duration {
 	return 0
 }
 
+// yieldBelowProcs: SpinUntil yields only with fewer Ps than this. With
+// more, the goroutines a wait depends on have Ps of their own, and each
+// yield only moved the waiter to another thread and core, its cache
+// left behind (on a 16-core GPU host the goroutine that spun then
+// submitted the next group 4 times slower than on a 2-core VM).
+const yieldBelowProcs = 4
+
 // SpinUntil spins until done is set, for up to bound, and reports whether
 // it was. It stops early, reporting false, once cancel is closed (nil:
 // never). The caller then parks on whatever done's setter also signals (a
 // channel closed after done is set): SpinUntil only shortens the common
 // case where completion comes within the bound.
 //
-// Every 64 looks it reads the clock and checks cancel; every 1024 it
-// yields its processor (runtime.Gosched, about a microsecond apart): a
-// goroutine that the wait depends on (the device's completer) may be
-// runnable on this P, and with few Ps it would otherwise wait until the
-// spin ended.
+// Every 64 looks it reads the clock and checks cancel. With fewer than
+// yieldBelowProcs Ps, every 1024 looks it also yields its processor
+// (runtime.Gosched, about a microsecond apart): a goroutine that the wait
+// depends on (the device's completer) may be runnable on this P, and with
+// few Ps it would otherwise wait until the spin ended.
 func SpinUntil(done *atomic.Bool, bound time.Duration, cancel <-chan struct{}) bool {
 	if done.Load() {
 		return true
@@ -45,6 +52,7 @@ func SpinUntil(done *atomic.Bool, bound time.Duration, cancel <-chan struct{}) b
 		return false
 	}
 	start := time.Now()
+	yield := runtime.GOMAXPROCS(0) < yieldBelowProcs
 	for i := 1; ; i++ {
 		if done.Load() {
 			return true
@@ -60,7 +68,7 @@ func SpinUntil(done *atomic.Bool, bound time.Duration, cancel <-chan struct{}) b
 			return done.Load()
 		default:
 		}
-		if i%1024 == 0 {
+		if yield && i%1024 == 0 {
 			runtime.Gosched()
 		}
 	}
