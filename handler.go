@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"unsafe"
 
 	"github.com/acpp/acpp/device"
@@ -528,7 +529,7 @@ func (h *Handler) LaunchND(name string, global, local Range, args ...KernelArg) 
 }
 
 func (h *Handler) launch(name string, nd device.NDRange, args []KernelArg) {
-	act := "launch " + name
+	act := launchAction(name)
 	if !h.checkAction(act) {
 		return
 	}
@@ -557,6 +558,19 @@ func (h *Handler) launch(name string, nd device.NDRange, args []KernelArg) {
 	h.rec.Binding = b
 	h.opBuf[0] = device.LaunchOp{Name: name, Kernel: def, Range: nd, Args: conv}
 	h.recordAction(act, h.opBuf[:1])
+}
+
+// launchActions caches "launch "+name per kernel name, so that recording a
+// launch does not build the string each time.
+var launchActions sync.Map // kernel name → action
+
+func launchAction(name string) string {
+	if a, ok := launchActions.Load(name); ok {
+		return a.(string)
+	}
+	a := "launch " + name
+	launchActions.Store(name, a)
+	return a
 }
 
 // argCtx is what a kernel argument resolves against: the group, and the
@@ -589,17 +603,27 @@ func (l Local[T]) kernelArg(c argCtx) (device.Arg, error) {
 	return local[l.idx], nil
 }
 
-type scalarArg struct{ b []byte }
+// scalarArg is a scalar's bytes; a pointer, so that a KernelArg of a small
+// scalar is one allocation (its bytes inline).
+type scalarArg struct {
+	b   []byte
+	buf [16]byte
+}
 
-func (s scalarArg) kernelArg(argCtx) (device.Arg, error) {
+func (s *scalarArg) kernelArg(argCtx) (device.Arg, error) {
 	return device.Arg{Kind: device.ArgScalar, Space: device.Private, Scalar: s.b, ElemSize: len(s.b)}, nil
 }
 
 // Scalar passes v by value (private space).
 func Scalar[T any](v T) KernelArg {
-	b := make([]byte, unsafe.Sizeof(v))
-	copy(b, unsafe.Slice((*byte)(unsafe.Pointer(&v)), len(b)))
-	return scalarArg{b}
+	s := new(scalarArg)
+	if n := unsafe.Sizeof(v); n <= uintptr(len(s.buf)) {
+		s.b = s.buf[:n]
+	} else {
+		s.b = make([]byte, n)
+	}
+	copy(s.b, unsafe.Slice((*byte)(unsafe.Pointer(&v)), len(s.b)))
+	return s
 }
 
 type spaceArg struct {

@@ -87,6 +87,10 @@ type infoTable struct {
 	n    int
 }
 
+// maxIdleInfoWindow is the largest array an empty window keeps for its
+// next put.
+const maxIdleInfoWindow = 256
+
 // maxInfoSpan bounds the window (entries) before IDs go to the map.
 const maxInfoSpan = 1 << 16
 
@@ -134,12 +138,19 @@ func (t *infoTable) remove(id CGID) *cgInfo {
 		for k < len(t.win) && t.win[k] == nil {
 			k++
 		}
-		if k > 0 {
+		switch {
+		case k == len(t.win):
+			// Nothing left: the next put reuses a small array (no
+			// allocation per group when groups complete one at a time);
+			// a large one goes.
+			t.win = t.win[:0]
+			if cap(t.win) > maxIdleInfoWindow {
+				t.win = nil
+			}
+		case k > 0:
 			t.base += CGID(k)
 			t.win = t.win[k:]
-			if len(t.win) == 0 {
-				t.win = t.win[:0:0]
-			} else if cap(t.win) > 64 && len(t.win) < cap(t.win)/4 {
+			if cap(t.win) > 64 && len(t.win) < cap(t.win)/4 {
 				t.win = append([]*cgInfo(nil), t.win...)
 			}
 		}

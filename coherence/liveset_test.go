@@ -70,3 +70,22 @@ func TestInfoTableAgainstMap_D3(t *testing.T) {
 		}
 	})
 }
+
+// Groups that complete one at a time reuse the table's array: put and
+// remove allocate nothing once it has one.
+func TestInfoTableOneAtATimeAllocatesNothing(t *testing.T) {
+	var tb infoTable
+	info := &cgInfo{}
+	id := CGID(1)
+	tb.put(id, info)
+	tb.remove(id)
+	if n := testing.AllocsPerRun(100, func() {
+		id++
+		tb.put(id, info)
+		if tb.remove(id) != info {
+			t.Fatal("remove lost the info")
+		}
+	}); n != 0 {
+		t.Errorf("%v allocations per put and remove, want 0", n)
+	}
+}

@@ -3,7 +3,9 @@ package device
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"unsafe"
 )
 
 // AddrSpace is a SYCL address space (address-spaces.rst, A1).
@@ -159,12 +161,14 @@ var ErrBadArg = errors.New("device: kernel argument does not match its declarati
 // stores (V4): an unranged accessor passed for a raw parameter keeps only its
 // pointer; an unranged accessor passed for a ranged parameter gets offset 0
 // and the whole range. A ranged or raw accessor never converts to unranged
-// (V2). localLimit, when > 0, bounds the sum of local memory.
+// (V2). localLimit, when > 0, bounds the sum of local memory. When no
+// argument converts, the result is args itself (no copy per launch): treat
+// it as read-only.
 func ValidateArgs(k *Kernel, args []Arg, localLimit int) ([]Arg, error) {
 	if len(args) != len(k.Params) {
 		return nil, fmt.Errorf("%w: kernel %q takes %d arguments, got %d", ErrBadArg, k.Name, len(k.Params), len(args))
 	}
-	out := make([]Arg, len(args))
+	out := args // copied on the first argument that converts
 	local := 0
 	for i, p := range k.Params {
 		a := args[i]
@@ -181,12 +185,26 @@ func ValidateArgs(k *Kernel, args []Arg, localLimit int) ([]Arg, error) {
 		if a.Kind == ArgLocal {
 			local += a.LocalBytes
 		}
-		out[i] = conv
+		if !sameArg(conv, a) {
+			if &out[0] == &args[0] {
+				out = slices.Clone(args)
+			}
+			out[i] = conv
+		}
 	}
 	if localLimit > 0 && local > localLimit {
 		return nil, fmt.Errorf("%w: kernel %q asks for %d bytes of local memory, the device has %d per work-group; use smaller work-groups or local arrays", ErrBadArg, k.Name, local, localLimit)
 	}
 	return out, nil
+}
+
+// sameArg reports whether a conversion left its argument as it was (the
+// scalar's bytes by identity: conversions never rewrite them).
+func sameArg(a, b Arg) bool {
+	return a.Kind == b.Kind && a.Space == b.Space && a.Mem == b.Mem && a.Offset == b.Offset &&
+		a.ElemSize == b.ElemSize && a.Range == b.Range && a.AccessOffset == b.AccessOffset &&
+		a.AccessRange == b.AccessRange && a.ReadOnly == b.ReadOnly && a.LocalBytes == b.LocalBytes &&
+		len(a.Scalar) == len(b.Scalar) && unsafe.SliceData(a.Scalar) == unsafe.SliceData(b.Scalar)
 }
 
 // convertArg returns a converted to p's kind, or why it cannot be.

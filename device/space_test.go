@@ -208,3 +208,43 @@ func TestRegistry(t *testing.T) {
 		t.Errorf("Names() = %v", n)
 	}
 }
+
+// ValidateArgs copies only when an argument converts: arguments that pass
+// as they are come back in the caller's slice (no allocation per launch),
+// and a conversion never writes into the caller's slice (V4).
+func TestValidateArgsCopiesOnlyOnConversion_V4(t *testing.T) {
+	dev := &Mem{Kind: MemDevice, Bytes: 64}
+	k := &Kernel{Name: "k", Params: []Param{
+		{"s", ArgScalar, Private, 4},
+		{"p", ArgPointer, GlobalDevice, 4},
+	}}
+	raw := Arg{Kind: ArgPointer, Space: GlobalDevice, Mem: dev, ElemSize: 4}
+	scalar := Arg{Kind: ArgScalar, Space: Private, Scalar: []byte{1, 2, 3, 4}, ElemSize: 4}
+	args := []Arg{scalar, raw}
+	got, err := ValidateArgs(k, args, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &got[0] != &args[0] {
+		t.Error("ValidateArgs copied arguments that needed no conversion")
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = ValidateArgs(k, args, 0) }); n != 0 {
+		t.Errorf("ValidateArgs of arguments that convert to themselves: %v allocations, want 0", n)
+	}
+	// An unranged accessor for the raw parameter keeps only its pointer.
+	unranged := Arg{Kind: ArgAccessor, Space: GlobalDevice, Mem: dev, ElemSize: 4, Range: [3]int{1, 1, 16}}
+	args = []Arg{scalar, unranged}
+	got, err = ValidateArgs(k, args, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &got[0] == &args[0] {
+		t.Fatal("ValidateArgs converted into the caller's slice")
+	}
+	if args[1].Kind != ArgAccessor || args[1].Range != unranged.Range {
+		t.Errorf("the caller's argument changed: %+v", args[1])
+	}
+	if got[1].Kind != ArgPointer || got[1].Range != ([3]int{}) || got[0].Kind != ArgScalar {
+		t.Errorf("converted = %+v, want the scalar and a bare pointer", got)
+	}
+}

@@ -221,6 +221,10 @@ type nodeWindow struct {
 	win  []*Node
 }
 
+// maxIdleWindow is the largest array an empty window keeps for its next
+// put.
+const maxIdleWindow = 256
+
 // put adds n; IDs must increase from one put to the next.
 func (w *nodeWindow) put(n *Node) {
 	if len(w.win) == 0 {
@@ -251,11 +255,19 @@ func (w *nodeWindow) remove(id coherence.CGID) {
 	if i == 0 {
 		return
 	}
+	if i == len(w.win) {
+		// Nothing left: the next put reuses a small array (no
+		// allocation per group when groups run one at a time); a large
+		// one goes.
+		w.win = w.win[:0]
+		if cap(w.win) > maxIdleWindow {
+			w.win = nil
+		}
+		return
+	}
 	w.base += coherence.CGID(i)
 	w.win = w.win[i:]
-	if len(w.win) == 0 {
-		w.win = w.win[:0:0] // nothing left: let the backing array go
-	} else if cap(w.win) > 64 && len(w.win) < cap(w.win)/4 {
+	if cap(w.win) > 64 && len(w.win) < cap(w.win)/4 {
 		w.win = append([]*Node(nil), w.win...)
 	}
 }
