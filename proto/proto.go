@@ -9,7 +9,10 @@ import (
 
 // Version is the protocol version this build speaks. Both ends announce it in
 // [Hello]; connections between different versions are refused.
-const Version uint16 = 1
+//
+// 2: a request may open a session (Envelope.Session): the stream stays
+// open for the next request of its type.
+const Version uint16 = 2
 
 // ALPN is the TLS application protocol of acpp's QUIC connections. It carries
 // no version on purpose: a version mismatch must reach the [Hello] exchange,
@@ -88,6 +91,10 @@ type Envelope struct {
 	// nanoseconds (0: no deadline). The receiver bounds the handler's
 	// context with it. A duration, not a time, so clocks need not agree.
 	Timeout int64 `msgpack:"d,omitempty"`
+	// Session marks a request of a session: the stream stays open after
+	// the reply, for the next request of the same type (a poll made over
+	// and over without a stream each time; transport.Session).
+	Session bool `msgpack:"s,omitempty"`
 }
 
 // Role says what a process is in the cluster; it is carried in certificates

@@ -203,6 +203,11 @@ func (t *Transport) readReply(ctx context.Context, c *conn, s *quic.Stream, op s
 	if err := expectEOF(s); err != nil {
 		return t.streamErr(ctx, c, op, err)
 	}
+	return decodeReply(c, op, typ, env, body, resp)
+}
+
+// decodeReply decodes a reply frame into resp, or the error it carries.
+func decodeReply(c *conn, op string, typ proto.MsgType, env proto.Envelope, body []byte, resp any) error {
 	switch env.Type {
 	case proto.MsgReply:
 		if err := decodeBody(body, resp); err != nil {
@@ -303,21 +308,32 @@ func (t *Transport) handleStream(c *conn, s *quic.Stream) {
 		t.receivePages(c, s, env, body)
 		return
 	}
+	if env.Session {
+		t.serveSession(c, s, env, body)
+		return
+	}
 	if err := expectEOF(s); err != nil {
 		s.CancelRead(quicCodeCanceled)
 		s.CancelWrite(quicCodeCanceled)
 		return
 	}
 	s.SetReadDeadline(time.Time{})
+	t.serveRequest(c, s, env, body, true)
+}
+
+// serveRequest runs the handler of one request and writes its reply,
+// closing the stream after it when last (otherwise the stream is a
+// session's). It reports whether the stream may carry the next request.
+func (t *Transport) serveRequest(c *conn, s *quic.Stream, env proto.Envelope, body []byte, last bool) bool {
 	var h Handler
 	switch env.Type {
 	case proto.MsgPing:
 		h = func(context.Context, credentials.Identity, Request) (any, error) { return nil, nil }
 	default:
 		if h = t.handler(env.Type); h == nil || env.Type.IsTransport() {
-			t.reply(c, s, proto.MsgError, &proto.ErrorReply{Code: proto.CodeUnknownType, Message: fmt.Sprintf(
-				"%s has no handler for %v: is it running an older acpp release?", t.self, env.Type)})
-			return
+			t.replyFrame(c, s, proto.MsgError, &proto.ErrorReply{Code: proto.CodeUnknownType, Message: fmt.Sprintf(
+				"%s has no handler for %v: is it running an older acpp release?", t.self, env.Type)}, true)
+			return false
 		}
 	}
 	ctx, cancel := t.handlerContext(s.Context(), env.Timeout)
@@ -325,28 +341,34 @@ func (t *Transport) handleStream(c *conn, s *quic.Stream) {
 	t.counters(c.peer).callsRecv.Add(1)
 	resp, err := h(ctx, c.peer, Request{Type: env.Type, body: body})
 	if err == nil {
-		err = t.reply(c, s, proto.MsgReply, resp)
+		err = t.replyFrame(c, s, proto.MsgReply, resp, last)
 		if errors.Is(err, ErrFrameTooLarge) {
 			t.log.Error("reply too large", "peer", c.peer.String(), "type", env.Type.String(), "error", err)
-			t.reply(c, s, proto.MsgError, errorReply(err))
+			err = t.replyFrame(c, s, proto.MsgError, errorReply(err), last)
 		}
-		return
+		return err == nil
 	}
 	if t.ctx.Err() != nil {
 		// Shutting down: the handler was cancelled for that; the caller
 		// learns it from the stream reset (ErrPeerLost), not as a handler
 		// failure.
 		s.CancelWrite(quicCodeShutdown)
-		return
+		return false
 	}
 	if cause := context.Cause(ctx); cause == errDeadline && errors.Is(err, context.DeadlineExceeded) {
 		err = fmt.Errorf("%w: %v", errDeadline, err)
 	}
-	t.reply(c, s, proto.MsgError, errorReply(err))
+	return t.replyFrame(c, s, proto.MsgError, errorReply(err), last) == nil
 }
 
 // reply writes the one reply frame of a request stream and closes it.
 func (t *Transport) reply(c *conn, s *quic.Stream, typ proto.MsgType, body any) error {
+	return t.replyFrame(c, s, typ, body, true)
+}
+
+// replyFrame writes a reply frame, and closes the stream after it when
+// last.
+func (t *Transport) replyFrame(c *conn, s *quic.Stream, typ proto.MsgType, body any, last bool) error {
 	f, err := encodeFrame(proto.Envelope{Type: typ}, body, c.maxFrame(t.cfg.MaxFrameSize))
 	if err != nil {
 		return err
@@ -355,6 +377,9 @@ func (t *Transport) reply(c *conn, s *quic.Stream, typ proto.MsgType, body any) 
 	if _, err := s.Write(f.buf.Bytes()); err != nil {
 		s.CancelWrite(quicCodeCanceled)
 		return err
+	}
+	if !last {
+		return nil
 	}
 	return s.Close()
 }

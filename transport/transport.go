@@ -38,7 +38,8 @@ type Transport struct {
 	wg     sync.WaitGroup
 
 	nextTransfer atomic.Uint64
-	stats        sync.Map // peer identity string → *peerCounters
+	streamsIn    atomic.Int64 // request streams accepted (tests: a session's calls share one)
+	stats        sync.Map     // peer identity string → *peerCounters
 
 	hmu      sync.RWMutex // guards handlers and pages
 	handlers map[proto.MsgType]Handler
@@ -434,6 +435,7 @@ func (t *Transport) serve(c *conn) {
 		if err != nil {
 			break
 		}
+		t.streamsIn.Add(1)
 		t.wg.Add(1)
 		go t.handleStream(c, s)
 	}

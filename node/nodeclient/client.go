@@ -209,11 +209,13 @@ type Job struct {
 	granted proto.JobOpened
 	stop    chan struct{}
 	once    sync.Once
+	// events is the completion feed's session: one stream for every poll.
+	events *transport.Session
 }
 
 // Open opens job id on node and starts renewing its lease.
 func (c *Client) Open(ctx context.Context, node string, id uint64, opts JobOptions) (*Job, error) {
-	j := &Job{c: c, node: node, id: id, stop: make(chan struct{})}
+	j := &Job{c: c, node: node, id: id, stop: make(chan struct{}), events: c.tr.Session(credentials.Node(node), proto.MsgEvents)}
 	if err := c.tr.Call(ctx, credentials.Node(node), proto.MsgJobOpen, &proto.JobOpen{Job: id, Lease: int64(opts.Lease), MaxBytes: opts.MaxBytes, Recovery: opts.Recovery}, &j.granted); err != nil {
 		return nil, err
 	}
@@ -326,7 +328,7 @@ func (j *Job) Wait(ctx context.Context, ids ...uint64) error {
 // to it), waiting for at least one until shortly before ctx's deadline.
 func (j *Job) Events(ctx context.Context, after uint64, limit int) ([]proto.Event, error) {
 	var r proto.EventsReply
-	err := j.c.tr.Call(ctx, credentials.Node(j.node), proto.MsgEvents, &proto.EventsRequest{Job: j.id, After: after, Max: limit}, &r)
+	err := j.events.Call(ctx, &proto.EventsRequest{Job: j.id, After: after, Max: limit}, &r)
 	return r.Events, err
 }
 
@@ -393,5 +395,6 @@ func (j *Job) ReadBack(ctx context.Context, id uint64, deps []uint64, buffer uin
 // stops renewing its lease.
 func (j *Job) Close(ctx context.Context) error {
 	j.once.Do(func() { close(j.stop) })
+	_ = j.events.Close()
 	return j.c.tr.Call(ctx, credentials.Node(j.node), proto.MsgJobClose, &proto.JobRef{Job: j.id}, nil)
 }
