@@ -137,4 +137,5 @@ const (
 	quicCodeRefused   = 5 // the receiver refused the stream's content
 	quicCodeDuplicate = 6 // a second connection to a peer that already had one
 	quicCodePeerGone  = 7 // the peer's run this connection leads to is gone (failed, left, restarted); the reason is in the message
+	quicCodeIdle      = 8 // a session's stream carried no request for the idle timeout; the receiver read none of what follows
 )

@@ -150,7 +150,7 @@ func (t *Transport) sendPages(ctx context.Context, peer credentials.Identity, h 
 	}
 	if n == 1 {
 		s := seg(0)
-		return total, t.sendSegment(ctx, c, &s, timeout, src)
+		return total, t.sendOne(ctx, c, &s, timeout, src)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -279,6 +279,132 @@ func (t *Transport) sendSegment(ctx context.Context, c *conn, seg *proto.PageSeg
 	return t.readReply(ctx, c, s, op, proto.MsgPages, nil)
 }
 
+// Page sessions. A one-segment transfer (every small one) goes over a page
+// stream that an earlier transfer to the same connection left open, or
+// over a new one that stays open after it: its frame says so
+// (Envelope.Session), and the receiver acknowledges without ending the
+// stream and waits for the next segment on it. Opening, accepting and
+// closing a stream, and the goroutine the receiver starts for each, cost
+// about as much CPU as the rest of a small transfer. A stream is kept only
+// after a clean acknowledgement; anything else (a refusal, an error, a
+// cancelled context) ends it. The receiver ends a stream that carried
+// nothing for its idle timeout with quicCodeIdle, having read nothing of
+// what may follow: a transfer that meets that on a kept stream is sent
+// again on a new one. Kept streams older than half the idle timeout are
+// not used.
+
+// idleStream is a page stream kept open, and since when.
+type idleStream struct {
+	s     *quic.Stream
+	since time.Time
+}
+
+// maxIdlePageStreams bounds the page streams kept open per connection.
+const maxIdlePageStreams = 8
+
+// takePageStream takes the newest kept page stream of c that has been idle
+// for less than maxIdle; the older ones are closed.
+func (c *conn) takePageStream(maxIdle time.Duration) *quic.Stream {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(c.pageIdle) > 0 {
+		last := c.pageIdle[len(c.pageIdle)-1]
+		c.pageIdle = c.pageIdle[:len(c.pageIdle)-1]
+		if time.Since(last.since) < maxIdle {
+			return last.s
+		}
+		last.s.Close() // the receiver reads the end and ends its side
+		for _, o := range c.pageIdle {
+			o.s.Close()
+		}
+		c.pageIdle = c.pageIdle[:0]
+	}
+	return nil
+}
+
+// keepPageStream keeps s open for the next transfer, or closes it when c
+// keeps enough.
+func (c *conn) keepPageStream(s *quic.Stream) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.pageIdle) >= maxIdlePageStreams {
+		s.Close()
+		return
+	}
+	c.pageIdle = append(c.pageIdle, idleStream{s, time.Now()})
+}
+
+// sendOne moves a one-segment transfer over a kept page stream of c, or a
+// new one, and keeps the stream after a clean acknowledgement.
+func (t *Transport) sendOne(ctx context.Context, c *conn, seg *proto.PageSegment, timeout int64, src [][]byte) error {
+	for {
+		s := c.takePageStream(t.cfg.IdleTimeout / 2)
+		kept := s != nil
+		if s == nil {
+			var err error
+			if s, err = c.qc.OpenStreamSync(ctx); err != nil {
+				return t.streamErr(ctx, c, "send pages to", err)
+			}
+		}
+		err, keep := t.sendOnStream(ctx, c, s, seg, timeout, src)
+		if keep {
+			c.keepPageStream(s)
+		}
+		var se *quic.StreamError
+		if err != nil && kept && ctx.Err() == nil && errors.As(err, &se) && se.Remote && se.ErrorCode == quicCodeIdle {
+			continue // the receiver had dropped it unread: on a new stream
+		}
+		return err
+	}
+}
+
+// sendOnStream writes one segment of a page session on s and reads the
+// acknowledgement; keep says s may carry the next.
+func (t *Transport) sendOnStream(ctx context.Context, c *conn, s *quic.Stream, seg *proto.PageSegment, timeout int64, src [][]byte) (err error, keep bool) {
+	const op = "send pages to"
+	stop := context.AfterFunc(ctx, func() {
+		s.CancelWrite(quicCodeCanceled)
+		s.CancelRead(quicCodeCanceled)
+	})
+	defer func() {
+		if !stop() || err != nil {
+			keep = false // cancelled meanwhile, or failed
+		}
+		if !keep {
+			s.CancelWrite(quicCodeCanceled)
+			s.CancelRead(quicCodeCanceled)
+		}
+	}()
+	err = writeSegment(s, proto.Envelope{Type: proto.MsgPages, Timeout: timeout, Session: true}, seg, c.maxFrame(t.cfg.MaxFrameSize), src)
+	if err != nil {
+		var se *quic.StreamError
+		if errors.As(err, &se) && se.Remote && se.ErrorCode == quicCodeRefused {
+			// The receiver refused; its reply says why.
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			return t.readReply(rctx, c, s, op, proto.MsgPages, nil), false
+		}
+		if errors.Is(err, ErrFrameTooLarge) {
+			return &PeerError{Peer: c.peer, Addr: c.addr, Op: op, Err: fmt.Errorf("page header: %w; send fewer boxes per transfer", err)}, false
+		}
+		return t.streamErr(ctx, c, op, err), false
+	}
+	env, body, err := readFrame(s, t.cfg.MaxFrameSize)
+	if err != nil {
+		if errors.Is(err, ErrFrameTooLarge) || errors.Is(err, ErrMalformed) {
+			return &PeerError{Peer: c.peer, Addr: c.addr, Op: op, Err: fmt.Errorf("reply: %w", err)}, false
+		}
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return t.streamErr(ctx, c, op, err), false
+	}
+	if err := decodeReply(c, op, proto.MsgPages, env, body, nil); err != nil {
+		return err, false
+	}
+	return nil, true
+}
+
 // inlineMax is the largest segment payload written in one piece with its
 // header frame: one stream write, so that header and bytes (and, with the
 // Close that follows, the end of the stream) leave in one packet rather
@@ -387,8 +513,20 @@ type assembly struct {
 	timer    *time.Timer
 }
 
-// receivePages serves one MsgPages stream.
+// receivePages serves a MsgPages stream: one segment, or the segments of
+// a page session one after another.
 func (t *Transport) receivePages(c *conn, s *quic.Stream, env proto.Envelope, body []byte) {
+	for t.receiveSegment(c, s, env, body) {
+		var ok bool
+		if env, body, ok = t.nextSessionFrame(c, s, proto.MsgPages); !ok {
+			return
+		}
+	}
+}
+
+// receiveSegment serves one segment; it reports whether the stream is a
+// page session's that may carry the next.
+func (t *Transport) receiveSegment(c *conn, s *quic.Stream, env proto.Envelope, body []byte) bool {
 	refuse := func(er *proto.ErrorReply) {
 		t.reply(c, s, proto.MsgError, er)
 		s.CancelRead(quicCodeRefused)
@@ -396,7 +534,7 @@ func (t *Transport) receivePages(c *conn, s *quic.Stream, env proto.Envelope, bo
 	var seg proto.PageSegment
 	if err := decodeBody(body, &seg); err != nil {
 		refuse(errorReply(err))
-		return
+		return false
 	}
 	total, err := seg.Validate(t.cfg.MaxPageBytes) // the payload: 0 for pages by reference
 	if err != nil {
@@ -405,7 +543,7 @@ func (t *Transport) receivePages(c *conn, s *quic.Stream, env proto.Envelope, bo
 			er.Code = proto.CodeTooLarge
 		}
 		refuse(er)
-		return
+		return false
 	}
 	s.SetReadDeadline(time.Time{})
 	ctx, cancel := t.handlerContext(s.Context(), env.Timeout)
@@ -413,7 +551,7 @@ func (t *Transport) receivePages(c *conn, s *quic.Stream, env proto.Envelope, bo
 	h := t.pageHandler()
 	if h == nil {
 		refuse(&proto.ErrorReply{Code: proto.CodeRefused, Message: t.self.String() + " accepts no page transfers"})
-		return
+		return false
 	}
 	ask := func() (PageSink, error) {
 		sink, err := h(ctx, c.peer, &seg.Header)
@@ -436,14 +574,18 @@ func (t *Transport) receivePages(c *conn, s *quic.Stream, env proto.Envelope, bo
 		return er
 	}
 
+	if env.Session && seg.Count != 1 {
+		refuse(errorReply(fmt.Errorf("%w: a page session carries one-segment transfers; segment %d of %d", ErrMalformed, seg.Index, seg.Count)))
+		return false
+	}
 	if seg.Count == 1 {
 		sink, err := ask()
 		if err != nil {
 			refuse(refusal(err))
-			return
+			return false
 		}
 		err = readRuns(deadlineReader{s, t.cfg.IdleTimeout}, sink.Dst, 0, total)
-		if err == nil {
+		if err == nil && !env.Session {
 			err = expectEOF(s)
 		}
 		doneErr := err
@@ -454,15 +596,15 @@ func (t *Transport) receivePages(c *conn, s *quic.Stream, env proto.Envelope, bo
 			moved, _ := seg.Header.Validate(0) // the boxes' bytes, also by reference
 			t.countReceived(c.peer, &seg.Header, moved)
 		}
-		t.finishSegment(c, s, err)
+		more := t.finishSegment(c, s, err, env.Session)
 		sink.after(doneErr)
-		return
+		return more
 	}
 
 	a, err := c.assemblyFor(t, &seg, ask)
 	if err != nil {
 		refuse(refusal(err))
-		return
+		return false
 	}
 	err = readRuns(deadlineReader{s, t.cfg.IdleTimeout}, a.sink.Dst, seg.Offset, seg.Length)
 	if err == nil {
@@ -472,10 +614,11 @@ func (t *Transport) receivePages(c *conn, s *quic.Stream, env proto.Envelope, bo
 	if err == nil && last {
 		t.countReceived(c.peer, &seg.Header, total)
 	}
-	t.finishSegment(c, s, err)
+	t.finishSegment(c, s, err, false)
 	if last {
 		a.sink.after(a.doneErr) // set by this goroutine's finish
 	}
+	return false
 }
 
 func (t *Transport) countReceived(peer credentials.Identity, h *proto.PageHeader, total uint64) {
@@ -495,25 +638,30 @@ var ackFrame = func() []byte {
 	return bytes.Clone(f.buf.Bytes())
 }()
 
-// finishSegment acks a segment, or reports why it failed.
-func (t *Transport) finishSegment(c *conn, s *quic.Stream, err error) {
+// finishSegment acks a segment, or reports why it failed. A page
+// session's stream stays open after the ack (more reports that).
+func (t *Transport) finishSegment(c *conn, s *quic.Stream, err error, session bool) (more bool) {
 	if err == nil {
 		if _, err := s.Write(ackFrame); err != nil {
 			s.CancelWrite(quicCodeCanceled)
-			return
+			return false
+		}
+		if session {
+			return true
 		}
 		s.Close()
-		return
+		return false
 	}
 	var se *quic.StreamError
 	if errors.As(err, &se) || c.qc.Context().Err() != nil || t.ctx.Err() != nil {
 		// The sender gave up or the connection is gone: no one to tell.
 		s.CancelRead(quicCodeCanceled)
 		s.CancelWrite(quicCodeCanceled)
-		return
+		return false
 	}
 	t.reply(c, s, proto.MsgError, errorReply(err))
 	s.CancelRead(quicCodeRefused)
+	return false
 }
 
 // assemblyFor finds or creates the assembly of seg's transfer and

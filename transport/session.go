@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sync"
 	"time"
 
@@ -150,33 +151,47 @@ func (ss *Session) Close() error {
 // its side, breaks the stream, or sends nothing for the idle timeout. Every
 // request of a session has the type of its first.
 func (t *Transport) serveSession(c *conn, s *quic.Stream, env proto.Envelope, body []byte) {
-	typ := env.Type
 	for {
 		s.SetReadDeadline(time.Time{})
 		if !t.serveRequest(c, s, env, body, false) {
 			s.CancelRead(quicCodeCanceled)
 			return
 		}
-		s.SetReadDeadline(time.Now().Add(t.cfg.IdleTimeout))
-		var err error
-		env, body, err = readFrame(s, t.cfg.MaxFrameSize)
-		switch {
-		case err == io.EOF: // the caller ended the session
-			s.Close()
-			return
-		case errors.Is(err, ErrFrameTooLarge) || errors.Is(err, ErrMalformed):
-			t.log.Warn("bad session frame", "peer", c.peer.String(), "type", typ.String(), "error", err)
-			t.reply(c, s, proto.MsgError, errorReply(err))
-			s.CancelRead(quicCodeTooLarge)
-			return
-		case err != nil:
-			s.CancelRead(quicCodeCanceled)
-			s.CancelWrite(quicCodeCanceled)
-			return
-		case env.Type != typ || !env.Session:
-			t.reply(c, s, proto.MsgError, errorReply(fmt.Errorf("%w: a session of %v got a %v request", ErrMalformed, typ, env.Type)))
-			s.CancelRead(quicCodeRefused)
+		var ok bool
+		if env, body, ok = t.nextSessionFrame(c, s, env.Type); !ok {
 			return
 		}
 	}
+}
+
+// nextSessionFrame reads the next request of a session of type typ. When
+// there is none (the caller closed its side, the stream broke, nothing came
+// for the idle timeout, or a frame that is not the session's) it ends the
+// stream and reports false. An idle stream ends with quicCodeIdle: nothing
+// after it was read.
+func (t *Transport) nextSessionFrame(c *conn, s *quic.Stream, typ proto.MsgType) (proto.Envelope, []byte, bool) {
+	s.SetReadDeadline(time.Now().Add(t.cfg.IdleTimeout))
+	env, body, err := readFrame(s, t.cfg.MaxFrameSize)
+	var ne net.Error
+	switch {
+	case err == io.EOF: // the caller ended the session
+		s.Close()
+	case errors.As(err, &ne) && ne.Timeout():
+		s.CancelRead(quicCodeIdle)
+		s.CancelWrite(quicCodeIdle)
+	case errors.Is(err, ErrFrameTooLarge) || errors.Is(err, ErrMalformed):
+		t.log.Warn("bad session frame", "peer", c.peer.String(), "type", typ.String(), "error", err)
+		t.reply(c, s, proto.MsgError, errorReply(err))
+		s.CancelRead(quicCodeTooLarge)
+	case err != nil:
+		s.CancelRead(quicCodeCanceled)
+		s.CancelWrite(quicCodeCanceled)
+	case env.Type != typ || !env.Session:
+		t.reply(c, s, proto.MsgError, errorReply(fmt.Errorf("%w: a session of %v got a %v request", ErrMalformed, typ, env.Type)))
+		s.CancelRead(quicCodeRefused)
+	default:
+		s.SetReadDeadline(time.Time{})
+		return env, body, true
+	}
+	return env, body, false
 }

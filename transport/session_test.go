@@ -1,9 +1,11 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -131,5 +133,111 @@ func TestSessionRefusesAnotherType(t *testing.T) {
 	}
 	if err := expectEOF(s); err != nil {
 		t.Errorf("the stream goes on after the refusal: %v", err)
+	}
+}
+
+// Small transfers to one peer go over one page stream kept open between
+// them; each lands once, with the right bytes. A refused transfer ends its
+// stream and the next transfer opens another; concurrent transfers each
+// get a stream of their own (at most as many as run at once).
+func TestPageSessionKeepsOneStream_C3(t *testing.T) {
+	var d directory
+	n1 := startNode(t, &d, "n1", nil)
+	n2 := startNode(t, &d, "n2", nil)
+	const size = 64
+	store := &pageStore{bufs: map[uint64]*testBuffer{}}
+	for b := uint64(1); b <= 8; b++ { // 1 for the sequence, 1..8 for the concurrent senders
+		store.bufs[b] = &testBuffer{rng: [3]uint64{1, 1, size}, elem: 1, data: make([]byte, size)}
+	}
+	n2.HandlePages(store.handler)
+	ctx := testCtx(t)
+	send := func(buf uint64, fill byte) error {
+		src := bytes.Repeat([]byte{fill}, size)
+		h := proto.PageHeader{Buffer: buf, ElemSize: 1, Boxes: []proto.Box{{Hi: [3]uint64{1, 1, size}}}}
+		return n1.SendPages(ctx, credentials.Node("n2"), &h, [][]byte{src})
+	}
+	before := n2.streamsIn.Load()
+	for i := range 30 {
+		if err := send(1, byte(i)); err != nil {
+			t.Fatalf("transfer %d: %v", i, err)
+		}
+		store.mu.Lock()
+		got := store.bufs[1].data[0]
+		store.mu.Unlock()
+		if got != byte(i) {
+			t.Fatalf("after transfer %d the buffer holds %d", i, got)
+		}
+	}
+	if got := n2.streamsIn.Load() - before; got != 1 {
+		t.Errorf("30 small transfers took %d streams, want 1", got)
+	}
+	if n := len(store.dones()); n != 30 {
+		t.Errorf("Done called %d times for 30 transfers", n)
+	}
+	var re *RemoteError
+	if err := send(9, 0); !errors.As(err, &re) || re.Code != proto.CodeRefused {
+		t.Fatalf("transfer into an unknown buffer: %v, want CodeRefused", err)
+	}
+	before = n2.streamsIn.Load()
+	if err := send(1, 77); err != nil {
+		t.Fatalf("transfer after a refusal: %v", err)
+	}
+	if got := n2.streamsIn.Load() - before; got != 1 {
+		t.Errorf("the transfer after a refusal took %d new streams, want 1 (the refused one's ended)", got)
+	}
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	before = n2.streamsIn.Load()
+	for g := range 8 {
+		wg.Go(func() {
+			for range 10 {
+				if err := send(uint64(g+1), byte(g)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("concurrent transfer: %v", err)
+	}
+	if got := n2.streamsIn.Load() - before; got > 8 {
+		t.Errorf("80 transfers, 8 at a time, took %d streams, want at most 8", got)
+	}
+}
+
+// A kept page stream that the receiver dropped after its idle timeout
+// (quicCodeIdle: it read nothing more) is not a failed transfer: the
+// sender sends on a new stream, and the pages land once.
+func TestPageSessionAfterReceiverIdleTimeout_C3(t *testing.T) {
+	var d directory
+	n1 := startNode(t, &d, "n1", nil) // keeps streams for half of its own (long) idle timeout
+	n2 := startNode(t, &d, "n2", func(c *Config) { c.IdleTimeout = 600 * time.Millisecond })
+	const size = 16
+	store := &pageStore{bufs: map[uint64]*testBuffer{1: {rng: [3]uint64{1, 1, size}, elem: 1, data: make([]byte, size)}}}
+	n2.HandlePages(store.handler)
+	ctx := testCtx(t)
+	h := proto.PageHeader{Buffer: 1, ElemSize: 1, Boxes: []proto.Box{{Hi: [3]uint64{1, 1, size}}}}
+	if err := n1.SendPages(ctx, credentials.Node("n2"), &h, [][]byte{bytes.Repeat([]byte{1}, size)}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // n2 drops the kept stream
+	before := n2.streamsIn.Load()
+	if err := n1.SendPages(ctx, credentials.Node("n2"), &h, [][]byte{bytes.Repeat([]byte{2}, size)}); err != nil {
+		t.Fatalf("transfer on a stream the receiver dropped: %v", err)
+	}
+	if got := n2.streamsIn.Load() - before; got != 1 {
+		t.Errorf("took %d new streams, want 1", got)
+	}
+	if dones := store.dones(); len(dones) != 2 || dones[0] != nil || dones[1] != nil {
+		t.Errorf("Done calls %v, want two successes", dones)
+	}
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	if got := store.bufs[1].data[size-1]; got != 2 {
+		t.Errorf("buffer holds %d, want the second transfer's 2", got)
 	}
 }

@@ -65,9 +65,12 @@ type conn struct {
 	// peerMaxFrame is the peer's announced frame limit (0: unknown).
 	peerMaxFrame int
 
-	mu         sync.Mutex // guards assemblies and tombstones
+	mu         sync.Mutex // guards assemblies, tombstones and pageIdle
 	assemblies map[uint64]*assembly
 	tombstones map[uint64]struct{} // transfers the peer abandoned (at most maxTombstones)
+	// pageIdle are page streams kept open after a one-segment transfer
+	// for the next (pages.go, "page sessions"), newest last.
+	pageIdle []idleStream
 }
 
 type dialCall struct {
