@@ -296,41 +296,37 @@ func encodePageSegmentValue(e *msgpack.Encoder, v reflect.Value) error {
 
 // ---- decoding ----
 
-// fieldReader reads a msgpack map into a struct, key by key.
-type fieldReader struct {
-	d   *msgpack.Decoder
-	buf [16]byte
-}
-
-// open reads the map's length: -1 for nil (the zero struct).
-func (r *fieldReader) open(what string) (int, error) {
-	n, err := r.d.DecodeMapLen()
+// decodeFields reads a msgpack map (nil: no fields) and calls field for
+// each key, which decodes the value that follows (d.Skip for an unknown
+// key). Keys longer than any of ours come as "".
+func decodeFields(d *msgpack.Decoder, what string, field func(key string) error) error {
+	n, err := d.DecodeMapLen()
 	if err != nil {
-		return 0, fmt.Errorf("msgpack: decoding %s: %w", what, err)
+		return fmt.Errorf("msgpack: decoding %s: %w", what, err)
 	}
-	return n, nil
-}
-
-// key reads the next key; a key longer than any of ours comes back empty
-// (an unknown field).
-func (r *fieldReader) key() (string, error) {
-	n, err := r.d.DecodeBytesLen()
-	if err != nil {
-		return "", err
-	}
-	if n < 0 {
-		return "", fmt.Errorf("msgpack: nil map key")
-	}
-	if n > len(r.buf) {
-		if err := r.d.ReadFull(make([]byte, n)); err != nil {
-			return "", err
+	var buf [16]byte
+	for range n {
+		kn, err := d.DecodeBytesLen()
+		if err != nil {
+			return err
 		}
-		return "", nil
+		if kn < 0 {
+			return fmt.Errorf("msgpack: decoding %s: nil map key", what)
+		}
+		key := ""
+		if kn > len(buf) {
+			err = d.ReadFull(make([]byte, kn))
+		} else if err = d.ReadFull(buf[:kn]); err == nil {
+			key = string(buf[:kn])
+		}
+		if err != nil {
+			return err
+		}
+		if err := field(key); err != nil {
+			return err
+		}
 	}
-	if err := r.d.ReadFull(r.buf[:n]); err != nil {
-		return "", err
-	}
-	return string(r.buf[:n]), nil
+	return nil
 }
 
 func decodeDims(d *msgpack.Decoder, v *[3]uint64) error {
@@ -383,13 +379,7 @@ func decodeBoxValue(d *msgpack.Decoder, v reflect.Value) error {
 
 func decodeBox(d *msgpack.Decoder, b *proto.Box) error {
 	*b = proto.Box{}
-	r := fieldReader{d: d}
-	n, err := r.open("Box")
-	for i := 0; err == nil && i < n; i++ {
-		var k string
-		if k, err = r.key(); err != nil {
-			break
-		}
+	return decodeFields(d, "Box", func(k string) (err error) {
 		switch k {
 		case "l":
 			err = decodeDims(d, &b.Lo)
@@ -398,8 +388,8 @@ func decodeBox(d *msgpack.Decoder, b *proto.Box) error {
 		default:
 			err = d.Skip()
 		}
-	}
-	return err
+		return err
+	})
 }
 
 func decodeKArgValue(d *msgpack.Decoder, v reflect.Value) error {
@@ -408,13 +398,7 @@ func decodeKArgValue(d *msgpack.Decoder, v reflect.Value) error {
 
 func decodeKArg(d *msgpack.Decoder, a *proto.KArg) error {
 	*a = proto.KArg{}
-	r := fieldReader{d: d}
-	n, err := r.open("KArg")
-	for i := 0; err == nil && i < n; i++ {
-		var k string
-		if k, err = r.key(); err != nil {
-			break
-		}
+	return decodeFields(d, "KArg", func(k string) (err error) {
 		var u uint64
 		switch k {
 		case "k":
@@ -448,8 +432,8 @@ func decodeKArg(d *msgpack.Decoder, a *proto.KArg) error {
 		default:
 			err = d.Skip()
 		}
-	}
-	return err
+		return err
+	})
 }
 
 func decodeLaunchValue(d *msgpack.Decoder, v reflect.Value) error {
@@ -458,13 +442,7 @@ func decodeLaunchValue(d *msgpack.Decoder, v reflect.Value) error {
 
 func decodeLaunch(d *msgpack.Decoder, l *proto.Launch) error {
 	*l = proto.Launch{}
-	r := fieldReader{d: d}
-	n, err := r.open("Launch")
-	for i := 0; err == nil && i < n; i++ {
-		var k string
-		if k, err = r.key(); err != nil {
-			break
-		}
+	return decodeFields(d, "Launch", func(k string) (err error) {
 		switch k {
 		case "n":
 			l.Kernel, err = d.DecodeString()
@@ -493,20 +471,14 @@ func decodeLaunch(d *msgpack.Decoder, l *proto.Launch) error {
 		default:
 			err = d.Skip()
 		}
-	}
-	return err
+		return err
+	})
 }
 
 func decodeInstrValue(d *msgpack.Decoder, v reflect.Value) error {
 	in := addr(v).Interface().(*proto.Instr)
 	*in = proto.Instr{}
-	r := fieldReader{d: d}
-	n, err := r.open("Instr")
-	for i := 0; err == nil && i < n; i++ {
-		var k string
-		if k, err = r.key(); err != nil {
-			break
-		}
+	return decodeFields(d, "Instr", func(k string) (err error) {
 		var u uint64
 		switch k {
 		case "i":
@@ -546,8 +518,8 @@ func decodeInstrValue(d *msgpack.Decoder, v reflect.Value) error {
 		default:
 			err = d.Skip()
 		}
-	}
-	return err
+		return err
+	})
 }
 
 // decodeLaunchPtr reads a *Launch: nil for a msgpack nil.
@@ -567,13 +539,7 @@ func decodePageHeaderValue(d *msgpack.Decoder, v reflect.Value) error {
 
 func decodePageHeader(d *msgpack.Decoder, h *proto.PageHeader) error {
 	*h = proto.PageHeader{}
-	r := fieldReader{d: d}
-	n, err := r.open("PageHeader")
-	for i := 0; err == nil && i < n; i++ {
-		var k string
-		if k, err = r.key(); err != nil {
-			break
-		}
+	return decodeFields(d, "PageHeader", func(k string) (err error) {
 		var u uint64
 		switch k {
 		case "j":
@@ -594,20 +560,14 @@ func decodePageHeader(d *msgpack.Decoder, h *proto.PageHeader) error {
 		default:
 			err = d.Skip()
 		}
-	}
-	return err
+		return err
+	})
 }
 
 func decodePageSegmentValue(d *msgpack.Decoder, v reflect.Value) error {
 	s := addr(v).Interface().(*proto.PageSegment)
 	*s = proto.PageSegment{}
-	r := fieldReader{d: d}
-	n, err := r.open("PageSegment")
-	for i := 0; err == nil && i < n; i++ {
-		var k string
-		if k, err = r.key(); err != nil {
-			break
-		}
+	return decodeFields(d, "PageSegment", func(k string) (err error) {
 		var u uint64
 		switch k {
 		case "id":
@@ -627,6 +587,6 @@ func decodePageSegmentValue(d *msgpack.Decoder, v reflect.Value) error {
 		default:
 			err = d.Skip()
 		}
-	}
-	return err
+		return err
+	})
 }
