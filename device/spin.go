@@ -45,7 +45,14 @@ const yieldBelowProcs = 4
 // depends on (the device's completer) may be runnable on this P, and with
 // few Ps it would otherwise wait until the spin ended.
 func SpinUntil(done *atomic.Bool, bound time.Duration, cancel <-chan struct{}) bool {
-	if done.Load() {
+	return SpinFor(func() bool { return done.Load() }, bound, cancel)
+}
+
+// SpinFor is SpinUntil for any condition: it spins until cond reports
+// true, for up to bound, and reports whether it did. cond must be cheap
+// (an atomic load) and have no effects.
+func SpinFor(cond func() bool, bound time.Duration, cancel <-chan struct{}) bool {
+	if cond() {
 		return true
 	}
 	if bound <= 0 {
@@ -54,18 +61,18 @@ func SpinUntil(done *atomic.Bool, bound time.Duration, cancel <-chan struct{}) b
 	start := time.Now()
 	yield := runtime.GOMAXPROCS(0) < yieldBelowProcs
 	for i := 1; ; i++ {
-		if done.Load() {
+		if cond() {
 			return true
 		}
-		if i%64 != 0 { // reading the clock costs more than a look at done
+		if i%64 != 0 { // reading the clock costs more than a look at cond
 			continue
 		}
 		if time.Since(start) > bound {
-			return done.Load()
+			return cond()
 		}
 		select {
 		case <-cancel:
-			return done.Load()
+			return cond()
 		default:
 		}
 		if yield && i%1024 == 0 {

@@ -37,11 +37,15 @@ func newSpinRig(t *testing.T, spin time.Duration, fc devicetest.FakeConfig) (*Ru
 
 // waiterState is the scheduler state ("select", "running", "runnable",
 // ...) of the one goroutine in Node.Wait, or "" if there is none.
-func waiterState() string {
+func waiterState() string { return stateIn("exec.(*Node).Wait(") }
+
+// stateIn is the scheduler state of the one goroutine whose stack holds
+// fn, or "" if there is none.
+func stateIn(fn string) string {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if !strings.Contains(g, "exec.(*Node).Wait(") {
+		if !strings.Contains(g, fn) {
 			continue
 		}
 		// "goroutine 7 [select]:" or "goroutine 7 [select, 2 minutes]:"
@@ -184,5 +188,58 @@ func TestWaitSpinSeesEachCompletion(t *testing.T) {
 		if vals[i] != i+1 {
 			t.Fatalf("group %d: Wait returned before its op wrote (%d)", i, vals[i])
 		}
+	}
+}
+
+// Runtime.Wait spins too where a device asks for it: with a bound far
+// longer than the test, a Wait for a held op is never seen parked, and it
+// returns once the op has run; cancelled, it returns the context's error.
+// Without a spinning device it parks at once.
+func TestRuntimeWaitSpinsOnSpinWaiterDevice(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("a spinning waiter and the device need two processors")
+	}
+	const waitFn = "exec.(*Runtime).Wait("
+	for _, spin := range []time.Duration{time.Hour, 0} {
+		rt, d, f := newSpinRig(t, spin, devicetest.FakeConfig{})
+		release := f.Hold()
+		t.Cleanup(release) // before the rig's Close, which waits for the op
+		ran := false
+		if _, err := rt.Submit(Group{Name: "held", Device: d, Ops: []device.Op{launch(func() { ran = true })}}); err != nil {
+			t.Fatal(err)
+		}
+		res := make(chan error, 1)
+		go func() { res <- rt.Wait(context.Background()) }()
+		waitFor(t, "the waiter is in Runtime.Wait", func() bool { return stateIn(waitFn) != "" })
+		if spin == 0 {
+			waitFor(t, "the waiter parks", func() bool { return stateIn(waitFn) == "select" })
+		} else {
+			for range 20 {
+				if st := stateIn(waitFn); st == "select" || st == "" {
+					t.Fatalf("Runtime.Wait with a spinning device is %q while the op is held; want it spinning", st)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+		release()
+		if err := waitResult(t, res); err != nil {
+			t.Fatal(err)
+		}
+		if !ran {
+			t.Fatalf("spin %v: Wait returned before the op ran", spin)
+		}
+	}
+	rt, d, f := newSpinRig(t, time.Hour, devicetest.FakeConfig{})
+	t.Cleanup(f.Hold())
+	if _, err := rt.Submit(Group{Name: "held", Device: d, Ops: []device.Op{launch(func() {})}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	res := make(chan error, 1)
+	go func() { res <- rt.Wait(ctx) }()
+	waitFor(t, "the waiter is in Runtime.Wait", func() bool { return stateIn(waitFn) != "" })
+	cancel()
+	if err := waitResult(t, res); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a spinning Runtime.Wait cancelled: %v, want context.Canceled", err)
 	}
 }
