@@ -92,6 +92,11 @@ func readFrame(r io.Reader, max int) (proto.Envelope, []byte, error) {
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return proto.Envelope{}, nil, err
 	}
+	return readFrameBody(r, hdr, max)
+}
+
+// readFrameBody reads the rest of a frame whose length prefix is hdr.
+func readFrameBody(r io.Reader, hdr [frameHeaderLen]byte, max int) (proto.Envelope, []byte, error) {
 	n := binary.BigEndian.Uint32(hdr[:])
 	if uint64(n) > uint64(max) {
 		return proto.Envelope{}, nil, fmt.Errorf("%w: peer sent a frame of %d bytes, the limit is %d", ErrFrameTooLarge, n, max)

@@ -313,9 +313,9 @@ func (c *conn) takePageStream(maxIdle time.Duration) *quic.Stream {
 		if time.Since(last.since) < maxIdle {
 			return last.s
 		}
-		last.s.Close() // the receiver reads the end and ends its side
+		closeKept(last.s)
 		for _, o := range c.pageIdle {
-			o.s.Close()
+			closeKept(o.s)
 		}
 		c.pageIdle = c.pageIdle[:0]
 	}
@@ -328,10 +328,19 @@ func (c *conn) keepPageStream(s *quic.Stream) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.pageIdle) >= maxIdlePageStreams {
-		s.Close()
+		closeKept(s)
 		return
 	}
 	c.pageIdle = append(c.pageIdle, idleStream{s, time.Now()})
+}
+
+// closeKept ends a kept page stream that carries no further transfer: its
+// end tells the receiver so, and its read side is given up too (no reply
+// is awaited), or quic-go would keep the stream until the connection
+// closes.
+func closeKept(s *quic.Stream) {
+	s.CancelRead(quicCodeNone)
+	s.Close()
 }
 
 // sendOne moves a one-segment transfer over a kept page stream of c, or a

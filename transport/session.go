@@ -32,9 +32,11 @@ type Session struct {
 	peer credentials.Identity
 	typ  proto.MsgType
 
-	mu     sync.Mutex // one call at a time; guards the fields below
+	calls sync.Mutex // one call at a time
+
+	mu     sync.Mutex // guards the fields below; never held across I/O
 	c      *conn
-	s      *quic.Stream
+	s      *quic.Stream // nil until a call opens one, or after it broke
 	closed bool
 }
 
@@ -52,12 +54,11 @@ var ErrSessionClosed = errors.New("transport: session closed")
 // ctx bounds the call; cancelling it abandons the stream (the next Call
 // opens another).
 func (ss *Session) Call(ctx context.Context, req, resp any) error {
+	ss.calls.Lock()
+	defer ss.calls.Unlock()
 	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	if ss.closed {
-		return &PeerError{Peer: ss.peer, Op: "session " + ss.typ.String(), Err: ErrSessionClosed}
-	}
 	reused := ss.s != nil
+	ss.mu.Unlock()
 	err := ss.call(ctx, req, resp)
 	if err != nil && reused && ctx.Err() == nil && ss.t.ctx.Err() == nil && brokenStream(err) {
 		// The stream died while it waited for this call (the peer restarted,
@@ -80,27 +81,44 @@ func brokenStream(err error) bool {
 		errors.Is(err, io.ErrUnexpectedEOF)
 }
 
-func (ss *Session) call(ctx context.Context, req, resp any) error {
+func (ss *Session) call(ctx context.Context, req, resp any) (err error) {
 	op := "session " + ss.typ.String()
 	timeout, err := timeoutOf(ctx)
 	if err != nil {
 		return &PeerError{Peer: ss.peer, Op: op, Err: err}
 	}
-	if ss.s == nil {
-		c, s, err := ss.t.openStream(ctx, ss.peer, op)
-		if err != nil {
+	ss.mu.Lock()
+	closed, c, s := ss.closed, ss.c, ss.s
+	ss.mu.Unlock()
+	if closed {
+		return &PeerError{Peer: ss.peer, Op: op, Err: ErrSessionClosed}
+	}
+	if s == nil {
+		if c, s, err = ss.t.openStream(ctx, ss.peer, op); err != nil {
 			return err
 		}
-		ss.c, ss.s = c, s
+		ss.mu.Lock()
+		closed = ss.closed
+		if !closed {
+			ss.c, ss.s = c, s
+		}
+		ss.mu.Unlock()
+		if closed { // Close came meanwhile
+			cancelStream(s, quicCodeCanceled)
+			return &PeerError{Peer: ss.peer, Op: op, Err: ErrSessionClosed}
+		}
 	}
-	c, s := ss.c, ss.s
-	stop := context.AfterFunc(ctx, func() {
-		s.CancelWrite(quicCodeCanceled)
-		s.CancelRead(quicCodeCanceled)
-	})
-	defer stop()
+	stop := context.AfterFunc(ctx, func() { cancelStream(s, quicCodeCanceled) })
+	defer func() {
+		// A stream the context's cancellation may reach (its function
+		// started), or that failed, carries no further call; one that
+		// brought the peer's error reply does.
+		var re *RemoteError
+		if !stop() || (err != nil && !errors.As(err, &re)) {
+			ss.drop(s)
+		}
+	}()
 	if err := writeFrame(s, proto.Envelope{Type: ss.typ, Timeout: timeout, Session: true}, req, c.maxFrame(ss.t.cfg.MaxFrameSize)); err != nil {
-		ss.drop()
 		if errors.Is(err, ErrFrameTooLarge) {
 			return &PeerError{Peer: c.peer, Addr: c.addr, Op: op, Err: err}
 		}
@@ -108,7 +126,6 @@ func (ss *Session) call(ctx context.Context, req, resp any) error {
 	}
 	env, body, err := readFrame(s, ss.t.cfg.MaxFrameSize)
 	if err != nil {
-		ss.drop()
 		if errors.Is(err, ErrFrameTooLarge) || errors.Is(err, ErrMalformed) {
 			return &PeerError{Peer: c.peer, Addr: c.addr, Op: op, Err: fmt.Errorf("reply: %w", err)}
 		}
@@ -122,27 +139,35 @@ func (ss *Session) call(ctx context.Context, req, resp any) error {
 	return decodeReply(c, op, ss.typ, env, body, resp)
 }
 
-// drop abandons the session's stream; the next Call opens another.
-func (ss *Session) drop() {
-	if ss.s != nil {
-		ss.s.CancelWrite(quicCodeCanceled)
-		ss.s.CancelRead(quicCodeCanceled)
-	}
-	ss.c, ss.s = nil, nil
+// cancelStream ends both directions of s at once.
+func cancelStream(s *quic.Stream, code quic.StreamErrorCode) {
+	s.CancelWrite(code)
+	s.CancelRead(code)
 }
 
-// Close ends the session: its stream is closed, and later Calls fail with
-// ErrSessionClosed. It waits for a Call in flight.
+// drop abandons stream s of the session (if it is still the session's);
+// the next Call opens another.
+func (ss *Session) drop(s *quic.Stream) {
+	ss.mu.Lock()
+	if ss.s == s {
+		ss.c, ss.s = nil, nil
+	}
+	ss.mu.Unlock()
+	cancelStream(s, quicCodeCanceled)
+}
+
+// Close ends the session: its stream is closed, a Call in flight fails
+// (it does not wait for one), and later Calls fail with ErrSessionClosed.
 func (ss *Session) Close() error {
 	ss.mu.Lock()
-	defer ss.mu.Unlock()
 	ss.closed = true
-	if ss.s == nil {
-		return nil
-	}
 	s := ss.s
 	ss.c, ss.s = nil, nil
-	s.CancelRead(quicCodeNone) // no reply is awaited
+	ss.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	s.CancelRead(quicCodeNone) // no reply is awaited: a call in flight ends
 	return s.Close()
 }
 
@@ -171,7 +196,17 @@ func (t *Transport) serveSession(c *conn, s *quic.Stream, env proto.Envelope, bo
 // after it was read.
 func (t *Transport) nextSessionFrame(c *conn, s *quic.Stream, typ proto.MsgType) (proto.Envelope, []byte, bool) {
 	s.SetReadDeadline(time.Now().Add(t.cfg.IdleTimeout))
-	env, body, err := readFrame(s, t.cfg.MaxFrameSize)
+	var hdr [frameHeaderLen]byte
+	var env proto.Envelope
+	var body []byte
+	_, err := io.ReadFull(s, hdr[:])
+	if err == nil {
+		// The frame has begun: its rest gets an idle timeout of its own,
+		// so that one that straddles the first deadline is read whole
+		// (quic-go checks the deadline before buffered data).
+		s.SetReadDeadline(time.Now().Add(t.cfg.IdleTimeout))
+		env, body, err = readFrameBody(s, hdr, t.cfg.MaxFrameSize)
+	}
 	var ne net.Error
 	switch {
 	case err == io.EOF: // the caller ended the session

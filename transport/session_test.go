@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/acpp/acpp/credentials"
 	"github.com/acpp/acpp/proto"
@@ -240,4 +242,148 @@ func TestPageSessionAfterReceiverIdleTimeout_C3(t *testing.T) {
 	if got := store.bufs[1].data[size-1]; got != 2 {
 		t.Errorf("buffer holds %d, want the second transfer's 2", got)
 	}
+}
+
+// A request whose frame is only partly there when the receiver's idle
+// deadline passes is read whole and served: the rest of a frame that has
+// begun gets a timeout of its own.
+func TestSessionFrameStraddlingIdleDeadline(t *testing.T) {
+	var d directory
+	n1 := startNode(t, &d, "n1", nil)
+	n2 := startNode(t, &d, "n2", func(c *Config) { c.IdleTimeout = 500 * time.Millisecond })
+	registerEcho(n2)
+	ctx := testCtx(t)
+	c, s, err := n1.openStream(ctx, credentials.Node("n2"), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	max := c.maxFrame(n1.cfg.MaxFrameSize)
+	if err := writeFrame(s, proto.Envelope{Type: msgEcho, Session: true}, &echoReq{Text: "one"}, max); err != nil {
+		t.Fatal(err)
+	}
+	if env, _, err := readFrame(s, max); err != nil || env.Type != proto.MsgReply {
+		t.Fatalf("first reply: %v, %v", env.Type, err)
+	}
+	f, err := encodeFrame(proto.Envelope{Type: msgEcho, Session: true}, &echoReq{Text: "two"}, max)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := bytes.Clone(f.buf.Bytes())
+	time.Sleep(400 * time.Millisecond)
+	s.Write(full[:6]) // the length and part of the envelope, before the deadline
+	time.Sleep(300 * time.Millisecond)
+	s.Write(full[6:]) // the rest after it
+	env, body, err := readFrame(s, max)
+	if err != nil || env.Type != proto.MsgReply {
+		t.Fatalf("reply to a frame that straddled the idle deadline: %v, %v; want MsgReply", env.Type, err)
+	}
+	var resp echoResp
+	if err := decodeBody(body, &resp); err != nil || resp.Text != "two" {
+		t.Errorf("reply %+v (%v), want the echo of two", resp, err)
+	}
+	s.Close()
+}
+
+// Session.Close does not wait for a call in flight (a long poll): the
+// call ends with an error at once, and later calls fail with
+// ErrSessionClosed.
+func TestSessionCloseEndsCallInFlight(t *testing.T) {
+	var d directory
+	n1 := startNode(t, &d, "n1", nil)
+	n2 := startNode(t, &d, "n2", nil)
+	entered := make(chan struct{}, 1)
+	n2.Handle(msgBlock, func(ctx context.Context, _ credentials.Identity, _ Request) (any, error) {
+		entered <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	ss := n1.Session(credentials.Node("n2"), msgBlock)
+	res := make(chan error, 1)
+	go func() { res <- ss.Call(testCtx(t), nil, nil) }()
+	<-entered
+	start := time.Now()
+	if err := ss.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("Close took %v with a call in flight", took)
+	}
+	select {
+	case err := <-res:
+		if err == nil {
+			t.Error("the call in flight returned nil after Close")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the call in flight did not end after Close")
+	}
+	if err := ss.Call(testCtx(t), nil, nil); !errors.Is(err, ErrSessionClosed) {
+		t.Errorf("Call after Close: %v, want ErrSessionClosed", err)
+	}
+}
+
+// quicStreams counts tr's open outgoing bidirectional streams in quic-go's
+// stream maps (unexported fields, read by reflection under the map's own
+// lock); ok is false when this quic-go keeps them elsewhere.
+func quicStreams(tr *Transport) (n int, ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	for c := range tr.all {
+		sm := reflect.ValueOf(c.qc).Elem().FieldByName("streamsMap")
+		if !sm.IsValid() {
+			return 0, false
+		}
+		m := sm.Elem().FieldByName("outgoingBidiStreams").Elem()
+		out, mu := m.FieldByName("streams"), m.FieldByName("mutex")
+		if !out.IsValid() || mu.Type() != reflect.TypeOf(sync.RWMutex{}) {
+			return 0, false
+		}
+		lock := (*sync.RWMutex)(unsafe.Pointer(mu.UnsafeAddr())) // quic-go's own lock of the map
+		lock.RLock()
+		n += out.Len()
+		lock.RUnlock()
+	}
+	return n, true
+}
+
+// Page streams a sender closes (beyond the 8 it keeps) are given up on
+// both sides: bursts of 16 concurrent small transfers leave the sender with
+// at most the kept streams open, not 8 more after each burst.
+func TestPageSessionStreamsDoNotAccumulate_C3(t *testing.T) {
+	var d directory
+	n1 := startNode(t, &d, "n1", nil)
+	n2 := startNode(t, &d, "n2", nil)
+	const size = 64
+	store := &pageStore{bufs: map[uint64]*testBuffer{}}
+	for b := uint64(1); b <= 16; b++ {
+		store.bufs[b] = &testBuffer{rng: [3]uint64{1, 1, size}, elem: 1, data: make([]byte, size)}
+	}
+	n2.HandlePages(store.handler)
+	ctx := testCtx(t)
+	for range 4 {
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for g := range 16 {
+			wg.Go(func() {
+				<-start
+				h := proto.PageHeader{Buffer: uint64(g + 1), ElemSize: 1, Boxes: []proto.Box{{Hi: [3]uint64{1, 1, size}}}}
+				if err := n1.SendPages(ctx, credentials.Node("n2"), &h, [][]byte{bytes.Repeat([]byte{1}, size)}); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+	}
+	if _, ok := quicStreams(n1); !ok {
+		t.Skip("this quic-go keeps its streams where the test cannot count them")
+	}
+	eventually(t, "the sender holds at most its kept page streams", func() bool {
+		n, _ := quicStreams(n1)
+		return n <= maxIdlePageStreams
+	})
 }
