@@ -247,6 +247,9 @@ const MaxBatch = 4096
 // MaxDeps bounds the dependencies of one instruction.
 const MaxDeps = 1024
 
+// MaxKernelArgs bounds the arguments of one Launch.
+const MaxKernelArgs = 256
+
 // Submit is a batch of instructions for one job.
 type Submit struct {
 	Job    uint64  `msgpack:"j"`
@@ -533,8 +536,8 @@ func (in *Instr) Validate() error {
 		if in.Launch == nil || in.Launch.Kernel == "" || in.Launch.Device == "" {
 			return bad("no Launch, kernel name or device")
 		}
-		if len(in.Launch.Args) > 256 {
-			return bad("%d kernel arguments, at most 256", len(in.Launch.Args))
+		if len(in.Launch.Args) > MaxKernelArgs {
+			return bad("%d kernel arguments, at most %d", len(in.Launch.Args), MaxKernelArgs)
 		}
 		for d := range 3 {
 			if in.Launch.Global[d] > 1<<40 || in.Launch.Local[d] > 1<<20 || in.Launch.Offset[d] > 1<<40 {

@@ -3,6 +3,7 @@ package transport
 import (
 	"bytes"
 	"reflect"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -243,6 +244,43 @@ func TestHandDecoderSkipsUnknownFields(t *testing.T) {
 	}
 }
 
+// The hand decoders refuse a key given twice in one map, and more
+// instructions, dependencies, boxes or kernel arguments than proto allows,
+// before allocating for them; within the limits they decode.
+func TestHandDecoderRefusesDuplicatesAndExcess(t *testing.T) {
+	dup := marshal(t, map[string]any{"i": 1}) // then a second "i" by hand
+	dup = append([]byte{0x82}, append(dup[1:], 0xa1, 'i', 0x02)...)
+	if err := unmarshalExact(dup, new(proto.Instr)); err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Errorf("an instruction with key i twice: %v, want refused", err)
+	}
+	over := func(n int) []any {
+		out := make([]any, n)
+		for i := range out {
+			out[i] = map[string]any{}
+		}
+		return out
+	}
+	for _, c := range []struct {
+		what string
+		v    any
+		into any
+		n    int
+	}{
+		{"instructions", func(n int) any { return map[string]any{"j": 1, "is": over(n)} }, new(proto.Submit), proto.MaxBatch},
+		{"dependencies", func(n int) any { return map[string]any{"d": make([]uint64, n)} }, new(proto.Instr), proto.MaxDeps},
+		{"boxes", func(n int) any { return map[string]any{"x": over(n)} }, new(proto.Instr), proto.MaxBoxes},
+		{"kernel arguments", func(n int) any { return map[string]any{"n": "k", "a": over(n)} }, new(proto.Launch), proto.MaxKernelArgs},
+	} {
+		mk := c.v.(func(int) any)
+		if err := unmarshalExact(marshal(t, mk(c.n)), c.into); err != nil {
+			t.Errorf("%d %s (the most allowed): %v", c.n, c.what, err)
+		}
+		if err := unmarshalExact(marshal(t, mk(c.n+1)), c.into); err == nil || !strings.Contains(err.Error(), c.what) {
+			t.Errorf("%d %s: %v, want refused naming them", c.n+1, c.what, err)
+		}
+	}
+}
+
 // FuzzHandCodecs: arbitrary bytes never crash the hand decoders, and where
 // both the hand and the reflective decoder accept a submit or a page
 // segment, they read the same value.
@@ -252,6 +290,9 @@ func FuzzHandCodecs(f *testing.F) {
 		Global: [3]uint64{1, 1, 1}, Args: []proto.KArg{{Kind: 2, Buffer: 1, ElemSize: 4}, {Kind: 4, Scalar: []byte{0, 0, 128, 63}}}}}, {ID: 2, Kind: proto.InstrSend, Boxes: []proto.Box{{}}, Peer: "n1"}}}
 	f.Add(marshal(f, &seg))
 	f.Add(marshal(f, &sub))
+	// A Launch given twice: reflection merged the two, the hand decoder
+	// refuses it (found by review).
+	f.Add([]byte{0x81, 0xa2, 0x69, 0x73, 0x91, 0x82, 0xa1, 0x6c, 0x82, 0xa1, 0x6e, 0xa1, 0x61, 0xa2, 0x64, 0x76, 0xa1, 0x78, 0xa1, 0x6c, 0x81, 0xa1, 0x6e, 0xa1, 0x62})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if _, err := scanMsgpack(b); err != nil {
 			return // decodeFrame refuses these before any decoder runs
