@@ -527,7 +527,7 @@ func enqueueTime(b *testing.B, d *Device, steps int, op func(i int) device.Op) t
 // (exec.Runtime over the CPU and the GPU in spin mode: Submit of the
 // launch as a group, then Node.Wait); queue-* is acpp.NewQueue with
 // ACPP_CUDA_COMPLETION set (Submit of h.Launch("saxpy", ...) over two
-// buffers on the GPU, then the event's Wait). The spin rows compare with
+// buffers on the GPU, then the event's Wait; -qwait: q.Wait instead). The spin rows compare with
 // raw-spin, the others with raw-blocking (scripts/bench).
 func BenchmarkSubmitWait(b *testing.B) {
 	const n = 1 << 20
@@ -660,8 +660,16 @@ func BenchmarkSubmitWait(b *testing.B) {
 		})
 		sub.report(b)
 	})
-	for _, m := range []Completion{CompletionSpin, CompletionBlockingSync} {
-		b.Run("queue-"+m.String(), func(b *testing.B) {
+	for _, row := range []struct {
+		m     Completion
+		qwait bool // wait with q.Wait instead of the event's Wait
+	}{{CompletionSpin, false}, {CompletionSpin, true}, {CompletionBlockingSync, false}} {
+		m := row.m
+		name := "queue-" + m.String()
+		if row.qwait {
+			name += "-qwait"
+		}
+		b.Run(name, func(b *testing.B) {
 			b.Setenv(CompletionEnv, m.String())
 			if err := acppkernels.Register(); err != nil {
 				b.Fatal(err)
@@ -697,7 +705,11 @@ func BenchmarkSubmitWait(b *testing.B) {
 					b.Fatal(err)
 				}
 				sub.stop()
-				if err := ev.Wait(ctx); err != nil {
+				wait := ev.Wait
+				if row.qwait {
+					wait = q.Wait
+				}
+				if err := wait(ctx); err != nil {
 					b.Fatal(err)
 				}
 			}
