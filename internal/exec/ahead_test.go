@@ -627,3 +627,79 @@ func TestIssueAheadEnvironment(t *testing.T) {
 		t.Fatalf("%s=nah: New = %v, want an error naming the variable", IssueAheadEnv, err)
 	}
 }
+
+// queueLog records the queue each launch was enqueued on.
+type queueLog struct {
+	*devicetest.Fake
+	mu sync.Mutex
+	q  map[string]int
+}
+
+func (l *queueLog) Enqueue(q int, op device.Op, done func(error)) error {
+	if lo, ok := op.(device.LaunchOp); ok {
+		l.mu.Lock()
+		l.q[lo.Name] = q
+		l.mu.Unlock()
+	}
+	return l.Fake.Enqueue(q, op, done)
+}
+
+func (l *queueLog) queueOf(name string) (int, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	q, ok := l.q[name]
+	return q, ok
+}
+
+// A group dispatched as usual (its dependencies have finished) does not go
+// onto a queue that holds work issued ahead: that work waits for
+// dependencies still running, and the ready group, often on the critical
+// path (a split's halo copy and edge chunk), would wait behind it. Here the
+// ready group's own queue (by its ID) is the one "ahead" was issued onto.
+func TestReadyGroupAvoidsQueueWithWorkIssuedAhead_D3(t *testing.T) {
+	c := cpu.New(0, 2)
+	f := devicetest.NewFake(devicetest.FakeConfig{InOrder: true, Queues: 4})
+	l := &queueLog{Fake: f, q: map[string]int{}}
+	rt, err := New(Config{Devices: []device.Device{c, l}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := rt.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+		f.Close()
+		c.Close()
+	})
+	r := &aheadRig{rt: rt, cpu: c, fake: f}
+	x, gx, mx := r.buffer(t, 4)
+	y, gy, my := r.buffer(t, 4)
+	on := func(g Group) Group { g.Device = l; return g }
+	t.Cleanup(f.Hold())
+	first, err := rt.Submit(on(r.step(x, gx, mx, "first", func([]byte) {})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.Submit(on(r.step(x, gx, mx, "ahead", func([]byte) {}))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the dependent group is issued ahead", func() bool { _, ok := l.queueOf("ahead"); return ok })
+	qf, _ := l.queueOf("first")
+	qa, _ := l.queueOf("ahead")
+	if qa%4 != qf%4 {
+		t.Fatalf("ahead went to queue %d, first to %d: want it issued behind first", qa, qf)
+	}
+	// Groups with nothing to do, until the next ID maps to ahead's queue.
+	for next := first.Seq + 2; next%4 != first.Seq%4; next++ {
+		if _, err := rt.Submit(Group{Name: "nothing"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := rt.Submit(on(r.step(y, gy, my, "ready", func([]byte) {}))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the ready group is enqueued", func() bool { _, ok := l.queueOf("ready"); return ok })
+	if qr, _ := l.queueOf("ready"); qr%4 == qa%4 {
+		t.Errorf("the ready group went to queue %d, behind the work issued ahead there", qr%4)
+	}
+}
