@@ -232,17 +232,38 @@ func (n *Node) handleEvents(ctx context.Context, from credentials.Identity, req 
 	}
 	timer := time.NewTimer(time.Until(pollUntil(ctx)))
 	defer timer.Stop()
+	var gather *time.Timer // running once events wait to be gathered
+	defer func() {
+		if gather != nil {
+			gather.Stop()
+		}
+	}()
 	for {
-		evs, changed := j.eventsAfter(req.After, limit)
+		evs, changed, busy := j.eventsAfter(req.After, limit)
 		if len(evs) > 0 {
-			return &proto.EventsReply{Events: evs}, nil
+			// Report now when nothing more of the job is to run here,
+			// the reply is full, gathering is off, or its time is up.
+			if !busy || len(evs) >= limit || n.cfg.ReportGather < 0 {
+				return &proto.EventsReply{Events: evs}, nil
+			}
+			if gather == nil {
+				gather = time.NewTimer(n.cfg.ReportGather)
+			}
+		}
+		var gathered <-chan time.Time
+		if gather != nil {
+			gathered = gather.C
 		}
 		select {
 		case <-changed:
+		case <-gathered:
+			evs, _, _ := j.eventsAfter(req.After, limit)
+			return &proto.EventsReply{Events: evs}, nil
 		case <-timer.C:
-			return &proto.EventsReply{}, nil
+			evs, _, _ := j.eventsAfter(req.After, limit)
+			return &proto.EventsReply{Events: evs}, nil
 		case <-ctx.Done():
-			return &proto.EventsReply{}, nil
+			return &proto.EventsReply{Events: evs}, nil
 		}
 	}
 }

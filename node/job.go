@@ -576,8 +576,9 @@ func (j *job) allocForLocked(buf uint64, mem uint32) (*alloc, error) {
 	return a, nil
 }
 
-// events returns the events after `after`, dropping those up to it.
-func (j *job) eventsAfter(after uint64, limit int) ([]proto.Event, <-chan struct{}) {
+// events returns the events after `after`, dropping those up to it, and
+// whether instructions of the job are still to finish.
+func (j *job) eventsAfter(after uint64, limit int) ([]proto.Event, <-chan struct{}, bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	i := 0
@@ -586,7 +587,7 @@ func (j *job) eventsAfter(after uint64, limit int) ([]proto.Event, <-chan struct
 	}
 	j.events = j.events[i:]
 	n := min(len(j.events), limit)
-	return slices.Clone(j.events[:n]), j.changed
+	return slices.Clone(j.events[:n]), j.changed, j.pending > 0
 }
 
 // waitResult reports the state of ids.

@@ -542,3 +542,49 @@ func TestRecvRefusesOtherElementSize_C3(t *testing.T) {
 		}
 	}
 }
+
+// The completion feed gathers a busy job's completions: while the node
+// still has instructions of the job to run (a Recv nobody sends to), a
+// finished Alloc is reported only after ReportGather; with nothing left to
+// run, at once; with gathering off (negative), at once too.
+func TestFeedGathersWhileBusy(t *testing.T) {
+	const gather = node.MaxReportGather
+	for _, c := range []struct {
+		name   string
+		gather time.Duration
+		busy   bool
+		late   bool
+	}{
+		{"busy", gather, true, true},
+		{"idle", gather, false, false},
+		{"busy, gathering off", -1, true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			nodes := startNodes(t, 2, func(_ int, cfg *node.Config) { cfg.ReportGather = c.gather })
+			cl := startClient(t, credDir, "alice", nodes...)
+			j := openJob(t, cl, "n0", 7)
+			rng := [3]uint64{1, 1, 16}
+			instrs := []proto.Instr{{ID: 1, Kind: proto.InstrAlloc, Buffer: 1, Range: rng, ElemSize: 4}}
+			if c.busy {
+				// A Recv of pages n1 never sends: it stays to be finished.
+				instrs = append(instrs, proto.Instr{ID: 2, Kind: proto.InstrRecv, Deps: []uint64{1}, Buffer: 1, Boxes: []proto.Box{{Hi: rng}}, Peer: "n1"})
+			}
+			start := time.Now()
+			submit(t, j, instrs...)
+			evs, err := j.Events(testCtx(t), 0, 0)
+			took := time.Since(start)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(evs) == 0 || evs[0].ID != 1 {
+				t.Fatalf("events %+v, want the Alloc's", evs)
+			}
+			if c.late && took < gather*3/4 {
+				t.Errorf("the busy job's completion was reported after %v, want it gathered for about %v", took, gather)
+			}
+			if !c.late && took >= gather {
+				t.Errorf("the completion was reported after %v, want at once", took)
+			}
+		})
+	}
+}

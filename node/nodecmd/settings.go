@@ -37,6 +37,7 @@ type settings struct {
 	MaxJobBytes   string   `yaml:"max_job_bytes"`
 	JobLease      string   `yaml:"job_lease"`
 	DrainTimeout  string   `yaml:"drain_timeout"`
+	ReportGather  string   `yaml:"report_gather"`
 	Timing        string   `yaml:"timing"`
 	LogLevel      string   `yaml:"log_level"`
 	LogFormat     string   `yaml:"log_format"`
@@ -67,6 +68,7 @@ func (s *settings) table() []setting {
 		{"max-job-bytes", "ACPP_MAX_JOB_BYTES", "memory one job may allocate on this node (0: no limit but --max-bytes)", &s.MaxJobBytes, nil, nil},
 		{"job-lease", "ACPP_JOB_LEASE", "how long a job survives without word from its client", &s.JobLease, nil, nil},
 		{"drain-timeout", "ACPP_DRAIN_TIMEOUT", "on SIGTERM, how long running instructions may finish before they are failed", &s.DrainTimeout, nil, nil},
+		{"report-gather", "ACPP_REPORT_GATHER", "how long a node that still has a job's instructions to run gathers that job's completions into one report (0: report each at once; at most 100ms)", &s.ReportGather, nil, nil},
 		{"timing", "ACPP_TIMING", "failure detection preset: lan (about 5 s) or local (about 1 s, one machine)", &s.Timing, nil, nil},
 		{"log-level", "ACPP_LOG_LEVEL", "debug, info, warn or error", &s.LogLevel, nil, nil},
 		{"log-format", "ACPP_LOG_FORMAT", "text or json", &s.LogFormat, nil, nil},
@@ -76,7 +78,7 @@ func (s *settings) table() []setting {
 func defaultSettings() settings {
 	return settings{
 		Credentials: "/etc/acpp", GossipAddr: "0.0.0.0:7946", QUICAddr: "0.0.0.0:7947", Devices: "all",
-		HTTPAddr: "127.0.0.1:9464", UI: "true", MaxBytes: "auto", MaxJobBytes: "0", JobLease: "30s", DrainTimeout: "10s", JoinRetry: "60s",
+		HTTPAddr: "127.0.0.1:9464", UI: "true", MaxBytes: "auto", MaxJobBytes: "0", JobLease: "30s", DrainTimeout: "10s", ReportGather: "200us", JoinRetry: "60s",
 		Timing: "lan", LogLevel: "info", LogFormat: "text",
 	}
 }
@@ -220,6 +222,13 @@ func (s settings) nodeConfig(log *slog.Logger) (node.Config, error) {
 	}
 	if cfg.DrainTimeout, err = time.ParseDuration(s.DrainTimeout); err != nil || cfg.DrainTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("drain-timeout %q: want a positive duration like 10s", s.DrainTimeout))
+	}
+	if d, err := time.ParseDuration(s.ReportGather); err != nil || d < 0 || d > node.MaxReportGather {
+		errs = append(errs, fmt.Errorf("report-gather %q: want a duration from 0 to %v like 200us (0 reports each completion at once)", s.ReportGather, node.MaxReportGather))
+	} else if d == 0 {
+		cfg.ReportGather = -1 // node.Config's "each at once"
+	} else {
+		cfg.ReportGather = d
 	}
 	cfg.Logger = log
 	if err := cfg.Validate(); err != nil {

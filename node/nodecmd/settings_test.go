@@ -65,12 +65,12 @@ func TestSettingsPrecedence(t *testing.T) {
 
 func TestSettingsErrorsNameEveryBadField(t *testing.T) {
 	s := defaultSettings()
-	s.Name, s.MaxBytes, s.JobLease, s.Timing, s.Devices = "n1", "lots", "-1s", "wan", "gpu"
+	s.Name, s.MaxBytes, s.JobLease, s.Timing, s.Devices, s.ReportGather = "n1", "lots", "-1s", "wan", "gpu", "1s"
 	_, err := s.nodeConfig(nil)
 	if err == nil {
 		t.Fatal("nodeConfig accepted bad settings")
 	}
-	for _, want := range []string{"max-bytes", "job-lease", "timing", "Devices"} {
+	for _, want := range []string{"max-bytes", "job-lease", "timing", "Devices", "report-gather"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %s", err, want)
 		}
@@ -83,6 +83,14 @@ func TestSettingsErrorsNameEveryBadField(t *testing.T) {
 	}
 	if cfg.MaxJobBytes != 512<<20 || cfg.DrainTimeout != 3*time.Second {
 		t.Errorf("nodeConfig = MaxJobBytes %d, DrainTimeout %v", cfg.MaxJobBytes, cfg.DrainTimeout)
+	}
+	// --report-gather: the default, a value, and 0 (each completion at
+	// once: negative in node.Config, whose 0 is the default).
+	for in, want := range map[string]time.Duration{"200us": 200 * time.Microsecond, "2ms": 2 * time.Millisecond, "0": -1} {
+		s.ReportGather = in
+		if cfg, err := s.nodeConfig(nil); err != nil || cfg.ReportGather != want {
+			t.Errorf("--report-gather %s: ReportGather %v (%v), want %v", in, cfg.ReportGather, err, want)
+		}
 	}
 }
 
