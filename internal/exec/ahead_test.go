@@ -29,13 +29,24 @@ type aheadRig struct {
 
 func newAheadRig(t testing.TB, off bool, fc devicetest.FakeConfig) *aheadRig {
 	t.Helper()
+	return newAheadRigOf(t, off, fc, nil)
+}
+
+// newAheadRigOf is newAheadRig with the runtime seeing the fake through
+// wrap (nil: as it is).
+func newAheadRigOf(t testing.TB, off bool, fc devicetest.FakeConfig, wrap func(*devicetest.Fake) device.Device) *aheadRig {
+	t.Helper()
 	c := cpu.New(0, 2)
 	fc.InOrder = true
 	if fc.Queues == 0 {
 		fc.Queues = 4
 	}
 	f := devicetest.NewFake(fc)
-	rt, err := New(Config{Devices: []device.Device{c, f}, NoIssueAhead: off})
+	var d device.Device = f
+	if wrap != nil {
+		d = wrap(f)
+	}
+	rt, err := New(Config{Devices: []device.Device{c, d}, NoIssueAhead: off})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -657,21 +668,12 @@ func (l *queueLog) queueOf(name string) (int, bool) {
 // path (a split's halo copy and edge chunk), would wait behind it. Here the
 // ready group's own queue (by its ID) is the one "ahead" was issued onto.
 func TestReadyGroupAvoidsQueueWithWorkIssuedAhead_D3(t *testing.T) {
-	c := cpu.New(0, 2)
-	f := devicetest.NewFake(devicetest.FakeConfig{InOrder: true, Queues: 4})
-	l := &queueLog{Fake: f, q: map[string]int{}}
-	rt, err := New(Config{Devices: []device.Device{c, l}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := rt.Close(context.Background()); err != nil {
-			t.Error(err)
-		}
-		f.Close()
-		c.Close()
+	var l *queueLog
+	r := newAheadRigOf(t, false, devicetest.FakeConfig{Queues: 4}, func(f *devicetest.Fake) device.Device {
+		l = &queueLog{Fake: f, q: map[string]int{}}
+		return l
 	})
-	r := &aheadRig{rt: rt, cpu: c, fake: f}
+	rt, f := r.rt, r.fake
 	x, gx, mx := r.buffer(t, 4)
 	y, gy, my := r.buffer(t, 4)
 	on := func(g Group) Group { g.Device = l; return g }
