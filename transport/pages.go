@@ -284,8 +284,9 @@ func (t *Transport) sendSegment(ctx context.Context, c *conn, seg *proto.PageSeg
 // over a new one that stays open after it: its frame says so
 // (Envelope.Session), and the receiver acknowledges without ending the
 // stream and waits for the next segment on it. Opening, accepting and
-// closing a stream, and the goroutine the receiver starts for each, cost
-// about as much CPU as the rest of a small transfer. A stream is kept only
+// closing a stream, and the goroutine the receiver starts for each, were
+// about an eighth of the CPU of a hop between two nodes (a 4-byte page and
+// a kernel on each side: docs/PERFORMANCE.md). A stream is kept only
 // after a clean acknowledgement; anything else (a refusal, an error, a
 // cancelled context) ends it. The receiver ends a stream that carried
 // nothing for its idle timeout with quicCodeIdle, having read nothing of
