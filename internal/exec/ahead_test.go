@@ -36,17 +36,27 @@ func newAheadRig(t testing.TB, off bool, fc devicetest.FakeConfig) *aheadRig {
 // wrap (nil: as it is).
 func newAheadRigOf(t testing.TB, off bool, fc devicetest.FakeConfig, wrap func(*devicetest.Fake) device.Device) *aheadRig {
 	t.Helper()
-	c := cpu.New(0, 2)
 	fc.InOrder = true
 	if fc.Queues == 0 {
 		fc.Queues = 4
 	}
+	r, _ := newFakeRig(t, Config{NoIssueAhead: off}, fc, wrap)
+	return r
+}
+
+// newFakeRig is a runtime made with cfg over a CPU device and a Fake made
+// with fc, which the runtime sees through wrap (nil: as it is); all three
+// close when the test ends. It returns the device the runtime sees too.
+func newFakeRig(t testing.TB, cfg Config, fc devicetest.FakeConfig, wrap func(*devicetest.Fake) device.Device) (*aheadRig, device.Device) {
+	t.Helper()
+	c := cpu.New(0, 2)
 	f := devicetest.NewFake(fc)
 	var d device.Device = f
 	if wrap != nil {
 		d = wrap(f)
 	}
-	rt, err := New(Config{Devices: []device.Device{c, d}, NoIssueAhead: off})
+	cfg.Devices = []device.Device{c, d}
+	rt, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +67,7 @@ func newAheadRigOf(t testing.TB, off bool, fc devicetest.FakeConfig, wrap func(*
 		f.Close()
 		c.Close()
 	})
-	return &aheadRig{rt: rt, cpu: c, fake: f}
+	return &aheadRig{rt: rt, cpu: c, fake: f}, d
 }
 
 // buffer adds a buffer of n uint32 holding 0, 1, ..., n-1 in host memory

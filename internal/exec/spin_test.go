@@ -4,59 +4,28 @@ import (
 	"context"
 	"errors"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/acpp/acpp/cpu"
 	"github.com/acpp/acpp/device"
 	"github.com/acpp/acpp/device/devicetest"
+	"github.com/acpp/acpp/internal/goroutines"
 )
 
 // newSpinRig is a runtime over a CPU device and a Fake that asks for a
 // spin of spin (none when 0).
 func newSpinRig(t *testing.T, spin time.Duration, fc devicetest.FakeConfig) (*Runtime, device.Device, *devicetest.Fake) {
 	t.Helper()
-	c := cpu.New(0, 2)
 	fc.SpinWait = spin
-	f := devicetest.NewFake(fc)
-	var d device.Device = f
-	rt, err := New(Config{Devices: []device.Device{c, d}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := rt.Close(context.Background()); err != nil {
-			t.Error(err)
-		}
-		f.Close()
-		c.Close()
-	})
-	return rt, d, f
+	r, d := newFakeRig(t, Config{}, fc, nil)
+	return r.rt, d, r.fake
 }
 
 // waiterState is the scheduler state ("select", "running", "runnable",
 // ...) of the one goroutine in Node.Wait, or "" if there is none.
 func waiterState() string { return stateIn("exec.(*Node).Wait(") }
 
-// stateIn is the scheduler state of the one goroutine whose stack holds
-// fn, or "" if there is none.
-func stateIn(fn string) string {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if !strings.Contains(g, fn) {
-			continue
-		}
-		// "goroutine 7 [select]:" or "goroutine 7 [select, 2 minutes]:"
-		head, _, _ := strings.Cut(g, "\n")
-		_, st, _ := strings.Cut(head, "[")
-		st, _, _ = strings.Cut(st, "]")
-		st, _, _ = strings.Cut(st, ",")
-		return st
-	}
-	return ""
-}
+var stateIn = goroutines.StateIn
 
 // heldWait submits one op to d while the Fake is held, starts a Wait for
 // it with ctx and returns the Wait's result channel, the release of the

@@ -3,7 +3,6 @@ package embedded
 import (
 	"context"
 	"runtime"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,25 +10,12 @@ import (
 	"github.com/acpp/acpp/device"
 	"github.com/acpp/acpp/device/devicetest"
 	"github.com/acpp/acpp/internal/engine"
+	"github.com/acpp/acpp/internal/goroutines"
 )
 
 // waiterState is the scheduler state ("select", "running", ...) of the
 // one goroutine in the Wait named by fn, or "" if there is none.
-func waiterState(fn string) string {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if !strings.Contains(g, fn) {
-			continue
-		}
-		head, _, _ := strings.Cut(g, "\n")
-		_, st, _ := strings.Cut(head, "[")
-		st, _, _ = strings.Cut(st, "]")
-		st, _, _ = strings.Cut(st, ",")
-		return st
-	}
-	return ""
-}
+var waiterState = goroutines.StateIn
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
