@@ -1150,17 +1150,12 @@ func (rt *Runtime) dispatch(n *Node, now time.Duration) (issued bool) {
 		return rt.issueInOrder(n, ops, rt.queueFor(n))
 	}
 	n.left.Store(int32(len(ops)))
-	q := queue(n)
-	if rt.inOrderOf(n.g.Device) != nil {
-		q = rt.queueFor(n)
-	}
+	q := rt.queueFor(n)
 	for i, p := range ops {
 		cb := rt.countCopy(p, n, nil)
-		cq := q + i // copies spread over queues
-		if e := rt.inOrderOf(p.dev); e != nil && p.dev == n.g.Device {
-			cq = q // not onto a queue with work issued ahead
-		} else if e != nil {
-			cq = rt.freeQueue(e, q+i)
+		cq := q + i // copies spread over queues, none onto one with work issued ahead
+		if e := rt.inOrderOf(p.dev); e != nil {
+			cq = rt.freeQueue(e, cq)
 		}
 		if err := p.dev.Enqueue(cq, p.op, cb); err != nil {
 			rt.copyDone(n, fmt.Errorf("copy: %w", err))
