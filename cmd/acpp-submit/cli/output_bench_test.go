@@ -41,11 +41,7 @@ func BenchmarkOutput(b *testing.B) {
 	if err := tb.b.Write(ctx, make([]float32, rows*cols)); err != nil { // touch the memory
 		b.Fatal(err)
 	}
-	plain := make([]byte, spec.Bytes())
-	for i := range plain {
-		plain[i] = byte(i)
-	}
-	hdr := npy.EncodeHeader(npy.Header{Dtype: "<f4", Shape: spec.Range})
+	hdr, plain := plainOutput(spec)
 	dir := b.TempDir()
 	var ours, base, old time.Duration
 	b.SetBytes(int64(spec.Bytes()))
@@ -124,11 +120,7 @@ func outputGPU(b *testing.B, e *engine, bytes int) {
 		}
 		return t
 	}
-	plain := make([]byte, spec.Bytes())
-	for i := range plain {
-		plain[i] = byte(i)
-	}
-	hdr := npy.EncodeHeader(npy.Header{Dtype: "<f4", Shape: spec.Range})
+	hdr, plain := plainOutput(spec)
 	dir := b.TempDir()
 	var ours, base, old time.Duration
 	b.SetBytes(int64(spec.Bytes()))
@@ -165,6 +157,16 @@ func outputGPU(b *testing.B, e *engine, bytes int) {
 
 // plainWrite is the baseline the output benchmarks time ours against: the
 // header and the bytes written to a new file with os.File.Write.
+// plainOutput is the .npy header and the bytes of spec's float32 buffer
+// that plainWrite writes as the reference.
+func plainOutput(spec *jobfile.Buffer) (hdr, plain []byte) {
+	plain = make([]byte, spec.Bytes())
+	for i := range plain {
+		plain[i] = byte(i)
+	}
+	return npy.EncodeHeader(npy.Header{Dtype: "<f4", Shape: spec.Range}), plain
+}
+
 func plainWrite(b *testing.B, path string, hdr, data []byte) {
 	f, err := os.Create(path)
 	if err != nil {
