@@ -69,6 +69,7 @@ type clusterFlags struct {
 	selectNodes    []string
 	selectKinds    []string
 	placement      string
+	placementSet   bool // --placement given: refused without --cluster
 	onNodeLoss     string
 	checkpoint     string
 }
@@ -103,7 +104,15 @@ func (c *clusterFlags) add(cmd *cobra.Command, env Env, run bool) {
 
 // config builds the cluster config, or nil without --cluster.
 func (c *clusterFlags) config() (*ClusterConfig, error) {
+	switch c.placement {
+	case "", "auto", "round-robin":
+	default:
+		return nil, usageError{fmt.Errorf("--placement %q: use auto or round-robin", c.placement)}
+	}
 	if len(c.addrs) == 0 {
+		if c.placementSet {
+			return nil, usageError{errors.New("--placement places steps on cluster nodes: give --cluster ADDR too (an embedded run places steps by their device: field and --device)")}
+		}
 		if len(c.selectNodes) > 0 || len(c.selectKinds) > 0 {
 			return nil, usageError{errors.New("--nodes and --kinds select cluster devices: give --cluster ADDR too (for this machine's devices use --device)")}
 		}
@@ -124,19 +133,16 @@ func (c *clusterFlags) config() (*ClusterConfig, error) {
 	}
 	cfg := &ClusterConfig{Addrs: c.addrs, CredentialsDir: c.credentialsDir, Client: c.client, Nodes: c.selectNodes, Kinds: c.selectKinds,
 		OnNodeLoss: c.onNodeLoss, Checkpoint: c.checkpoint}
-	switch c.placement {
-	case "", "auto":
-	case "round-robin":
+	if c.placement == "round-robin" {
 		cfg.Placement = coordinator.PlaceRoundRobin
-	default:
-		return nil, usageError{fmt.Errorf("--placement %q: use auto or round-robin", c.placement)}
 	}
 	if c.client == "" {
 		return nil, usageError{errors.New("--client NAME (or ACPP_CLIENT) is required with --cluster: the client name issued by acpp-node credentials --dir DIR client NAME")}
 	}
 	for _, a := range c.addrs {
-		if _, _, err := net.SplitHostPort(a); err != nil {
-			return nil, usageError{fmt.Errorf("--cluster %q is not host:port (an acpp-node's --quic-addr, e.g. 127.0.0.1:7951)", a)}
+		_, port, err := net.SplitHostPort(a)
+		if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 1 || n > 65535 {
+			return nil, usageError{fmt.Errorf("--cluster %q is not host:port with a port in 1–65535 (an acpp-node's --quic-addr, e.g. 127.0.0.1:7951)", a)}
 		}
 	}
 	return cfg, nil
@@ -154,6 +160,15 @@ By default a job runs on the embedded runtime: the CPU and the GPUs of this mach
 	root.SetContext(ctx)
 	root.AddCommand(newRunCmd(env), newCheckCmd(env), newKernelsCmd(env), newDevicesCmd(env), newClusterCmd("nodes", "List the members of a cluster with their devices", env),
 		newClusterCmd("status", "List the jobs running on a cluster", env))
+	// An unknown command is a usage error (exit 2), as a bad flag is;
+	// no command at all prints the help.
+	root.Args = cobra.ArbitraryArgs
+	root.RunE = func(c *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usageError{fmt.Errorf("unknown command %q (see %s --help)", args[0], c.CommandPath())}
+		}
+		return c.Help()
+	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
 	})
@@ -189,8 +204,18 @@ func newRunCmd(env Env) *cobra.Command {
   acpp-submit run --cluster 127.0.0.1:7951 --credentials creds --client alice examples/jobs/jacobi.yaml`,
 		Args: exactlyOneJob,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			cf.placementSet = cmd.Flags().Changed("placement")
 			cc, err := cf.config()
 			if err != nil {
+				return err
+			}
+			if workers < 0 {
+				return usageError{fmt.Errorf("--workers %d: give a positive number of worker goroutines, or 0 for one per processor (GOMAXPROCS)", workers)}
+			}
+			if window < 0 {
+				return usageError{fmt.Errorf("--window %d: give a positive number of command groups, or 0 for the default (1024)", window)}
+			}
+			if err := checkDevices(devices); err != nil {
 				return err
 			}
 			if cc != nil && (len(devices) > 0 || workers > 0) {
@@ -319,6 +344,9 @@ func newCheckCmd(env Env) *cobra.Command {
 			}
 			if cc != nil && (cmd.Flags().Changed("max-bytes") || len(devices) > 0) {
 				return usageError{errors.New("--max-bytes and --device describe this machine; on a cluster the nodes' budgets (acpp-node --max-bytes) decide")}
+			}
+			if err := checkDevices(devices); err != nil {
+				return err
 			}
 			limit, err := device.ParseMemoryLimit(maxBytes)
 			if err != nil {

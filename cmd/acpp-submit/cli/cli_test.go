@@ -559,6 +559,14 @@ func TestMainCommands(t *testing.T) {
 		{"no such device", []string{"run", "--device", "cpu:7", "../../../examples/jobs/saxpy.yaml"}, 1, "", "acpp-submit devices lists"},
 		{"kernels", []string{"kernels"}, 0, "saxpy(a float32, x *float32, y *float32)", ""},
 		{"bad progress", []string{"run", "--progress", "sometimes", bad}, 2, "", "use auto, always or never"},
+		{"unknown command", []string{"frob"}, 2, "", `unknown command "frob"`},
+		{"malformed device", []string{"run", "--device", "gpu", bad}, 2, "", `--device "gpu": use cpu or cuda`},
+		{"check malformed device", []string{"check", "--device", "gpu", bad}, 2, "", `--device "gpu": use cpu or cuda`},
+		{"negative workers", []string{"run", "--workers", "-3", bad}, 2, "", "--workers -3: give a positive number"},
+		{"negative window", []string{"run", "--window", "-1", bad}, 2, "", "--window -1: give a positive number"},
+		{"unknown placement", []string{"run", "--placement", "foo", bad}, 2, "", `--placement "foo": use auto or round-robin`},
+		{"placement without cluster", []string{"run", "--placement", "round-robin", bad}, 2, "", "--placement places steps on cluster nodes: give --cluster ADDR too"},
+		{"cluster port out of range", []string{"run", "--cluster", "127.0.0.1:99999", "--client", "alice", bad}, 2, "", "a port in 1–65535"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer

@@ -329,9 +329,19 @@ func deviceOption(s string) (acpp.Option, error) {
 	}
 	id, err := jobfile.ParseDevice(s)
 	if err != nil {
-		return nil, fmt.Errorf("--device: %w", err)
+		return nil, usageError{fmt.Errorf("--device %q: use cpu or cuda (every device of the kind), or cpu:N or cuda:N (one device; acpp-submit devices lists them)", s)}
 	}
 	return acpp.WithDevice(id.Kind, id.Index), nil
+}
+
+// checkDevices refuses a malformed --device value before anything opens.
+func checkDevices(devices []string) error {
+	for _, d := range devices {
+		if _, err := deviceOption(d); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 type runner struct {
