@@ -296,30 +296,11 @@ func scalarArg(b []byte) acpp.KernelArg {
 
 // readInit reads a buffer's initial data file into memory for s.
 func readInit(path string, s *jobfile.Buffer, format jobfile.Format) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w; the path is relative to the job file's directory", err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
+	f, r, err := openInit(path, s, format)
 	if err != nil {
 		return nil, err
 	}
-	r := bufio.NewReaderSize(f, 1<<16)
-	if format == jobfile.FormatNPY {
-		h, err := npy.ReadHeader(r)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		if h.GoType() != s.Type || !sameShape(h.Shape, s.Range) {
-			dt, _ := npy.Dtype(s.Type)
-			return nil, fmt.Errorf("%s holds %s %v, buffer %q is %s %v; save arr.astype('%s').reshape(%s) or change the buffer",
-				path, h.GoType(), h.Shape, s.Name, s.Type, s.Range, dt, shapeTuple(s.Range))
-		}
-	} else if int64(s.Bytes()) != st.Size() {
-		return nil, fmt.Errorf("%s has %d bytes, buffer %q (%s %v) needs %d (raw: little-endian elements, row-major, nothing else)",
-			path, st.Size(), s.Name, s.Type, s.Range, s.Bytes())
-	}
+	defer f.Close()
 	data := allocData(s)
 	if _, err := io.ReadFull(r, data); err != nil {
 		return nil, fmt.Errorf("%s: reading %d data bytes: %w", path, len(data), err)
@@ -328,6 +309,44 @@ func readInit(path string, s *jobfile.Buffer, format jobfile.Format) ([]byte, er
 		return nil, fmt.Errorf("%s has data past the %d bytes its header announces", path, len(data))
 	}
 	return data, nil
+}
+
+// openInit opens a buffer's initial data file and checks that it holds
+// what s needs (an .npy header of s's type and shape, or raw data of s's
+// size); r reads on from the data's first byte.
+func openInit(path string, s *jobfile.Buffer, format jobfile.Format) (f *os.File, r *bufio.Reader, err error) {
+	f, err = os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w; the path is relative to the job file's directory", err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+		}
+	}()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	if st.IsDir() {
+		return nil, nil, fmt.Errorf("%s is a directory; give the data file (the path is relative to the job file's directory)", path)
+	}
+	r = bufio.NewReaderSize(f, 1<<16)
+	if format == jobfile.FormatNPY {
+		h, err := npy.ReadHeader(r)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if h.GoType() != s.Type || !sameShape(h.Shape, s.Range) {
+			dt, _ := npy.Dtype(s.Type)
+			return nil, nil, fmt.Errorf("%s holds %s %v, buffer %q is %s %v; save arr.astype('%s').reshape(%s) or change the buffer",
+				path, h.GoType(), h.Shape, s.Name, s.Type, s.Range, dt, shapeTuple(s.Range))
+		}
+	} else if int64(s.Bytes()) != st.Size() {
+		return nil, nil, fmt.Errorf("%s has %d bytes, buffer %q (%s %v) needs %d (raw: little-endian elements, row-major, nothing else)",
+			path, st.Size(), s.Name, s.Type, s.Range, s.Bytes())
+	}
+	return f, r, nil
 }
 
 func sameShape(shape, rng []int) bool {

@@ -365,6 +365,9 @@ func newCheckCmd(env Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := checkFiles(job, filepath.Dir(args[0])); err != nil {
+				return err
+			}
 			var mems []memBudget
 			var missing []string
 			where, hostOut := "this machine", (*memBudget)(nil)
@@ -372,11 +375,15 @@ func newCheckCmd(env Env) *cobra.Command {
 				where, hostOut = "the cluster", hostBudget()
 				mems, missing, err = clusterBudgets(cmd.Context(), cc)
 			} else {
-				mems, err = machineBudgets(cmd.Context(), limit, devices)
+				var ids []device.ID
+				mems, ids, err = machineBudgets(cmd.Context(), limit, devices)
 				for i := range mems {
 					if mems[i].Host {
 						hostOut = &mems[i]
 					}
+				}
+				if err == nil {
+					err = checkStepDevices(job, ids)
 				}
 			}
 			if err != nil {

@@ -609,3 +609,88 @@ func TestRunCommandWritesReports(t *testing.T) {
 }
 
 var _ = jobfile.ErrInvalid
+
+// TestCheckFindsWhatRunFinds: check reports the mistakes in the files a job
+// names (a missing PTX module or CUDA C source, a PTX module without the
+// entry, an init file of the wrong size or a directory) and steps pinned
+// to a device this machine lacks, as run does, instead of calling the job
+// valid.
+func TestCheckFindsWhatRunFinds(t *testing.T) {
+	job := writeJob(t, "p.yaml", `buffers:
+  v: {type: float32, range: [33], init: {file: v.raw}}
+  w: {type: float32, range: [4], init: {file: sub}}
+kernels:
+  kk: {ptx: missing.ptx, params: []}
+  cc: {cuda: missing.cu, params: []}
+  ee: {ptx: empty.ptx, entry: nosuch, params: []}
+steps:
+  - kernel: kk
+    range: [1]
+  - kernel: fill_f32
+    device: cpu:7
+    accessors: [{param: out, buffer: w, mode: write}]
+    scalars: {v: 1}
+`)
+	dir := filepath.Dir(job)
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.WriteFile(filepath.Join(dir, "v.raw"), []byte("abcd"), 0o644))
+	must(os.Mkdir(filepath.Join(dir, "sub"), 0o755))
+	must(os.WriteFile(filepath.Join(dir, "empty.ptx"), []byte(".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry other()\n{\n\tret;\n}\n"), 0o644))
+	want := []string{
+		"p.yaml:5: kernels.kk.ptx: open " + filepath.Join(dir, "missing.ptx") + ": no such file",
+		"p.yaml:6: kernels.cc.cuda: open " + filepath.Join(dir, "missing.cu") + ": no such file",
+		`p.yaml:7: kernels.ee.entry: entry "nosuch" is not in empty.ptx (entries: other)`,
+		"p.yaml:2: buffers.v.init.file: " + filepath.Join(dir, "v.raw") + ` has 4 bytes, buffer "v" (float32 [33]) needs 132`,
+		"p.yaml:3: buffers.w.init.file: " + filepath.Join(dir, "sub") + " is a directory",
+		"p.yaml:11: steps[1].device: no device cpu:7 here (devices: cpu:0)",
+	}
+	var out, errb bytes.Buffer
+	if code := Main(context.Background(), []string{"check", "--device", "cpu", job}, Env{Stdout: &out, Stderr: &errb}); code != 1 {
+		t.Fatalf("check: exit %d, want 1\n%s%s", code, out.String(), errb.String())
+	}
+	for _, w := range want[:5] { // the device error comes once the files are right
+		if !strings.Contains(errb.String(), w) {
+			t.Errorf("check stderr lacks %q:\n%s", w, errb.String())
+		}
+	}
+	// run finds the same file mistakes.
+	errb.Reset()
+	if code := Main(context.Background(), []string{"run", "-q", "--device", "cpu", "-o", t.TempDir(), job}, Env{Stdout: &out, Stderr: &errb}); code != 1 {
+		t.Fatalf("run: exit %d, want 1\n%s", code, errb.String())
+	}
+	for _, w := range want[:3] {
+		if !strings.Contains(errb.String(), w) {
+			t.Errorf("run stderr lacks %q:\n%s", w, errb.String())
+		}
+	}
+	// With the files right, check still refuses the device.
+	must(os.WriteFile(filepath.Join(dir, "v.raw"), make([]byte, 132), 0o644))
+	must(os.Remove(filepath.Join(dir, "sub")))
+	must(os.WriteFile(filepath.Join(dir, "sub"), make([]byte, 16), 0o644))
+	fixed := strings.NewReplacer("  kk: {ptx: missing.ptx, params: []}\n  cc: {cuda: missing.cu, params: []}\n  ee: {ptx: empty.ptx, entry: nosuch, params: []}\n", "",
+		"  - kernel: kk\n    range: [1]\n", "").Replace(`buffers:
+  v: {type: float32, range: [33], init: {file: v.raw}}
+  w: {type: float32, range: [4], init: {file: sub}}
+kernels:
+  kk: {ptx: missing.ptx, params: []}
+  cc: {cuda: missing.cu, params: []}
+  ee: {ptx: empty.ptx, entry: nosuch, params: []}
+steps:
+  - kernel: kk
+    range: [1]
+  - kernel: fill_f32
+    device: cpu:7
+    accessors: [{param: out, buffer: w, mode: write}]
+    scalars: {v: 1}
+`)
+	fixed = strings.Replace(fixed, "kernels:\n", "", 1)
+	must(os.WriteFile(job, []byte(fixed), 0o644))
+	errb.Reset()
+	if code := Main(context.Background(), []string{"check", "--device", "cpu", job}, Env{Stdout: &out, Stderr: &errb}); code != 1 || !strings.Contains(errb.String(), "steps[0].device: no device cpu:7 here (devices: cpu:0)") {
+		t.Errorf("check of a step on cpu:7: exit %d\n%s", code, errb.String())
+	}
+}

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/acpp/acpp"
 	"github.com/acpp/acpp/cpu"
+	"github.com/acpp/acpp/device"
 	"github.com/acpp/acpp/jobfile"
 )
 
@@ -94,20 +96,24 @@ func fit(job *jobfile.Job, mems []memBudget, where string, hostOut *memBudget) [
 
 // machineBudgets are the memory budgets of this machine's devices under
 // limit, as an embedded run would have them.
-func machineBudgets(ctx context.Context, limit acpp.MemoryLimit, devices []string) ([]memBudget, error) {
+func machineBudgets(ctx context.Context, limit acpp.MemoryLimit, devices []string) ([]memBudget, []device.ID, error) {
 	opts := []acpp.Option{acpp.WithMemoryLimit(limit), acpp.WithLogger(slog.New(slog.DiscardHandler))}
 	for _, d := range devices {
 		o, err := deviceOption(d)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		opts = append(opts, o)
 	}
 	q, err := acpp.NewQueue(ctx, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("open the local devices: %w", err)
+		return nil, nil, fmt.Errorf("open the local devices: %w", err)
 	}
 	defer q.Close()
+	var ids []device.ID
+	for _, d := range q.Devices() {
+		ids = append(ids, d.ID)
+	}
 	var out []memBudget
 	for _, b := range q.MemoryBudgets() {
 		name := b.Device.String()
@@ -116,7 +122,44 @@ func machineBudgets(ctx context.Context, limit acpp.MemoryLimit, devices []strin
 		}
 		out = append(out, memBudget{Name: name, Host: b.Host, Budget: b.Budget, How: b.How})
 	}
-	return out, nil
+	return out, ids, nil
+}
+
+// checkStepDevices refuses steps (and kernel initialisations) pinned to
+// a device the embedded run would not have (ids), as run would when it
+// reaches them, after the steps before had run.
+func checkStepDevices(job *jobfile.Job, ids []device.ID) error {
+	var have []string
+	for _, id := range ids {
+		have = append(have, id.String())
+	}
+	var errs jobfile.Errors
+	var visit func(steps []*jobfile.Step)
+	visit = func(steps []*jobfile.Step) {
+		for _, s := range steps {
+			if s.Kind == jobfile.RepeatStep {
+				visit(s.Steps)
+				continue
+			}
+			if s.Device == "" {
+				continue
+			}
+			id, err := jobfile.ParseDevice(s.Device)
+			if err == nil && !slices.Contains(ids, id) {
+				errs = append(errs, job.At(s.Line, s.Path+".device", fmt.Errorf("no device %s here (devices: %s); pin the step to one of them, leave device: out, or run it with --cluster", id, strings.Join(have, ", "))))
+			}
+		}
+	}
+	visit(job.Steps)
+	for _, b := range job.Buffers {
+		if b.Init != nil && b.Init.Kernel != nil {
+			visit([]*jobfile.Step{b.Init.Kernel})
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
 }
 
 // hostBudget is this machine's host memory budget under the default

@@ -367,59 +367,33 @@ type pendingGroup struct {
 	t ticket
 }
 
-func (r *runner) path(p string) string {
+func (r *runner) path(p string) string { return inDir(r.dir, p) }
+
+// inDir is path p of a job file in directory dir: relative to dir unless
+// absolute.
+func inDir(dir, p string) string {
 	if filepath.IsAbs(p) {
 		return p
 	}
-	return filepath.Join(r.dir, p)
+	return filepath.Join(dir, p)
 }
 
 // registerJobKernels registers the kernels the job ships as PTX under a
 // name unique to the module's content, after checking the module's entry
 // against the declared parameters, and those it gives as CUDA C source
-// (registerSourceKernel).
+// (see jobKernel).
 func (r *runner) registerJobKernels() error {
 	var errs jobfile.Errors
 	for _, k := range r.job.Kernels {
-		if k.CUDA != "" {
-			if err := r.registerSourceKernel(k); err != nil {
-				errs = append(errs, err)
-			}
-			continue
-		}
-		mod, err := os.ReadFile(r.path(k.PTX))
+		def, err := jobKernel(r.job, r.dir, k)
 		if err != nil {
-			errs = append(errs, r.job.At(k.Line, "kernels."+k.Name+".ptx", fmt.Errorf("%w; the path is relative to the job file's directory", err)))
+			errs = append(errs, err)
 			continue
 		}
-		entries, err := ptxlib.Entries(mod)
-		if err != nil {
-			errs = append(errs, r.job.At(k.Line, "kernels."+k.Name+".ptx", err))
-			continue
-		}
-		params := k.DeviceParams()
-		var names []string
-		found := false
-		for _, e := range entries {
-			names = append(names, e.Name)
-			if e.Name == k.Entry {
-				found = true
-				if err := ptxlib.CheckLayout(k.Name, e, params); err != nil {
-					errs = append(errs, r.job.At(k.Line, "kernels."+k.Name+".params", err))
-				}
-			}
-		}
-		if !found {
-			errs = append(errs, r.job.At(k.Line, "kernels."+k.Name+".entry", fmt.Errorf("entry %q is not in %s (entries: %s)", k.Entry, k.PTX, strings.Join(names, ", "))))
-			continue
-		}
-		sum := sha256.Sum256(append(append(mod, k.Entry...), fmt.Sprint(params)...))
-		name := k.Name + "@" + hex.EncodeToString(sum[:6])
-		err = device.Register(device.Kernel{Name: name, Params: params, PTX: &device.PTX{Module: mod, Entry: k.Entry}})
-		if err != nil && !errors.Is(err, device.ErrDuplicateKernel) {
+		if err := device.Register(def); err != nil && !errors.Is(err, device.ErrDuplicateKernel) {
 			errs = append(errs, r.job.At(k.Line, "kernels."+k.Name, err))
 		}
-		r.kernelNames[k.Name] = name
+		r.kernelNames[k.Name] = def.Name
 	}
 	if len(errs) > 0 {
 		return errs
@@ -427,29 +401,77 @@ func (r *runner) registerJobKernels() error {
 	return nil
 }
 
-// registerSourceKernel registers a kernel the job gives as CUDA C source
-// under a name unique to its content. Nothing compiles here: the source
-// is compiled with NVRTC where it runs, by the CUDA backend for each GPU
-// (embedded) or by each node for its GPUs when the kernel is shipped
-// (--cluster), so the client needs no CUDA toolchain; compile errors come
-// back at the source's file:line (the path as the job file gives it).
-func (r *runner) registerSourceKernel(k *jobfile.KernelDecl) *jobfile.Error {
-	src, err := os.ReadFile(r.path(k.CUDA))
-	if err != nil {
-		return r.job.At(k.Line, "kernels."+k.Name+".cuda", fmt.Errorf("%w; the path is relative to the job file's directory", err))
-	}
-	if len(src) == 0 {
-		return r.job.At(k.Line, "kernels."+k.Name+".cuda", fmt.Errorf("%s is empty", k.CUDA))
-	}
+// jobKernel reads a kernel the job declares (PTX or CUDA C, the path
+// relative to the job file's directory dir) and makes its registry entry,
+// named uniquely for its content, without registering it: check and run
+// find the same mistakes. A PTX module's entry must exist and take the
+// declared parameters. CUDA C is not compiled here: the CUDA backend
+// compiles it with NVRTC where it runs, for each GPU (embedded), or each
+// node for its GPUs when the kernel is shipped (--cluster), so the client
+// needs no CUDA toolchain; compile errors come back at the source's
+// file:line (the path as the job file gives it).
+func jobKernel(job *jobfile.Job, dir string, k *jobfile.KernelDecl) (device.Kernel, *jobfile.Error) {
 	params := k.DeviceParams()
-	sum := sha256.Sum256(fmt.Appendf(src, "\x00%s\x00%s\x00%q\x00%v", k.Entry, k.CUDA, k.Options, params))
-	name := k.Name + "@" + hex.EncodeToString(sum[:6])
-	err = device.Register(device.Kernel{Name: name, Params: params,
-		CUDA: &device.CUDA{Source: src, Entry: k.Entry, File: k.CUDA, Options: k.Options}})
-	if err != nil && !errors.Is(err, device.ErrDuplicateKernel) {
-		return r.job.At(k.Line, "kernels."+k.Name, err)
+	if k.CUDA != "" {
+		src, err := os.ReadFile(inDir(dir, k.CUDA))
+		if err != nil {
+			return device.Kernel{}, job.At(k.Line, "kernels."+k.Name+".cuda", fmt.Errorf("%w; the path is relative to the job file's directory", err))
+		}
+		if len(src) == 0 {
+			return device.Kernel{}, job.At(k.Line, "kernels."+k.Name+".cuda", fmt.Errorf("%s is empty", k.CUDA))
+		}
+		sum := sha256.Sum256(fmt.Appendf(src, "\x00%s\x00%s\x00%q\x00%v", k.Entry, k.CUDA, k.Options, params))
+		return device.Kernel{Name: k.Name + "@" + hex.EncodeToString(sum[:6]), Params: params,
+			CUDA: &device.CUDA{Source: src, Entry: k.Entry, File: k.CUDA, Options: k.Options}}, nil
 	}
-	r.kernelNames[k.Name] = name
+	mod, err := os.ReadFile(inDir(dir, k.PTX))
+	if err != nil {
+		return device.Kernel{}, job.At(k.Line, "kernels."+k.Name+".ptx", fmt.Errorf("%w; the path is relative to the job file's directory", err))
+	}
+	entries, err := ptxlib.Entries(mod)
+	if err != nil {
+		return device.Kernel{}, job.At(k.Line, "kernels."+k.Name+".ptx", err)
+	}
+	var names []string
+	for _, e := range entries {
+		if e.Name == k.Entry {
+			if err := ptxlib.CheckLayout(k.Name, e, params); err != nil {
+				return device.Kernel{}, job.At(k.Line, "kernels."+k.Name+".params", err)
+			}
+			sum := sha256.Sum256(append(append(mod, k.Entry...), fmt.Sprint(params)...))
+			return device.Kernel{Name: k.Name + "@" + hex.EncodeToString(sum[:6]), Params: params,
+				PTX: &device.PTX{Module: mod, Entry: k.Entry}}, nil
+		}
+		names = append(names, e.Name)
+	}
+	return device.Kernel{}, job.At(k.Line, "kernels."+k.Name+".entry", fmt.Errorf("entry %q is not in %s (entries: %s)", k.Entry, k.PTX, strings.Join(names, ", ")))
+}
+
+// checkFiles finds what run would find wrong in the files a job names
+// (kernels' PTX and CUDA C, buffers' init files) without running it or
+// reading init data past its header: check reports these with the job
+// file's own mistakes.
+func checkFiles(job *jobfile.Job, dir string) error {
+	var errs jobfile.Errors
+	for _, k := range job.Kernels {
+		if _, err := jobKernel(job, dir, k); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, s := range job.Buffers {
+		if s.Init == nil || s.Init.File == "" {
+			continue
+		}
+		f, _, err := openInit(inDir(dir, s.Init.File), s, s.Init.Format)
+		if err != nil {
+			errs = append(errs, job.At(s.Init.Line, "buffers."+s.Name+".init.file", err))
+			continue
+		}
+		f.Close()
+	}
+	if len(errs) > 0 {
+		return errs
+	}
 	return nil
 }
 
