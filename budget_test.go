@@ -35,7 +35,7 @@ func TestMemoryLimitRefusesCleanly_B5(t *testing.T) {
 	if b := q.MemoryBudgets(); len(b) == 0 || !b[0].Host || b[0].Budget != 1<<20 || b[0].Used != 0 {
 		t.Fatalf("MemoryBudgets() = %+v, want host memory first, with a 1 MiB budget", b)
 	}
-	big := must(NewBuffer[float32](q, R1(1<<19))) // 2 MiB
+	big := must(NewBuffer[float32](q, R1(1<<19), BufferName("big"))) // 2 MiB
 	err := groupErr(ctx, q, func(h *Handler) error {
 		w := Write(h, big, NoInit)
 		h.ParallelFor(R1(1<<19), func(it Item) { w.Set(it.ID(0), 1) })
@@ -45,7 +45,7 @@ func TestMemoryLimitRefusesCleanly_B5(t *testing.T) {
 	if !errors.Is(err, ErrMemoryLimit) || !errors.As(err, &be) || be.Bytes != 2<<20 || be.Limit != 1<<20 {
 		t.Fatalf("event of a group on a 2 MiB buffer under a 1 MiB budget: %v; want ErrMemoryLimit with its size and budget", err)
 	}
-	for _, want := range []string{"2097152 bytes", "host memory budget", "1.0 MiB", "WithMemoryLimit"} {
+	for _, want := range []string{"2097152 bytes", "host memory budget", "1.0 MiB", "WithMemoryLimit", `allocate buffer "big"`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}

@@ -39,7 +39,13 @@ type bufferConfig struct {
 	page     [3]int // user order, 0 = default
 	pageDims int
 	copyIn   bool
+	name     string
 }
+
+// BufferName names the buffer in the runtime's errors (a failed copy or
+// allocation, a cluster job's lost pages: `buffer "grid" lost …`);
+// unnamed buffers are named by number.
+func BufferName(name string) BufferOption { return func(c *bufferConfig) { c.name = name } }
 
 // PageSize sets the page size in elements per dimension (P1), in the order
 // of the buffer's range: smaller pages track data more finely (fewer
@@ -136,12 +142,12 @@ func bufferSetup[T any](q *Queue, r Range, opts []BufferOption) (bufferConfig, i
 // NewBuffer makes an uninitialised buffer (T2): nothing is allocated until a
 // device first uses it (B5), and nothing is copied before the first write.
 func NewBuffer[T any](q *Queue, r Range, opts ...BufferOption) (*Buffer[T], error) {
-	_, _, geo, err := bufferSetup[T](q, r, opts)
+	cfg, _, geo, err := bufferSetup[T](q, r, opts)
 	if err != nil {
 		return nil, err
 	}
 	st := &bufState{q: q, geo: geo, dims: r.dims}
-	if err := q.addBuffer(st, engine.BufferSpec{}); err != nil {
+	if err := q.addBuffer(st, engine.BufferSpec{Name: cfg.name}); err != nil {
 		return nil, err
 	}
 	return &Buffer[T]{st: st, rng: r}, nil
@@ -163,7 +169,7 @@ func NewBufferFrom[T any](q *Queue, data []T, r Range, opts ...BufferOption) (*B
 	}
 	raw := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(data))), len(data)*es)
 	st := &bufState{q: q, geo: geo, dims: r.dims}
-	if err := q.addBuffer(st, engine.BufferSpec{Data: raw, Copy: cfg.copyIn}); err != nil {
+	if err := q.addBuffer(st, engine.BufferSpec{Data: raw, Copy: cfg.copyIn, Name: cfg.name}); err != nil {
 		return nil, err
 	}
 	return &Buffer[T]{st: st, rng: r}, nil
@@ -173,7 +179,7 @@ func NewBufferFrom[T any](q *Queue, data []T, r Range, opts ...BufferOption) (*B
 // bound to p's device: that memory is its allocation there and holds its
 // initial contents.
 func NewBufferOver[T any](q *Queue, p USM[T], r Range, opts ...BufferOption) (*Buffer[T], error) {
-	_, _, geo, err := bufferSetup[T](q, r, opts)
+	cfg, _, geo, err := bufferSetup[T](q, r, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +190,7 @@ func NewBufferOver[T any](q *Queue, p USM[T], r Range, opts ...BufferOption) (*B
 		return nil, fmt.Errorf("%w: a buffer must start at the beginning of its USM allocation", ErrBadRange)
 	}
 	st := &bufState{q: q, geo: geo, dims: r.dims}
-	if err := q.addBuffer(st, engine.BufferSpec{Over: p.mem}); err != nil {
+	if err := q.addBuffer(st, engine.BufferSpec{Over: p.mem, Name: cfg.name}); err != nil {
 		return nil, err
 	}
 	return &Buffer[T]{st: st, rng: r}, nil

@@ -256,7 +256,7 @@ func TestConnectNodeLostFailsEvent_C5(t *testing.T) {
 	c := coordtest.Start(t, 2, coordtest.Options{})
 	q := connect(t, c, WithNodeLoss(FailOnNodeLoss))
 	const n = 4096
-	d, _ := NewBuffer[float32](q, R1(n))
+	d, _ := NewBuffer[float32](q, R1(n), BufferName("grid"))
 	out, _ := NewBuffer[float32](q, R1(n))
 	ev, err := q.Submit(func(h *Handler) error {
 		h.Launch("fill_f32", R1(n), Write(h, d, NoInit), Scalar(float32(3)))
@@ -284,6 +284,9 @@ func TestConnectNodeLostFailsEvent_C5(t *testing.T) {
 	var nl *coordinator.NodeLostError
 	if !errors.As(err, &nl) || !errors.Is(err, coordinator.ErrNodeLost) || nl.Node != "n1" {
 		t.Fatalf("group needing n1's only copy: %v, want a *NodeLostError for n1", err)
+	}
+	if !strings.Contains(err.Error(), `buffer "grid" lost`) { // BufferName
+		t.Errorf("the error %q does not name the lost buffer by its BufferName", err)
 	}
 	t.Logf("reported after %v: %v", time.Since(stopped), err)
 	if err := q.Wait(ctx); !errors.Is(err, coordinator.ErrNodeLost) {

@@ -128,6 +128,8 @@ type BufferSpec struct {
 	Copy bool
 	// Over is a USM allocation the buffer is bound to (B3).
 	Over *device.Mem
+	// Name names the buffer in errors ("" : by number).
+	Name string
 }
 
 // Access is one accessor of a recorded group: what it reads or writes.

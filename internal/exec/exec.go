@@ -119,7 +119,8 @@ type allocEntry struct {
 }
 
 type bufInfo struct {
-	geo coherence.Geometry
+	geo  coherence.Geometry
+	name string // for errors; "" names it by number
 }
 
 // Runtime is the executor of one queue.
@@ -427,6 +428,26 @@ func (rt *Runtime) AddBuffer(geo coherence.Geometry, user *device.Mem, at cohere
 		rt.allocs[allocKey{id, at}] = e
 	}
 	return id, nil
+}
+
+// NameBuffer names buf in the runtime's errors (BufferLabel).
+func (rt *Runtime) NameBuffer(buf coherence.BufferID, name string) {
+	rt.mu.Lock()
+	if b := rt.bufs[buf]; b != nil {
+		b.name = name
+	}
+	rt.mu.Unlock()
+}
+
+// BufferLabel is how errors name buf: `buffer "grid"`, or `buffer 3`
+// when it has no name.
+func (rt *Runtime) BufferLabel(buf coherence.BufferID) string {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if b := rt.bufs[buf]; b != nil && b.name != "" {
+		return fmt.Sprintf("buffer %q", b.name)
+	}
+	return fmt.Sprintf("buffer %d", buf)
 }
 
 // readyEntry is one cached entry of Runtime.ready.
@@ -1102,7 +1123,7 @@ func (rt *Runtime) dispatch(n *Node, now time.Duration) (issued bool) {
 			break
 		}
 		if _, err := rt.Alloc(a.Buffer, a.Alloc); err != nil {
-			rt.complete(n, fmt.Errorf("acpp: %s: allocate buffer %d on memory %d: %w", n.g.Name, a.Buffer, a.Alloc.Mem, err))
+			rt.complete(n, fmt.Errorf("acpp: %s: allocate %s on memory %d: %w", n.g.Name, rt.BufferLabel(a.Buffer), a.Alloc.Mem, err))
 			return false
 		}
 	}
@@ -1134,7 +1155,7 @@ func (rt *Runtime) dispatch(n *Node, now time.Duration) (issued bool) {
 			}
 		}
 		if err != nil {
-			rt.complete(n, fmt.Errorf("acpp: %s: copy of buffer %d: %w", n.g.Name, c.Buffer, err))
+			rt.complete(n, fmt.Errorf("acpp: %s: copy of %s: %w", n.g.Name, rt.BufferLabel(c.Buffer), err))
 			return false
 		}
 	}

@@ -51,7 +51,7 @@ type tbuf[T number] struct {
 // newBuf makes the buffer of spec s; data, when not nil, is its initial
 // contents (len(data) == s.Bytes()), used in place unless copyData.
 func newBuf(q *acpp.Queue, s *jobfile.Buffer, data []byte, copyData bool) (buf, error) {
-	var opts []acpp.BufferOption
+	opts := []acpp.BufferOption{acpp.BufferName(s.Name)}
 	if s.PageSize != nil {
 		opts = append(opts, acpp.PageSize(s.PageSize...))
 	}

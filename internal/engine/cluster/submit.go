@@ -301,7 +301,7 @@ func (e *Engine[G]) NewBuffer(s engine.BufferSpec) (engine.BufferID, error) {
 	if s.Over != nil {
 		return 0, fmt.Errorf("%w: NewBufferOver (USM lives on local devices); use NewBufferFrom", engine.ErrNotOnCluster)
 	}
-	spec := coordinator.BufferSpec{Range: s.Geo.Range, ElemSize: s.Geo.ElemSize, PageSize: s.Geo.PageSize, Init: s.Data}
+	spec := coordinator.BufferSpec{Name: s.Name, Range: s.Geo.Range, ElemSize: s.Geo.ElemSize, PageSize: s.Geo.PageSize, Init: s.Data}
 	e.newBuf.Lock()
 	defer e.newBuf.Unlock()
 	cb, err := e.job.NewBuffer(spec)

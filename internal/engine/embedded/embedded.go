@@ -232,7 +232,7 @@ func (t *target) Closure(what string) error {
 func (t *target) Bind(id engine.BufferID) (*device.Mem, error) {
 	m, err := t.rt.Alloc(id, t.mem)
 	if err != nil {
-		return nil, fmt.Errorf("acpp: allocate buffer on %s: %w", t.info.ID, err)
+		return nil, fmt.Errorf("acpp: allocate %s on %s: %w", t.rt.BufferLabel(id), t.info.ID, err)
 	}
 	return m, nil
 }
@@ -279,6 +279,9 @@ func (e *Engine[G]) NewBuffer(s engine.BufferSpec) (engine.BufferID, error) {
 	id, err := e.rt.AddBuffer(s.Geo, user, at)
 	if err != nil {
 		return 0, err
+	}
+	if s.Name != "" {
+		e.rt.NameBuffer(id, s.Name)
 	}
 	e.bufs.Put(id, b)
 	return id, nil
