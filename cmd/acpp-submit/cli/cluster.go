@@ -43,6 +43,8 @@ type ClusterConfig struct {
 	// say how the run survives losing a node; empty: the job file's
 	// recovery section, else recover and auto.
 	OnNodeLoss, Checkpoint string
+	// fromJob: OnNodeLoss, Checkpoint came from the job file (for errors).
+	lossFromJob, checkpointFromJob bool
 	// client, when set (tests), is used instead of starting one.
 	client *nodeclient.Client
 }
@@ -232,7 +234,14 @@ func openCluster(ctx context.Context, cfg Config, log *slog.Logger) (*engine, er
 	}
 	if policy == coordinator.FailOnLoss && every > 0 {
 		run.closeClient()
-		return nil, usageError{fmt.Errorf("checkpoint every %d groups has no effect with --on-node-loss fail (checkpoints are for recovery): drop it (--checkpoint off, or the job file's recovery.checkpoint), or recover", every)}
+		loss, cp := "--on-node-loss fail", fmt.Sprintf("--checkpoint %d", every)
+		if cc.lossFromJob {
+			loss = "on_node_loss: fail (the job file's recovery)"
+		}
+		if cc.checkpointFromJob {
+			cp = fmt.Sprintf("checkpoint: %d (the job file's recovery)", every)
+		}
+		return nil, usageError{fmt.Errorf("%s has no effect with %s: checkpoints are for recovery; drop the checkpoint (or give --checkpoint off), or recover (--on-node-loss recover)", cp, loss)}
 	}
 	run.stats.OnNodeLoss, run.stats.Checkpoint = policy.String(), coordinator.CheckpointString(every)
 	opts := []acpp.Option{acpp.WithClientCredentials(creds), acpp.WithLogger(log),

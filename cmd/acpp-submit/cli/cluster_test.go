@@ -364,7 +364,15 @@ func TestRecoveryFlags(t *testing.T) {
 	// A checkpoint interval with the fail policy would do nothing: refused.
 	_, err = Run(ctx, Config{JobFile: job, Params: params, OutDir: t.TempDir(),
 		Cluster: &ClusterConfig{Addrs: c.Addrs()[:1], CredentialsDir: c.Dir, Client: "alice", OnNodeLoss: "fail"}})
-	if err == nil || !strings.Contains(err.Error(), "no effect with --on-node-loss fail") {
-		t.Errorf("--on-node-loss fail with the job file's checkpoint: 3 = %v, want it refused", err)
+	if err == nil || !strings.Contains(err.Error(), "checkpoint: 3 (the job file's recovery) has no effect with --on-node-loss fail") {
+		t.Errorf("--on-node-loss fail with the job file's checkpoint: 3 = %v, want it refused, naming where each came from", err)
+	}
+	// The other way round: the message names the flag the user gave and
+	// the job file's policy, not a flag the user never passed.
+	os.WriteFile(job, append(src, []byte("recovery:\n  on_node_loss: fail\n")...), 0o644)
+	_, err = Run(ctx, Config{JobFile: job, Params: params, OutDir: t.TempDir(),
+		Cluster: &ClusterConfig{Addrs: c.Addrs()[:1], CredentialsDir: c.Dir, Client: "alice", Checkpoint: "5"}})
+	if err == nil || !strings.Contains(err.Error(), "--checkpoint 5 has no effect with on_node_loss: fail (the job file's recovery)") {
+		t.Errorf("--checkpoint 5 with the job file's on_node_loss: fail = %v, want it refused, naming where each came from", err)
 	}
 }

@@ -273,10 +273,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cc := cfg.Cluster; cc != nil {
 		// The flags decide; then the job file; then the defaults.
 		if cc.OnNodeLoss == "" {
-			cc.OnNodeLoss = job.Recovery.OnNodeLoss
+			cc.OnNodeLoss, cc.lossFromJob = job.Recovery.OnNodeLoss, job.Recovery.OnNodeLoss != ""
 		}
 		if cc.Checkpoint == "" {
-			cc.Checkpoint = job.Recovery.Checkpoint
+			cc.Checkpoint, cc.checkpointFromJob = job.Recovery.Checkpoint, job.Recovery.Checkpoint != ""
 		}
 	}
 	if r.eng, err = openEngine(ctx, cfg, log); err != nil {
