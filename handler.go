@@ -543,6 +543,9 @@ func (h *Handler) launch(name string, nd device.NDRange, args []KernelArg) {
 		return
 	}
 	conv, def, err := h.rec.Target.Kernel(name, dargs)
+	if err == nil {
+		err = device.CheckLaunch(def, nd, conv)
+	}
 	if err != nil {
 		h.fail(err)
 		return

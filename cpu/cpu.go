@@ -173,6 +173,9 @@ func (d *Device) launchJob(j *job, op *device.LaunchOp) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}
+	if err := device.CheckLaunch(op.Kernel, r, op.Args); err != nil {
+		return err
+	}
 	var data [][]byte
 	if len(op.Args) > 0 {
 		if len(op.Args) <= len(j.dataBuf) {

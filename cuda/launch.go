@@ -64,6 +64,9 @@ func (d *Device) checkLaunch(o device.LaunchOp) ([]device.Arg, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := device.CheckLaunch(k, o.Range, args); err != nil {
+		return nil, err
+	}
 	for i, a := range args {
 		bad := func(format string, v ...any) error {
 			return &device.ArgError{Kernel: k.Name, Index: i, Param: k.Params[i].Name, Reason: fmt.Sprintf(format, v...)}

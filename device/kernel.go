@@ -122,6 +122,25 @@ type Kernel struct {
 	// CUDA runs it on CUDA from source when PTX is nil (PTX wins when
 	// both are set); nil means none.
 	CUDA *CUDA
+	// Check, when set, refuses a launch the kernel cannot compute as
+	// documented (a work-group size it does not support, too little
+	// local memory) with an error that says what to pass. Backends call
+	// it (CheckLaunch) before running the kernel, and the API when the
+	// group is submitted, so such a launch fails instead of computing
+	// something else. It must not keep args.
+	Check func(nd NDRange, args []Arg) error
+}
+
+// CheckLaunch runs the kernel's Check on a launch of it; nil when the
+// launch has no named kernel or the kernel no Check.
+func CheckLaunch(k *Kernel, nd NDRange, args []Arg) error {
+	if k == nil || k.Check == nil {
+		return nil
+	}
+	if err := k.Check(nd, args); err != nil {
+		return fmt.Errorf("%w: kernel %q: %w", ErrBadArg, k.Name, err)
+	}
+	return nil
 }
 
 // Has reports whether k has an implementation in form f.

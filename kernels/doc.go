@@ -44,11 +44,16 @@
 //
 // Register returns the error of the first registration for every later
 // call; a kernel of the same name registered by someone else first is a
-// clash (device.ErrDuplicateKernel) that names the kernel. The Go
-// implementations panic, with a message that says what to pass, on launches
-// the CUDA kernels would run out of bounds on (local memory smaller than
-// documented, nbins 0, a range larger than the buffers); the CPU backend
-// turns the panic into the launch's error. Launches that CUDA defines, the
-// Go code computes alike: reduce_sum_f32 with a group size that is not a
-// power of two sums what the CUDA tree sums.
+// clash (device.ErrDuplicateKernel) that names the kernel.
+//
+// The kernels refuse, on every backend, the launches they cannot compute
+// as documented (device.Kernel.Check): reduce_sum_f32 over a work-group
+// that is not a 1D power of two (the tree would drop items), local memory
+// smaller than documented, nbins 0, no work-groups where they are needed,
+// a matmul_tiled work-group that is not [1, T, T]. The launch fails with
+// device.ErrBadArg and what to pass, when the group is submitted through
+// the API and again in the backend. The Go implementations also panic,
+// with a message that says what to pass, on launches that would run out
+// of bounds (a range larger than the buffers); the CPU backend turns the
+// panic into the launch's error.
 package kernels

@@ -59,6 +59,7 @@ func Kernel(name string) (device.Kernel, bool) {
 	}
 	k := b.Kernel() // Params copied from cuda/kernels: one declaration for both forms
 	k.Go = goImpls[name]
+	k.Check = checks[name]
 	return k, true
 }
 

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -440,5 +441,59 @@ func TestBuiltinsOnTheEmbeddedRuntime_A2(t *testing.T) {
 	}
 	if err := q.Wait(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMisusedLaunchesRefused_A3: a launch a built-in cannot compute as
+// documented (reduce_sum_f32 over a work-group that is not a power of two,
+// which would silently drop items; too little local memory; no
+// work-groups; a non-square matmul tile; no bins) is refused when the group
+// is submitted, wrapping device.ErrBadArg with what to pass, and by the
+// backend for a launch that bypasses the API (device.CheckLaunch).
+func TestMisusedLaunchesRefused_A3(t *testing.T) {
+	if err := Register(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	q, err := acpp.NewQueue(ctx, acpp.WithKind(acpp.CPU))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	in, _ := acpp.NewBuffer[float32](q, acpp.R1(1024))
+	out, _ := acpp.NewBuffer[float32](q, acpp.R1(1024))
+	bins, _ := acpp.NewBuffer[uint32](q, acpp.R1(16))
+	ins, _ := acpp.NewBuffer[uint32](q, acpp.R1(1024))
+	for _, tc := range []struct {
+		name string
+		cgf  func(h *acpp.Handler)
+		want string
+	}{
+		{"reduce over 100 items", func(h *acpp.Handler) {
+			h.LaunchND("reduce_sum_f32", acpp.R1(1000), acpp.R1(100), acpp.ReadRaw(h, in), acpp.WriteRaw(h, out), acpp.Scalar(uint64(1000)), acpp.LocalAccessor[float32](h, 100))
+		}, "power-of-two size"},
+		{"reduce with small scratch", func(h *acpp.Handler) {
+			h.LaunchND("reduce_sum_f32", acpp.R1(1024), acpp.R1(64), acpp.ReadRaw(h, in), acpp.WriteRaw(h, out), acpp.Scalar(uint64(1024)), acpp.LocalAccessor[float32](h, 8))
+		}, "scratch has 32 bytes, a work-group of 64 items needs 256"},
+		{"matmul with a non-square tile", func(h *acpp.Handler) {
+			h.LaunchND("matmul_tiled", acpp.R2(32, 32), acpp.R2(8, 16), acpp.ReadRaw(h, in), acpp.ReadRaw(h, in), acpp.WriteRaw(h, out),
+				acpp.Scalar(uint64(32)), acpp.Scalar(uint64(32)), acpp.Scalar(uint64(32)), acpp.LocalAccessor[float32](h, 256), acpp.LocalAccessor[float32](h, 256))
+		}, "square work-group"},
+		{"histogram without bins", func(h *acpp.Handler) {
+			h.LaunchND("histogram_u32", acpp.R1(1024), acpp.R1(64), acpp.ReadRaw(h, ins), acpp.Scalar(uint64(1024)), acpp.WriteRaw(h, bins), acpp.Scalar(uint32(0)), acpp.LocalAccessor[uint32](h, 16))
+		}, "nbins is 0"},
+	} {
+		_, err := q.Submit(func(h *acpp.Handler) error { tc.cgf(h); return nil })
+		if !errors.Is(err, device.ErrBadArg) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Submit = %v; want device.ErrBadArg saying %q", tc.name, err, tc.want)
+		}
+	}
+	// A backend refuses the launch too (a caller of the device interface,
+	// as a node is).
+	k, _ := Kernel("reduce_sum_f32")
+	nd := device.NDRange{Global: [3]int{1, 1, 12}, Local: [3]int{1, 1, 12}}
+	err = device.CheckLaunch(&k, nd, []device.Arg{{Kind: device.ArgPointer}, {Kind: device.ArgPointer}, {Kind: device.ArgScalar, Scalar: make([]byte, 8)}, {Kind: device.ArgLocal, LocalBytes: 48}})
+	if !errors.Is(err, device.ErrBadArg) {
+		t.Errorf("CheckLaunch of reduce_sum_f32 over 12 items = %v, want ErrBadArg", err)
 	}
 }

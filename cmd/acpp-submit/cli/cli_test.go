@@ -465,20 +465,20 @@ func TestRunErrorsNameTheLine(t *testing.T) {
 			[]string{"j.yaml:2:", "has 10 bytes", "needs 16"}},
 		{"npy type", "buffers:\n  a: {type: float32, range: [4], init: {file: f64.npy}}\nsteps: []\n",
 			[]string{"j.yaml:2:", "holds float64 [4]", "astype('<f4')"}},
-		{"kernel panic", "buffers:\n  a: {type: float32, range: [64], init: {file: ok.npy}}\n  p: {type: float32, range: [1]}\nsteps:\n" +
+		{"kernel refused", "buffers:\n  a: {type: float32, range: [64], init: {file: ok.npy}}\n  p: {type: float32, range: [1]}\nsteps:\n" +
 			"  - kernel: reduce_sum_f32\n    range: [64]\n    work_group: [64]\n    scalars: {n: 64}\n    local: {scratch: 4}\n" +
 			"    accessors: [{buffer: a, mode: read}, {buffer: p, mode: write}]\n",
-			[]string{"j.yaml:5: steps[0]:", "failed", "scratch holds 1 floats"}},
+			[]string{"j.yaml:5: steps[0]:", `kernel "reduce_sum_f32": scratch has 4 bytes, a work-group of 4 items needs 16`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			job := filepath.Join(dir, "j.yaml")
 			text := strings.ReplaceAll(tc.job, "[64], init: {file: ok.npy}", "[4], init: {file: ok.npy}")
-			if tc.name == "kernel panic" {
+			if tc.name == "kernel refused" {
 				text = strings.ReplaceAll(strings.ReplaceAll(text, "[64]", "[4]"), "n: 64", "n: 4")
 			}
 			os.WriteFile(job, []byte(text), 0o644)
-			// On the CPU: the kernel panic is the Go kernel's (a GPU, the
-			// default where there is one, runs the PTX form).
+			// On the CPU (a GPU, the default where there is one, refuses
+			// the launch alike).
 			_, err := Run(context.Background(), Config{JobFile: job, OutDir: t.TempDir(), Devices: []string{"cpu"}})
 			if err == nil {
 				t.Fatal("Run succeeded")
