@@ -33,8 +33,11 @@ func checkReduceSum(nd device.NDRange, args []device.Arg) error {
 		return fmt.Errorf("it sums each work-group's items: give a work-group size (a power of two, e.g. 256)")
 	}
 	bs := nd.Local[0] * nd.Local[1] * nd.Local[2]
-	if nd.Local[0] != 1 || nd.Local[1] != 1 || bits.OnesCount(uint(bs)) != 1 {
-		return fmt.Errorf("work-group %v: the tree sum needs a 1D work-group of a power-of-two size (e.g. 256)", nd.Local)
+	if nd.Local[0] != 1 || nd.Local[1] != 1 {
+		return fmt.Errorf("a work-group of %d×%d×%d items: the tree sum needs a 1D work-group of a power-of-two size (e.g. 256)", nd.Local[0], nd.Local[1], nd.Local[2])
+	}
+	if bits.OnesCount(uint(bs)) != 1 {
+		return fmt.Errorf("a work-group of %d items: the tree sum needs a power of two (e.g. 256), or it drops items", bs)
 	}
 	if b := localBytes(args, 3); b >= 0 && b < 4*bs {
 		return fmt.Errorf("scratch has %d bytes, a work-group of %d items needs %d (group size·4)", b, bs, 4*bs)
@@ -50,7 +53,7 @@ func checkMatmulTiled(nd device.NDRange, args []device.Arg) error {
 	}
 	t := nd.Local[2]
 	if nd.Local[0] != 1 || nd.Local[1] != t {
-		return fmt.Errorf("work-group %v: give a square work-group [1, T, T]", nd.Local)
+		return fmt.Errorf("a work-group of %d×%d×%d items: give a square work-group [1, T, T] (or [T, T])", nd.Local[0], nd.Local[1], nd.Local[2])
 	}
 	for _, i := range []int{6, 7} {
 		if b := localBytes(args, i); b >= 0 && b < 4*t*t {

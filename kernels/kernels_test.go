@@ -471,7 +471,7 @@ func TestMisusedLaunchesRefused_A3(t *testing.T) {
 	}{
 		{"reduce over 100 items", func(h *acpp.Handler) {
 			h.LaunchND("reduce_sum_f32", acpp.R1(1000), acpp.R1(100), acpp.ReadRaw(h, in), acpp.WriteRaw(h, out), acpp.Scalar(uint64(1000)), acpp.LocalAccessor[float32](h, 100))
-		}, "power-of-two size"},
+		}, "a work-group of 100 items: the tree sum needs a power of two"},
 		{"reduce with small scratch", func(h *acpp.Handler) {
 			h.LaunchND("reduce_sum_f32", acpp.R1(1024), acpp.R1(64), acpp.ReadRaw(h, in), acpp.WriteRaw(h, out), acpp.Scalar(uint64(1024)), acpp.LocalAccessor[float32](h, 8))
 		}, "scratch has 32 bytes, a work-group of 64 items needs 256"},

@@ -365,7 +365,7 @@ func newCheckCmd(env Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := checkFiles(job, filepath.Dir(args[0])); err != nil {
+			if err := errors.Join(checkFiles(job, filepath.Dir(args[0])), checkLaunches(job)); err != nil {
 				return err
 			}
 			var mems []memBudget

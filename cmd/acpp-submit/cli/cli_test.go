@@ -694,3 +694,46 @@ steps:
 		t.Errorf("check of a step on cpu:7: exit %d\n%s", code, errb.String())
 	}
 }
+
+// TestCheckRefusesLaunchesTheKernelCannotCompute_A3: a reduce_sum_f32 step
+// over 100-item work-groups (the tree sum would drop items) or with too
+// little scratch is refused by check, at the step's line, as run refuses
+// it, instead of being called valid.
+func TestCheckRefusesLaunchesTheKernelCannotCompute_A3(t *testing.T) {
+	job := writeJob(t, "r.yaml", `buffers:
+  a: {type: float32, range: [1000], init: {value: 1}}
+  p: {type: float32, range: [10]}
+steps:
+  - kernel: reduce_sum_f32
+    range: [1000]
+    work_group: [100]
+    scalars: {n: 1000}
+    local: {scratch: 400}
+    accessors: [{buffer: a, mode: read}, {buffer: p, mode: write}]
+  - repeat:
+      count: 2
+      steps:
+        - kernel: reduce_sum_f32
+          range: [1024]
+          work_group: [64]
+          scalars: {n: 1000}
+          local: {scratch: 4}
+          accessors: [{buffer: a, mode: read}, {buffer: p, mode: write}]
+`)
+	var out, errb bytes.Buffer
+	code := Main(context.Background(), []string{"check", job}, Env{Stdout: &out, Stderr: &errb})
+	for _, w := range []string{"r.yaml:5: steps[0]:", "a work-group of 100 items: the tree sum needs a power of two",
+		"r.yaml:14: steps[1].repeat.steps[0]:", "scratch has 4 bytes, a work-group of 64 items needs 256"} {
+		if !strings.Contains(errb.String(), w) {
+			t.Errorf("check stderr lacks %q", w)
+		}
+	}
+	if code != 1 {
+		t.Errorf("check: exit %d, want 1\n%s", code, errb.String())
+	}
+	errb.Reset()
+	if code := Main(context.Background(), []string{"run", "-q", "--device", "cpu", "-o", t.TempDir(), job}, Env{Stdout: &out, Stderr: &errb}); code != 1 ||
+		!strings.Contains(errb.String(), "a work-group of 100 items") {
+		t.Errorf("run: exit %d, stderr %q; want 1 and the same refusal", code, errb.String())
+	}
+}

@@ -219,3 +219,66 @@ func budgetsLine(mems []memBudget) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// checkLaunches runs each kernel step's launch check (device.Kernel.Check:
+// a work-group size or local memory the kernel cannot compute with) for
+// the kernels of this program's registry, as Submit would at run time.
+// Steps whose range comes from their first accessor are left to run.
+func checkLaunches(job *jobfile.Job) error {
+	var errs jobfile.Errors
+	var visit func(steps []*jobfile.Step)
+	visit = func(steps []*jobfile.Step) {
+		for _, s := range steps {
+			if s.Kind == jobfile.RepeatStep {
+				visit(s.Steps)
+				continue
+			}
+			if s.Kind != jobfile.KernelStep || s.Range == nil {
+				continue
+			}
+			k, err := device.Kernels.Lookup(s.Kernel)
+			if err != nil || k.Check == nil {
+				continue
+			}
+			nd := device.NDRange{Global: dims3(s.Range), Local: [3]int{}}
+			if s.WorkGroup != nil {
+				nd.Local = dims3(s.WorkGroup)
+			}
+			args := make([]device.Arg, len(k.Params))
+			for i, p := range k.Params {
+				args[i] = device.Arg{Kind: p.Kind, Space: p.Space, ElemSize: p.ElemSize}
+				for _, sc := range s.Scalars {
+					if sc.Param == p.Name && p.Kind == device.ArgScalar {
+						args[i].Scalar, _ = sc.Value.Encode(sc.Type)
+					}
+				}
+				for _, l := range s.Local {
+					if l.Param == p.Name && p.Kind == device.ArgLocal {
+						args[i].LocalBytes = l.Bytes
+					}
+				}
+			}
+			if err := device.CheckLaunch(k, nd, args); err != nil {
+				errs = append(errs, job.At(s.Line, s.Path, err))
+			}
+		}
+	}
+	for _, b := range job.Buffers {
+		if b.Init != nil && b.Init.Kernel != nil {
+			visit([]*jobfile.Step{b.Init.Kernel})
+		}
+	}
+	visit(job.Steps)
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
+}
+
+// dims3 is an extent of 1–3 dimensions as an NDRange's three, the last
+// dimension varying fastest (as acpp.Range does).
+func dims3(e []int) [3]int {
+	out := [3]int{1, 1, 1}
+	copy(out[3-len(e):], e)
+	return out
+}
