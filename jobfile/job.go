@@ -381,6 +381,22 @@ func (l fieldLines) at(key string, def int) int {
 	return def
 }
 
+// LineOf is the line of one of the step's fields ("device", "kernel"),
+// or the step's line when the field is not given. Problems found after
+// Parse (acpp-submit's checks, a run) point at the field with it.
+func (s *Step) LineOf(field string) int { return s.lines.at(field, s.Line) }
+
+// LineOf is the line of one of init's fields ("file"), or init's line.
+func (in *Init) LineOf(field string) int { return in.lines.at(field, in.Line) }
+
+// LineOf is the line of one of the output's fields ("file"), or the
+// output's line.
+func (o *Output) LineOf(field string) int { return o.lines.at(field, o.Line) }
+
+// LineOf is the line of one of the kernel declaration's fields ("ptx",
+// "entry"), or the declaration's line.
+func (k *KernelDecl) LineOf(field string) int { return k.lines.at(field, k.Line) }
+
 // Walk calls f for every step in execution order, unrolling repeats (f
 // sees the steps inside a repeat Count times and never a RepeatStep). It
 // stops at the first error f returns.

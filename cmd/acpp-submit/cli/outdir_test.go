@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -41,5 +42,50 @@ func TestOutputsStayInOutDir(t *testing.T) {
 			names = append(names, e.Name())
 		}
 		t.Errorf("the refused runs left %v in %s, want only j.yaml", names, dir)
+	}
+}
+
+// TestCheckErrorsAtTheFieldsLine: what check finds past the job file's
+// own validation (files, devices) points at the field's line, in block
+// YAML too, not at the line of the object that holds it.
+func TestCheckErrorsAtTheFieldsLine(t *testing.T) {
+	files := writeJob(t, "f.yaml", `buffers:
+  v:
+    type: float32
+    range: [4]
+    init:
+      format: raw
+      file: nope.raw
+kernels:
+  kk:
+    params: []
+    ptx: missing.ptx
+steps: []
+`)
+	devices := writeJob(t, "d.yaml", `buffers:
+  a: {type: float32, range: [4]}
+steps:
+  - name: one
+    kernel: fill_f32
+    scalars: {v: 1}
+    accessors: [{buffer: a, mode: write}]
+    device: cpu:7
+`)
+	for _, tc := range []struct {
+		job  string
+		want []string
+	}{
+		{files, []string{"f.yaml:7: buffers.v.init.file: ", "f.yaml:11: kernels.kk.ptx: "}},
+		{devices, []string{"d.yaml:8: steps[0].device: no device cpu:7 here"}},
+	} {
+		var out, errb bytes.Buffer
+		if code := Main(context.Background(), []string{"check", "--device", "cpu", tc.job}, Env{Stdout: &out, Stderr: &errb}); code != 1 {
+			t.Fatalf("check %s: exit %d, want 1\n%s%s", tc.job, code, out.String(), errb.String())
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(errb.String(), w) {
+				t.Errorf("check stderr lacks %q:\n%s", w, errb.String())
+			}
+		}
 	}
 }
