@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -39,6 +40,12 @@ type decoder struct {
 	// every declared param, sorted.
 	badParams map[string]bool
 	declared  []string
+	// badBuffers and badKernels are buffers and job kernels whose
+	// declaration failed (reported there): a use of one is not reported
+	// again as an unknown name.
+	badBuffers map[string]bool
+	badKernels map[string]bool
+	stepsLine  int // the line of the job's steps:
 }
 
 // errBadParam: an expression uses a param whose own definition failed
@@ -61,6 +68,11 @@ func (d *decoder) errf(n *yaml.Node, path, format string, args ...any) {
 	if n != nil {
 		line = n.Line
 	}
+	d.errAt(line, path, format, args...)
+}
+
+// errAt reports a problem at a line.
+func (d *decoder) errAt(line int, path, format string, args ...any) {
 	d.errs = append(d.errs, &Error{File: d.file, Line: line, Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 
@@ -85,7 +97,7 @@ func kindName(n *yaml.Node) string {
 		if n.Tag == "!!null" {
 			return "null"
 		}
-		return fmt.Sprintf("%q", n.Value)
+		return quoteShort(n.Value)
 	}
 	return "an unknown node"
 }
@@ -94,6 +106,15 @@ type field struct {
 	key  string
 	node *yaml.Node // the value
 	kn   *yaml.Node // the key
+}
+
+// linesOf is the line of each field's key.
+func linesOf(fs []field) fieldLines {
+	l := make(fieldLines, len(fs))
+	for _, f := range fs {
+		l[f.key] = f.kn.Line
+	}
+	return l
 }
 
 // fields checks that n is a mapping whose keys are all in allowed (no
@@ -186,6 +207,10 @@ func (d *decoder) boolean(n *yaml.Node, path string) (bool, bool) {
 func (d *decoder) integer(n *yaml.Node, path string, lo, hi int) (int, bool) {
 	n = d.resolve(n)
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" {
+		if floatOutOfRange(n.Value) {
+			d.errf(n, path, "%s is out of range: want an integer from %d to %d", short(n.Value), lo, hi)
+			return 0, false
+		}
 		v, err := evalExpr(n.Value, d.param)
 		if err != nil {
 			if !errors.Is(err, errBadParam) {
@@ -194,7 +219,7 @@ func (d *decoder) integer(n *yaml.Node, path string, lo, hi int) (int, bool) {
 			return 0, false
 		}
 		if v < int64(lo) || v > int64(hi) {
-			d.errf(n, path, "%s = %d is out of range: want %d to %d", n.Value, v, lo, hi)
+			d.errf(n, path, "%s = %d is out of range: want %d to %d", short(n.Value), v, lo, hi)
 			return 0, false
 		}
 		return int(v), true
@@ -205,7 +230,7 @@ func (d *decoder) integer(n *yaml.Node, path string, lo, hi int) (int, bool) {
 			return int(v), true
 		}
 		if err == nil || strings.Contains(err.Error(), "range") {
-			d.errf(n, path, "%s is out of range: want %d to %d", n.Value, lo, hi)
+			d.errf(n, path, "%s is out of range: want %d to %d", short(n.Value), lo, hi)
 			return 0, false
 		}
 	}
@@ -213,9 +238,20 @@ func (d *decoder) integer(n *yaml.Node, path string, lo, hi int) (int, bool) {
 	return 0, false
 }
 
+// floatOutOfRange: s is a number too large for a float64 (1e400), which
+// YAML leaves a string: it is a number out of range, not an expression.
+func floatOutOfRange(s string) bool {
+	_, err := strconv.ParseFloat(strings.ReplaceAll(s, "_", ""), 64)
+	return errors.Is(err, strconv.ErrRange)
+}
+
 func (d *decoder) number(n *yaml.Node, path string) (Number, bool) {
 	n = d.resolve(n)
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" {
+		if floatOutOfRange(n.Value) {
+			// Converting it to its type says it does not fit.
+			return Number{Text: n.Value}, true
+		}
 		v, err := evalExpr(n.Value, d.param)
 		if err != nil {
 			if !errors.Is(err, errBadParam) {
@@ -465,6 +501,7 @@ func (d *decoder) job(root *yaml.Node) *Job {
 		case "kernels":
 			j.Kernels = d.kernels(f.node)
 		case "steps":
+			d.stepsLine = f.kn.Line
 			j.Steps = d.steps(f.node, "steps")
 		case "outputs":
 			j.Outputs = d.outputs(f.node)
@@ -489,14 +526,17 @@ func (d *decoder) buffers(n *yaml.Node) []*Buffer {
 	for _, f := range fs {
 		p := "buffers." + f.key
 		if !nameRE.MatchString(f.key) {
-			d.errf(f.kn, p, "buffer name %q: use letters, digits, _ . - (not starting with a digit)", f.key)
+			d.errf(f.kn, p, "buffer name %s: use letters, digits, _ . - (not starting with a digit)", quoteShort(f.key))
+			d.badBuffers[f.key] = true
 			continue
 		}
 		b := &Buffer{Name: f.key, Line: f.kn.Line}
 		bf, ok := d.fields(f.node, p, fieldsBuffer...)
 		if !ok {
+			d.badBuffers[f.key] = true
 			continue
 		}
+		b.lines = linesOf(bf)
 		for _, g := range bf {
 			q := join(p, g.key)
 			switch g.key {
@@ -513,7 +553,7 @@ func (d *decoder) buffers(n *yaml.Node) []*Buffer {
 			case "page_size":
 				b.PageSize, _ = d.extents(g.node, q, 1)
 			case "init":
-				b.Init = d.init(g.node, q)
+				b.Init = d.init(g.node, q, b.Name)
 			}
 		}
 		if b.Type == "" && !hasKey(bf, "type") {
@@ -545,14 +585,15 @@ func typeNames() []string {
 	return out
 }
 
-func (d *decoder) init(n *yaml.Node, p string) *Init {
+// init reads buffer buf's init.
+func (d *decoder) init(n *yaml.Node, p, buf string) *Init {
 	fs, ok := d.fields(n, p, fieldsInit...)
 	if !ok {
 		return nil
 	}
-	in := &Init{Line: d.resolve(n).Line}
+	in := &Init{Line: d.resolve(n).Line, lines: linesOf(fs)}
 	var sources []string
-	var kernelFields []field
+	var fileFields, kernelFields []field
 	for _, f := range fs {
 		q := join(p, f.key)
 		switch f.key {
@@ -563,8 +604,14 @@ func (d *decoder) init(n *yaml.Node, p string) *Init {
 			}
 		case "file":
 			sources = append(sources, "file")
-			in.File, _ = d.str(f.node, q)
+			if file, ok := d.str(f.node, q); ok {
+				if file == "" {
+					d.errf(f.node, q, "empty; name the file to read (relative to the job file's directory)")
+				}
+				in.File = file
+			}
 		case "format":
+			fileFields = append(fileFields, f)
 			if s, ok := d.str(f.node, q); ok {
 				if s != string(FormatRaw) && s != string(FormatNPY) {
 					d.errf(f.node, q, "unknown format %q; use raw or npy", s)
@@ -579,21 +626,26 @@ func (d *decoder) init(n *yaml.Node, p string) *Init {
 		}
 	}
 	if len(sources) != 1 {
-		d.errf(n, p, "give exactly one of value, file and kernel (got %d)", len(sources))
+		d.errf(n, p, "give exactly one of value, file and kernel (got %s)", listOrNone(sources))
 	}
 	if in.File != "" && in.Format == "" {
 		in.Format = FormatOf(in.File)
 	}
-	if in.Format != "" && in.File == "" && contains(sources, "file") {
-		d.errf(n, p+".format", "format applies to file only")
+	// Fields that belong to another source than the one given. Without
+	// any source, which one was meant is unknown: the error above is the
+	// only one.
+	if len(sources) > 0 && !contains(sources, "file") {
+		for _, f := range fileFields {
+			d.errf(f.kn, join(p, f.key), "applies to file initialisation only")
+		}
 	}
 	if contains(sources, "kernel") {
-		s := &Step{Kind: KernelStep, Line: in.Line, Path: p}
+		s := &Step{Kind: KernelStep, Line: in.Line, Path: p, lines: linesOf(kernelFields), initOf: buf}
 		for _, f := range kernelFields {
 			d.kernelField(s, f, p)
 		}
 		in.Kernel = s
-	} else {
+	} else if len(sources) > 0 {
 		for _, f := range kernelFields {
 			d.errf(f.kn, join(p, f.key), "applies to kernel initialisation only")
 		}
@@ -610,14 +662,17 @@ func (d *decoder) kernels(n *yaml.Node) []*KernelDecl {
 	for _, f := range fs {
 		p := "kernels." + f.key
 		if !nameRE.MatchString(f.key) {
-			d.errf(f.kn, p, "kernel name %q: use letters, digits, _ . -", f.key)
+			d.errf(f.kn, p, "kernel name %s: use letters, digits, _ . - (not starting with a digit)", quoteShort(f.key))
+			d.badKernels[f.key] = true
 			continue
 		}
 		k := &KernelDecl{Name: f.key, Entry: f.key, Line: f.kn.Line}
 		kf, ok := d.fields(f.node, p, fieldsKernel...)
 		if !ok {
+			d.badKernels[f.key] = true
 			continue
 		}
+		k.lines = linesOf(kf)
 		for _, g := range kf {
 			q := join(p, g.key)
 			switch g.key {
@@ -649,9 +704,9 @@ func (d *decoder) kernels(n *yaml.Node) []*KernelDecl {
 		case k.PTX == "" && k.CUDA == "" && !hasKey(kf, "ptx") && !hasKey(kf, "cuda"):
 			d.errf(f.kn, p+".ptx", "missing; name the PTX module file (ptx:) or the CUDA C source file (cuda:)")
 		case hasKey(kf, "ptx") && hasKey(kf, "cuda"):
-			d.errf(f.kn, p+".cuda", "give ptx or cuda, not both")
+			d.errAt(k.lines.at("cuda", k.Line), p+".cuda", "give ptx or cuda, not both")
 		case hasKey(kf, "options") && !hasKey(kf, "cuda"):
-			d.errf(f.kn, p+".options", "NVRTC options go with cuda: source; a ptx: module is already compiled")
+			d.errAt(k.lines.at("options", k.Line), p+".options", "NVRTC options go with cuda: source; a ptx: module is already compiled")
 		}
 		if !hasKey(kf, "params") {
 			d.errf(f.kn, p+".params", "missing; declare the parameters after the ND range (an empty list for none)")
@@ -667,6 +722,7 @@ func (d *decoder) paramDecl(n *yaml.Node, p string) ParamDecl {
 	if !ok {
 		return pd
 	}
+	pd.lines = linesOf(fs)
 	for _, f := range fs {
 		q := join(p, f.key)
 		switch f.key {
@@ -702,7 +758,7 @@ func (d *decoder) paramDecl(n *yaml.Node, p string) ParamDecl {
 		d.errf(n, p+".type", "missing; say the element or scalar type")
 	}
 	if pd.Kind == ParamLocal && pd.Type != "" {
-		d.errf(n, p+".type", "local memory has no type; its size is given in bytes by the step")
+		d.errAt(pd.lines.at("type", pd.Line), p+".type", "local memory has no type; its size is given in bytes by the step")
 	}
 	return pd
 }
@@ -751,7 +807,7 @@ func (d *decoder) step(n *yaml.Node, p string) *Step {
 	if !ok {
 		return nil
 	}
-	s := &Step{Line: d.resolve(n).Line, Path: p}
+	s := &Step{Line: d.resolve(n).Line, Path: p, lines: linesOf(fs)}
 	var kinds []string
 	for _, f := range fs {
 		if contains(stepKinds, f.key) {
@@ -769,15 +825,24 @@ func (d *decoder) step(n *yaml.Node, p string) *Step {
 		case "name":
 			s.Name, _ = d.str(f.node, q)
 		case "device":
-			s.Device, _ = d.str(f.node, q)
+			if dev, ok := d.str(f.node, q); ok {
+				if _, err := ParseDevice(dev); err != nil {
+					d.errf(f.node, q, "%v", err)
+				}
+				s.Device = dev
+			}
 		case "fill":
 			s.Fill = d.fill(f.node, q)
 		case "copy":
 			s.Copy = d.copyStep(f.node, q)
 		case "swap":
-			s.Swap = d.swap(f.node, q)
+			var lines [2]int
+			s.Swap, lines = d.swap(f.node, q)
+			s.lines["swap[0]"], s.lines["swap[1]"] = lines[0], lines[1]
 		case "repeat":
-			s.Count, s.Steps = d.repeat(f.node, q)
+			var countLine int
+			s.Count, s.Steps, countLine = d.repeat(f.node, q)
+			s.lines["repeat.count"] = countLine
 		default:
 			if s.Kind != KernelStep {
 				d.errf(f.kn, q, "applies to kernel steps only")
@@ -799,40 +864,55 @@ func listOrNone(s []string) string {
 // kernelField reads one field of a kernel step (or kernel init).
 func (d *decoder) kernelField(s *Step, f field, p string) {
 	q := join(p, f.key)
+	var ok bool
 	switch f.key {
 	case "kernel":
-		s.Kernel, _ = d.name(f.node, q, "kernel")
+		s.Kernel, ok = d.name(f.node, q, "kernel")
 	case "range":
-		s.Range, _ = d.extents(f.node, q, 0)
+		s.Range, ok = d.extents(f.node, q, 0)
 	case "work_group":
-		s.WorkGroup, _ = d.extents(f.node, q, 1)
+		s.WorkGroup, ok = d.extents(f.node, q, 1)
 	case "accessors":
-		items, _ := d.list(f.node, q)
+		var items []*yaml.Node
+		items, ok = d.list(f.node, q)
 		for i, it := range items {
 			if a := d.accessor(it, fmt.Sprintf("%s[%d]", q, i)); a != nil {
 				s.Accessors = append(s.Accessors, a)
+			} else {
+				ok = false
 			}
 		}
 	case "param":
 		// kernel init: the parameter the buffer is passed as
-		name, _ := d.name(f.node, q, "parameter")
-		s.Accessors = append(s.Accessors, &Accessor{Param: name, Line: f.kn.Line, Path: q})
+		var name string
+		name, ok = d.name(f.node, q, "parameter")
+		s.Accessors = append(s.Accessors, &Accessor{Param: name, Line: f.kn.Line, Path: q, badParam: !ok})
 	case "scalars":
-		fs, _ := d.fields(f.node, q)
+		var fs []field
+		fs, ok = d.fields(f.node, q)
 		for _, g := range fs {
-			if v, ok := d.number(g.node, join(q, g.key)); ok {
+			if v, good := d.number(g.node, join(q, g.key)); good {
 				s.Scalars = append(s.Scalars, &Scalar{Param: g.key, Value: v, Line: g.kn.Line})
+			} else {
+				s.markInvalid(join(f.key, g.key))
 			}
 		}
 	case "local":
-		fs, _ := d.fields(f.node, q)
+		var fs []field
+		fs, ok = d.fields(f.node, q)
 		for _, g := range fs {
-			if v, ok := d.integer(g.node, join(q, g.key), 1, 1<<30); ok {
+			if v, good := d.integer(g.node, join(q, g.key), 1, 1<<30); good {
 				s.Local = append(s.Local, &LocalMem{Param: g.key, Bytes: v, Line: g.kn.Line})
+			} else {
+				s.markInvalid(join(f.key, g.key))
 			}
 		}
 	case "split":
 		s.Split = d.split(f.node, q)
+		ok = true
+	}
+	if !ok {
+		s.markInvalid(f.key)
 	}
 }
 
@@ -841,12 +921,14 @@ func (d *decoder) accessor(n *yaml.Node, p string) *Accessor {
 	if !ok {
 		return nil
 	}
-	a := &Accessor{Line: d.resolve(n).Line, Path: p}
+	a := &Accessor{Line: d.resolve(n).Line, Path: p, lines: linesOf(fs)}
 	for _, f := range fs {
 		q := join(p, f.key)
 		switch f.key {
 		case "param":
-			a.Param, _ = d.name(f.node, q, "parameter")
+			var ok bool
+			a.Param, ok = d.name(f.node, q, "parameter")
+			a.badParam = !ok
 		case "buffer":
 			a.Buffer, _ = d.str(f.node, q)
 		case "mode":
@@ -915,6 +997,7 @@ func (d *decoder) split(n *yaml.Node, p string) *Split {
 	if !ok {
 		return nil
 	}
+	sp.lines = linesOf(fs)
 	for _, f := range fs {
 		q := join(p, f.key)
 		switch f.key {
@@ -938,7 +1021,7 @@ func (d *decoder) split(n *yaml.Node, p string) *Split {
 
 func (d *decoder) region(n *yaml.Node, p string, extra ...string) (Region, []field, bool) {
 	fs, ok := d.fields(n, p, append(append([]string(nil), fieldsRegion...), extra...)...)
-	r := Region{Line: d.resolve(n).Line, Path: p}
+	r := Region{Line: d.resolve(n).Line, Path: p, lines: linesOf(fs)}
 	if !ok {
 		return r, nil, false
 	}
@@ -992,7 +1075,7 @@ func (d *decoder) copyStep(n *yaml.Node, p string) *Copy {
 			c.From = r
 		} else {
 			if r.Range != nil {
-				d.errf(f.node, q+".range", "the destination takes the source's extent; give only offset")
+				d.errAt(r.lines.at("range", r.Line), q+".range", "the destination takes the source's extent; give only offset")
 			}
 			c.To = r
 		}
@@ -1005,34 +1088,39 @@ func (d *decoder) copyStep(n *yaml.Node, p string) *Copy {
 	return c
 }
 
-func (d *decoder) swap(n *yaml.Node, p string) [2]string {
+// swap reads the two names of a swap and the line of each.
+func (d *decoder) swap(n *yaml.Node, p string) ([2]string, [2]int) {
 	items, ok := d.list(n, p)
 	if !ok {
-		return [2]string{}
+		return [2]string{}, [2]int{}
 	}
 	if len(items) != 2 {
 		d.errf(n, p, "want two buffer names [a, b], got %d", len(items))
-		return [2]string{}
+		return [2]string{}, [2]int{}
 	}
 	var out [2]string
+	var lines [2]int
 	for i, it := range items {
 		out[i], _ = d.str(it, fmt.Sprintf("%s[%d]", p, i))
+		lines[i] = it.Line
 	}
-	return out
+	return out, lines
 }
 
-func (d *decoder) repeat(n *yaml.Node, p string) (int, []*Step) {
+// repeat reads a repeat: its count, its steps and the line of its count.
+func (d *decoder) repeat(n *yaml.Node, p string) (int, []*Step, int) {
 	fs, ok := d.fields(n, p, fieldsRepeat...)
 	if !ok {
-		return 0, nil
+		return 0, nil, 0
 	}
-	count := 0
+	count, countLine := 0, 0
 	var steps []*Step
 	for _, f := range fs {
 		q := join(p, f.key)
 		switch f.key {
 		case "count":
-			count, _ = d.integer(f.node, q, 1, 1<<40)
+			countLine = f.kn.Line
+			count, _ = d.integer(f.node, q, 1, MaxGroups)
 		case "steps":
 			steps = d.steps(f.node, q)
 		}
@@ -1043,7 +1131,7 @@ func (d *decoder) repeat(n *yaml.Node, p string) (int, []*Step) {
 	if !hasKey(fs, "steps") {
 		d.errf(n, p+".steps", "missing; list the steps to repeat")
 	}
-	return count, steps
+	return count, steps, countLine
 }
 
 // recovery reads what a cluster run does when it loses a node.
@@ -1083,20 +1171,51 @@ func (d *decoder) outputs(n *yaml.Node) []*Output {
 		return nil
 	}
 	var out []*Output
+	// files and dirs: the cleaned paths of the outputs' files and of the
+	// directories above them, each to the first output that uses it.
+	files, dirs := map[string]string{}, map[string]string{}
 	for i, it := range items {
 		p := fmt.Sprintf("outputs[%d]", i)
 		fs, ok := d.fields(it, p, fieldsOutput...)
 		if !ok {
 			continue
 		}
-		o := &Output{Line: d.resolve(it).Line, Path: p}
+		o := &Output{Line: d.resolve(it).Line, Path: p, lines: linesOf(fs)}
 		for _, f := range fs {
 			q := join(p, f.key)
 			switch f.key {
 			case "buffer":
 				o.Buffer, _ = d.str(f.node, q)
 			case "file":
-				o.File, _ = d.str(f.node, q)
+				var ok bool
+				if o.File, ok = d.str(f.node, q); !ok {
+					break
+				}
+				clean, problem := outputPath(o.File)
+				if problem != "" {
+					d.errf(f.node, q, "%s", problem)
+					break
+				}
+				if prev, dup := files[clean]; dup {
+					d.errf(f.node, q, "%s is also written by %s; give each output its own file", samePath(o.File, clean), prev)
+					break
+				}
+				if prev, dup := dirs[clean]; dup {
+					d.errf(f.node, q, "%s is a directory of the file of %s; a path cannot be both a file and a directory: rename one", quoteShort(o.File), prev)
+					break
+				}
+				for dir := filepath.Dir(clean); dir != "."; dir = filepath.Dir(dir) {
+					if prev, dup := files[dir]; dup {
+						d.errf(f.node, q, "%s is inside %s, the file of %s; a path cannot be both a file and a directory: rename one", quoteShort(o.File), quoteShort(dir), prev)
+						break
+					}
+				}
+				files[clean] = p
+				for dir := filepath.Dir(clean); dir != "."; dir = filepath.Dir(dir) {
+					if _, seen := dirs[dir]; !seen {
+						dirs[dir] = p
+					}
+				}
 			case "format":
 				if s, ok := d.str(f.node, q); ok {
 					if s != string(FormatRaw) && s != string(FormatNPY) {
@@ -1117,4 +1236,42 @@ func (d *decoder) outputs(n *yaml.Node) []*Output {
 		out = append(out, o)
 	}
 	return out
+}
+
+// outDirHint says where outputs go.
+const outDirHint = "outputs are written under the output directory: give a path relative to it, and choose the directory with acpp-submit run --out-dir (-o)"
+
+// outputPath checks an output's file name: a path inside the output
+// directory that names a file. It returns the path cleaned (so that a.npy
+// and ./a.npy compare equal), or what is wrong with it.
+func outputPath(name string) (clean, problem string) {
+	sep := string(filepath.Separator)
+	switch {
+	case name == "":
+		return "", "empty; name the file to write (" + outDirHint + ")"
+	case strings.ContainsRune(name, 0):
+		return "", quoteShort(name) + " contains a NUL character; a file name cannot"
+	case filepath.IsAbs(name) || strings.HasPrefix(name, "/") || strings.HasPrefix(name, sep):
+		return "", quoteShort(name) + " is an absolute path; " + outDirHint
+	}
+	clean = filepath.Clean(name)
+	if clean == ".." || strings.HasPrefix(clean, ".."+sep) {
+		return "", quoteShort(name) + " leaves the output directory (..); " + outDirHint
+	}
+	if base := filepath.Base(name); strings.HasSuffix(name, "/") || strings.HasSuffix(name, sep) || base == "." || base == ".." {
+		return "", quoteShort(name) + " names a directory, not a file; end it with the file's name (e.g. " + quoteShort(path.Join(filepath.ToSlash(clean), "out.npy")) + ")"
+	}
+	if !filepath.IsLocal(clean) { // a Windows drive or device name
+		return "", quoteShort(name) + " is not a path inside the output directory; " + outDirHint
+	}
+	return clean, ""
+}
+
+// samePath quotes an output's file name, with its cleaned form when that
+// is spelled otherwise.
+func samePath(name, clean string) string {
+	if name == clean {
+		return quoteShort(name)
+	}
+	return quoteShort(name) + " (" + quoteShort(clean) + ")"
 }

@@ -67,6 +67,7 @@ type Buffer struct {
 	PageSize []int  // nil: the runtime's default
 	Init     *Init  // nil: uninitialised (T2)
 	Line     int
+	lines    fieldLines
 }
 
 // Count is the number of elements.
@@ -89,6 +90,7 @@ type Init struct {
 	Format Format // of File
 	Kernel *Step  // a kernel step writing the buffer (no_init)
 	Line   int
+	lines  fieldLines
 }
 
 // Format is a data file format.
@@ -211,6 +213,24 @@ type Step struct {
 	// RepeatStep.
 	Count int
 	Steps []*Step
+
+	lines fieldLines
+	// invalid holds the fields given with a value that failed to decode
+	// ("work_group", "scalars.n", "accessors"): that failure is reported
+	// where it is, and nothing reports them as missing.
+	invalid map[string]bool
+	// initOf is the buffer a kernel initialisation writes ("" for a step):
+	// its messages speak of init's fields (param), not a step's
+	// (accessors).
+	initOf string
+}
+
+// markInvalid records that field was given but failed to decode.
+func (s *Step) markInvalid(field string) {
+	if s.invalid == nil {
+		s.invalid = map[string]bool{}
+	}
+	s.invalid[field] = true
 }
 
 // Label is the step's name for traces and progress: Name, else the kernel,
@@ -241,6 +261,8 @@ type Accessor struct {
 	MapRange int // neighbourhood width
 	Line     int
 	Path     string
+	lines    fieldLines
+	badParam bool // param was given but is no valid name (reported)
 }
 
 // Scalar is a scalar kernel argument.
@@ -272,6 +294,7 @@ type Split struct {
 	// halos cross while the interior computes (coordinator.Split.Borders).
 	Borders int
 	Line    int
+	lines   fieldLines
 }
 
 // Region is a part of a buffer.
@@ -281,6 +304,7 @@ type Region struct {
 	Offset []int // nil: zero
 	Line   int
 	Path   string
+	lines  fieldLines
 }
 
 // Fill sets a region to a value.
@@ -302,6 +326,7 @@ type Output struct {
 	Format Format
 	Line   int
 	Path   string
+	lines  fieldLines
 }
 
 // ParamKind is a job-declared kernel parameter's kind.
@@ -328,6 +353,7 @@ type KernelDecl struct {
 	Entry   string // defaults to Name
 	Params  []ParamDecl
 	Line    int
+	lines   fieldLines
 }
 
 // ParamDecl declares one parameter of a job-declared kernel.
@@ -338,7 +364,38 @@ type ParamDecl struct {
 	// Const: a read-only global parameter in constant space.
 	Const bool
 	Line  int
+	lines fieldLines
 }
+
+// fieldLines maps a field's key to the line of that key in the job file,
+// so that a problem found after decoding is reported at the field's own
+// line, not at the line of the object that holds it (in block YAML a
+// step's fields are on the lines below "- name: ...").
+type fieldLines map[string]int
+
+// at is the line of field key, or def when the field was not given.
+func (l fieldLines) at(key string, def int) int {
+	if n := l[key]; n > 0 {
+		return n
+	}
+	return def
+}
+
+// LineOf is the line of one of the step's fields ("device", "kernel"),
+// or the step's line when the field is not given. Problems found after
+// Parse (acpp-submit's checks, a run) point at the field with it.
+func (s *Step) LineOf(field string) int { return s.lines.at(field, s.Line) }
+
+// LineOf is the line of one of init's fields ("file"), or init's line.
+func (in *Init) LineOf(field string) int { return in.lines.at(field, in.Line) }
+
+// LineOf is the line of one of the output's fields ("file"), or the
+// output's line.
+func (o *Output) LineOf(field string) int { return o.lines.at(field, o.Line) }
+
+// LineOf is the line of one of the kernel declaration's fields ("ptx",
+// "entry"), or the declaration's line.
+func (k *KernelDecl) LineOf(field string) int { return k.lines.at(field, k.Line) }
 
 // Walk calls f for every step in execution order, unrolling repeats (f
 // sees the steps inside a repeat Count times and never a RepeatStep). It
@@ -362,8 +419,15 @@ func walk(steps []*Step, f func(s *Step) error) error {
 	return nil
 }
 
+// MaxGroups bounds the command groups of a job, and the steps Walk visits
+// (swaps included), with repeats unrolled: 2⁴⁰, the largest repeat count
+// (a repeat of one step at its largest count is a valid job). Parse
+// refuses a job with more.
+const MaxGroups = 1 << 40
+
 // CountSteps is the number of steps Walk visits that submit work (kernel,
-// fill, copy), saturating at math.MaxInt.
+// fill, copy): at most MaxGroups for a job Parse accepted (saturating at
+// math.MaxInt for one built otherwise).
 func (j *Job) CountSteps() int { return count(j.Steps) }
 
 func count(steps []*Step) int {

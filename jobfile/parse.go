@@ -61,7 +61,7 @@ func Parse(file string, data []byte, opts Options) (*Job, error) {
 	} else if !errors.Is(err, io.EOF) {
 		return nil, Errors{syntaxError(file, err)}
 	}
-	d := &decoder{file: file, overrides: opts.Params}
+	d := &decoder{file: file, overrides: opts.Params, badBuffers: map[string]bool{}, badKernels: map[string]bool{}}
 	j := d.job(root.Content[0])
 	if !d.tooBig() {
 		v := &validator{j: j, d: d, opts: opts}
@@ -103,21 +103,21 @@ func (v *validator) run() {
 	for _, b := range j.Buffers {
 		p := "buffers." + b.Name
 		if b.PageSize != nil && b.Range != nil && len(b.PageSize) != len(b.Range) {
-			v.errf(b.Line, p+".page_size", "has %d dimensions, the range %v has %d", len(b.PageSize), b.Range, len(b.Range))
+			v.errf(b.lines.at("page_size", b.Line), p+".page_size", "has %d dimensions, the range %v has %d", len(b.PageSize), b.Range, len(b.Range))
 		}
 		if b.Range != nil && b.Type != "" {
 			n := uint64(Types[b.Type])
 			for _, e := range b.Range {
 				n *= uint64(e)
 				if n > 1<<40 {
-					v.errf(b.Line, p+".range", "%v of %s is more than 1 TiB", b.Range, b.Type)
+					v.errf(b.lines.at("range", b.Line), p+".range", "%v of %s is more than 1 TiB", b.Range, b.Type)
 					break
 				}
 			}
 		}
 		if b.Init != nil && b.Init.Value != nil && b.Type != "" {
 			if _, err := b.Init.Value.Encode(b.Type); err != nil {
-				v.errf(b.Init.Line, p+".init.value", "%v", err)
+				v.errf(b.Init.lines.at("value", b.Init.Line), p+".init.value", "%v", err)
 			}
 		}
 	}
@@ -131,18 +131,52 @@ func (v *validator) run() {
 		}
 	}
 	v.steps(j.Steps)
-	files := map[string]string{}
+	switch groups, visits, over := v.unrolled(j.Steps); {
+	case over:
+	case groups > MaxGroups:
+		v.errf(v.d.stepsLine, "steps", "the job has more than %d command groups with repeats unrolled; lower the repeat counts or split the job", MaxGroups)
+	case visits > MaxGroups:
+		v.errf(v.d.stepsLine, "steps", "the job runs more than %d steps (swaps included) with repeats unrolled; lower the repeat counts or split the job", MaxGroups)
+	}
 	for _, o := range j.Outputs {
 		if o.Buffer != "" {
-			v.buffer(o.Line, o.Path+".buffer", o.Buffer)
-		}
-		if o.File != "" {
-			if prev, dup := files[o.File]; dup {
-				v.errf(o.Line, o.Path+".file", "%q is also written by %s; give each output its own file", o.File, prev)
-			}
-			files[o.File] = o.Path
+			v.buffer(o.lines.at("buffer", o.Line), o.Path+".buffer", o.Buffer)
 		}
 	}
+}
+
+// unrolled counts the command groups (kernel, fill and copy steps) and the
+// steps (swaps too) that steps run with repeats unrolled. It reports the
+// first repeat that runs more than MaxGroups of either, and then returns
+// over: nothing more is reported.
+func (v *validator) unrolled(steps []*Step) (groups, visits int, over bool) {
+	for _, s := range steps {
+		g, n := 1, 1
+		switch s.Kind {
+		case SwapStep:
+			g = 0
+		case RepeatStep:
+			ig, in, o := v.unrolled(s.Steps)
+			if o {
+				return 0, 0, true
+			}
+			// visits ≥ groups; in > MaxGroups/Count ⟺ in·Count > MaxGroups.
+			if s.Count > 0 && in > MaxGroups/s.Count {
+				line, path := s.lines.at("repeat.count", s.Line), s.Path+".repeat.count"
+				if ig > MaxGroups/s.Count {
+					v.errf(line, path, "the job has more than %d command groups: this repeat runs %d × %d command groups with repeats unrolled; lower the counts or split the job", MaxGroups, s.Count, ig)
+				} else {
+					v.errf(line, path, "the job runs more than %d steps (swaps included): this repeat runs %d × %d steps with repeats unrolled; lower the counts or split the job", MaxGroups, s.Count, in)
+				}
+				return 0, 0, true
+			}
+			g, n = ig*s.Count, in*s.Count
+		}
+		// Each term is at most MaxGroups and a job has fewer than
+		// maxNodes steps: no overflow.
+		groups, visits = groups+g, visits+n
+	}
+	return groups, visits, false
 }
 
 func (v *validator) bufferNames() string {
@@ -156,10 +190,14 @@ func (v *validator) bufferNames() string {
 	return strings.Join(names, ", ")
 }
 
-// buffer resolves a buffer reference or reports it.
+// buffer resolves a buffer reference or reports it (unless its
+// declaration failed, which is reported there).
 func (v *validator) buffer(line int, path, name string) *Buffer {
 	if b := v.j.Buffer(name); b != nil {
 		return b
+	}
+	if v.d.badBuffers[name] {
+		return nil
 	}
 	names := make([]string, len(v.j.Buffers))
 	for i, b := range v.j.Buffers {
@@ -170,18 +208,19 @@ func (v *validator) buffer(line int, path, name string) *Buffer {
 }
 
 // region checks that offset and range fit b and returns the range (the rest
-// of the buffer from offset when rng is nil).
-func (v *validator) region(line int, path string, b *Buffer, off, rng []int) []int {
+// of the buffer from offset when rng is nil). line is the region's, lines
+// its fields'.
+func (v *validator) region(line int, lines fieldLines, path string, b *Buffer, off, rng []int) []int {
 	if b == nil || b.Range == nil {
 		return nil
 	}
 	dims := len(b.Range)
 	if off != nil && len(off) != dims {
-		v.errf(line, path+".offset", "has %d dimensions, buffer %q has %d (%v)", len(off), b.Name, dims, b.Range)
+		v.errf(lines.at("offset", line), path+".offset", "has %d dimensions, buffer %q has %d (%v)", len(off), b.Name, dims, b.Range)
 		return nil
 	}
 	if rng != nil && len(rng) != dims {
-		v.errf(line, path+".range", "has %d dimensions, buffer %q has %d (%v)", len(rng), b.Name, dims, b.Range)
+		v.errf(lines.at("range", line), path+".range", "has %d dimensions, buffer %q has %d (%v)", len(rng), b.Name, dims, b.Range)
 		return nil
 	}
 	out := make([]int, dims)
@@ -196,7 +235,8 @@ func (v *validator) region(line int, path string, b *Buffer, off, rng []int) []i
 			out[i] = rng[i]
 		}
 		if o+out[i] > b.Range[i] || out[i] < 0 {
-			v.errf(line, path, "offset %v + range %v leaves buffer %q of range %v", orZero(off, dims), rangeOr(rng, out), b.Name, b.Range)
+			// At the range, or the offset, that goes too far.
+			v.errf(lines.at("range", lines.at("offset", line)), path, "offset %v + range %v leaves buffer %q of range %v", orZero(off, dims), rangeOr(rng, out), b.Name, b.Range)
 			return nil
 		}
 	}
@@ -227,11 +267,11 @@ func (v *validator) kernelDecl(k *KernelDecl) {
 	seen := map[string]bool{}
 	for i, pd := range k.Params {
 		if pd.Name != "" && seen[pd.Name] {
-			v.errf(pd.Line, fmt.Sprintf("%s.params[%d].name", p, i), "%q is declared twice", pd.Name)
+			v.errf(pd.lines.at("name", pd.Line), fmt.Sprintf("%s.params[%d].name", p, i), "%q is declared twice", pd.Name)
 		}
 		seen[pd.Name] = true
 		if pd.Const && pd.Kind != ParamPointer && pd.Kind != ParamAccessor && pd.Kind != ParamRanged {
-			v.errf(pd.Line, fmt.Sprintf("%s.params[%d].const", p, i), "only pointer and accessor parameters can be constant")
+			v.errf(pd.lines.at("const", pd.Line), fmt.Sprintf("%s.params[%d].const", p, i), "only pointer and accessor parameters can be constant")
 		}
 	}
 	v.decls[k.Name] = k
@@ -278,12 +318,15 @@ func (v *validator) kernelParams(s *Step) ([]device.Param, map[string]string, bo
 	}
 	k, err := v.opts.Kernels.Lookup(s.Kernel)
 	if err != nil {
+		if v.d.badKernels[s.Kernel] {
+			return nil, nil, false // its declaration failed, reported there
+		}
 		known := v.opts.Kernels.Names()
 		for n := range v.decls {
 			known = append(known, n)
 		}
 		sort.Strings(known)
-		v.errf(s.Line, s.Path+".kernel", "unknown kernel %q%s (kernels: %s); declare it under kernels: with its PTX module", s.Kernel, suggest(s.Kernel, known), strings.Join(known, ", "))
+		v.errf(s.lines.at("kernel", s.Line), s.Path+".kernel", "unknown kernel %q%s (kernels: %s); declare it under kernels: with its PTX module", s.Kernel, suggest(s.Kernel, known), strings.Join(known, ", "))
 		return nil, nil, false
 	}
 	types := map[string]string{}
@@ -301,24 +344,29 @@ func isMem(k device.ArgKind) bool {
 	return k == device.ArgPointer || k == device.ArgAccessor || k == device.ArgRangedAccessor
 }
 
+// initKernel checks a buffer's kernel initialisation: a kernel step whose
+// one accessor is the buffer, written whole (no_init), passed as init's
+// param or the kernel's first buffer parameter. init has no accessors, so
+// its messages name init's own fields (param, kernel).
 func (v *validator) initKernel(b *Buffer) {
 	s := b.Init.Kernel
-	var param string
-	if len(s.Accessors) > 0 {
-		param = s.Accessors[0].Param
+	a := &Accessor{Buffer: b.Name, Mode: Write, NoInit: true, Line: s.Line, Path: s.Path}
+	if len(s.Accessors) > 0 { // init's param
+		p := s.Accessors[0]
+		a.Param, a.badParam, a.lines = p.Param, p.badParam, fieldLines{"param": p.Line}
 	}
-	s.Accessors = []*Accessor{{Param: param, Buffer: b.Name, Mode: Write, NoInit: true, Line: s.Line, Path: s.Path}}
+	s.Accessors = []*Accessor{a}
 	if s.Kernel == "" {
-		return // reported by the decoder? make sure
+		return // its name failed to decode, reported there
 	}
 	v.kernelStep(s)
-	if len(s.Accessors) == 1 && s.Accessors[0].Param != "" {
-		params, _, ok := v.kernelParams(s)
-		if ok {
-			for _, p := range params {
-				if isMem(p.Kind) && p.Name != s.Accessors[0].Param {
-					v.errf(s.Line, s.Path+".kernel", "kernel %q also takes buffer parameter %q; an init kernel may take only the buffer it initialises (use a step instead)", s.Kernel, p.Name)
-				}
+	if a.Param == "" || a.Param == "!" || a.badParam {
+		return // no buffer parameter, or not the one param names: reported
+	}
+	if params, _, ok := v.kernelParams(s); ok {
+		for _, p := range params {
+			if isMem(p.Kind) && p.Name != a.Param {
+				v.errf(s.lines.at("kernel", s.Line), s.Path+".kernel", "kernel %q also takes buffer parameter %q; an init kernel may take only the buffer it initialises (use a step instead)", s.Kernel, p.Name)
 			}
 		}
 	}
@@ -331,11 +379,11 @@ func (v *validator) steps(steps []*Step) {
 			v.kernelStep(s)
 		case FillStep:
 			if f := s.Fill; f != nil && f.Buffer != "" {
-				b := v.buffer(f.Line, f.Path+".buffer", f.Buffer)
-				v.region(f.Line, f.Path, b, f.Offset, f.Range)
+				b := v.buffer(f.lines.at("buffer", f.Line), f.Path+".buffer", f.Buffer)
+				v.region(f.Line, f.lines, f.Path, b, f.Offset, f.Range)
 				if b != nil && b.Type != "" && f.Value.Text != "" {
 					if _, err := f.Value.Encode(b.Type); err != nil {
-						v.errf(f.Line, f.Path+".value", "%v (buffer %q holds %s)", err, b.Name, b.Type)
+						v.errf(f.lines.at("value", f.Line), f.Path+".value", "%v (buffer %q holds %s)", err, b.Name, b.Type)
 					}
 				}
 			}
@@ -346,11 +394,7 @@ func (v *validator) steps(steps []*Step) {
 		case RepeatStep:
 			v.steps(s.Steps)
 		}
-		if s.Device != "" {
-			if _, err := ParseDevice(s.Device); err != nil {
-				v.errf(s.Line, s.Path+".device", "%v", err)
-			}
-		}
+		// device is checked by the decoder, where its line is.
 	}
 }
 
@@ -381,9 +425,9 @@ func (v *validator) copyStep(s *Step) {
 	if c == nil || c.From.Buffer == "" || c.To.Buffer == "" {
 		return
 	}
-	src := v.buffer(c.From.Line, c.From.Path+".buffer", c.From.Buffer)
-	dst := v.buffer(c.To.Line, c.To.Path+".buffer", c.To.Buffer)
-	rng := v.region(c.From.Line, c.From.Path, src, c.From.Offset, c.From.Range)
+	src := v.buffer(c.From.lines.at("buffer", c.From.Line), c.From.Path+".buffer", c.From.Buffer)
+	dst := v.buffer(c.To.lines.at("buffer", c.To.Line), c.To.Path+".buffer", c.To.Buffer)
+	rng := v.region(c.From.Line, c.From.lines, c.From.Path, src, c.From.Offset, c.From.Range)
 	if src == nil || dst == nil || rng == nil || dst.Range == nil {
 		return
 	}
@@ -394,7 +438,7 @@ func (v *validator) copyStep(s *Step) {
 		v.errf(s.Line, s.Path, "buffers %q (%v) and %q (%v) differ in dimensions", src.Name, src.Range, dst.Name, dst.Range)
 		return
 	}
-	v.region(c.To.Line, c.To.Path, dst, c.To.Offset, rng)
+	v.region(c.To.Line, c.To.lines, c.To.Path, dst, c.To.Offset, rng)
 }
 
 func (v *validator) swapStep(s *Step) {
@@ -402,58 +446,61 @@ func (v *validator) swapStep(s *Step) {
 	if a == "" || b == "" {
 		return
 	}
-	ba := v.buffer(s.Line, s.Path+".swap[0]", a)
-	bb := v.buffer(s.Line, s.Path+".swap[1]", b)
+	line := s.lines.at("swap", s.Line)
+	ba := v.buffer(s.lines.at("swap[0]", line), s.Path+".swap[0]", a)
+	bb := v.buffer(s.lines.at("swap[1]", line), s.Path+".swap[1]", b)
 	if ba == nil || bb == nil {
 		return
 	}
 	if a == b {
-		v.errf(s.Line, s.Path+".swap", "swaps %q with itself; name two buffers", a)
+		v.errf(line, s.Path+".swap", "swaps %q with itself; name two buffers", a)
 		return
 	}
 	if ba.Type != bb.Type || fmt.Sprint(ba.Range) != fmt.Sprint(bb.Range) {
-		v.errf(s.Line, s.Path+".swap", "buffers %q (%s %v) and %q (%s %v) differ; only buffers of one type and range can swap names", a, ba.Type, ba.Range, b, bb.Type, bb.Range)
+		v.errf(line, s.Path+".swap", "buffers %q (%s %v) and %q (%s %v) differ; only buffers of one type and range can swap names", a, ba.Type, ba.Range, b, bb.Type, bb.Range)
 	}
 }
 
 func (v *validator) kernelStep(s *Step) {
-	if s.Kernel == "" {
-		v.errf(s.Line, s.Path+".kernel", "missing kernel name")
-		return
-	}
 	// Buffers and regions first: they need no kernel.
 	regions := make([][]int, len(s.Accessors))
 	for i, a := range s.Accessors {
 		if a.Buffer == "" {
 			continue
 		}
-		b := v.buffer(a.Line, a.Path+".buffer", a.Buffer)
-		regions[i] = v.region(a.Line, a.Path, b, a.Offset, a.Range)
+		b := v.buffer(a.lines.at("buffer", a.Line), a.Path+".buffer", a.Buffer)
+		regions[i] = v.region(a.Line, a.lines, a.Path, b, a.Offset, a.Range)
 		if a.NoInit && a.Mode == Read {
-			v.errf(a.Line, a.Path+".no_init", "a read accessor cannot be no_init (it would read data it never asked for); use mode write")
+			v.errf(a.lines.at("no_init", a.Line), a.Path+".no_init", "a read accessor cannot be no_init (it would read data it never asked for); use mode write")
 		}
 	}
-	if s.Range == nil {
+	// A range given but invalid is reported where it is; the checks that
+	// need the range are left out rather than made against a default.
+	if s.Range == nil && !s.invalid["range"] {
 		if len(regions) > 0 && regions[0] != nil {
 			s.Range = append([]int(nil), regions[0]...)
-		} else if len(s.Accessors) == 0 {
+		} else if len(s.Accessors) == 0 && !s.invalid["accessors"] {
 			v.errf(s.Line, s.Path+".range", "missing; a kernel without accessors needs a range")
 		}
 	}
 	if s.WorkGroup != nil && s.Range != nil {
+		line := s.lines.at("work_group", s.Line)
 		if len(s.WorkGroup) != len(s.Range) {
-			v.errf(s.Line, s.Path+".work_group", "has %d dimensions, the range %v has %d", len(s.WorkGroup), s.Range, len(s.Range))
+			v.errf(line, s.Path+".work_group", "has %d dimensions, the range %v has %d", len(s.WorkGroup), s.Range, len(s.Range))
 		} else {
 			for i := range s.Range {
 				if s.WorkGroup[i] <= 0 || s.Range[i]%s.WorkGroup[i] != 0 {
-					v.errf(s.Line, s.Path+".work_group", "range %v is not a multiple of the work-group size %v; round the range up (the built-in grouped kernels skip items past n)", s.Range, s.WorkGroup)
+					v.errf(line, s.Path+".work_group", "range %v is not a multiple of the work-group size %v; round the range up (the built-in grouped kernels skip items past n)", s.Range, s.WorkGroup)
 					break
 				}
 			}
 		}
 	}
 	if s.Split != nil && s.Range != nil && s.Split.Dim >= len(s.Range) {
-		v.errf(s.Split.Line, s.Path+".split.dim", "dimension %d of a %d-dimensional range", s.Split.Dim, len(s.Range))
+		v.errf(s.Split.lines.at("dim", s.Split.Line), s.Path+".split.dim", "dimension %d of a %d-dimensional range", s.Split.Dim, len(s.Range))
+	}
+	if s.Kernel == "" {
+		return // its name failed to decode, reported there
 	}
 	params, types, ok := v.kernelParams(s)
 	if !ok {
@@ -462,8 +509,22 @@ func (v *validator) kernelStep(s *Step) {
 	v.bind(s, params, types)
 }
 
+// accField is where a problem with field of accessor a is reported: its
+// line and path. A kernel initialisation has no accessors: there it is
+// init's param, or its kernel when param is not given.
+func accField(s *Step, a *Accessor, field string) (int, string) {
+	if s.initOf != "" {
+		if l, ok := a.lines["param"]; ok {
+			return l, s.Path + ".param"
+		}
+		return s.lines.at("kernel", s.Line), s.Path + ".kernel"
+	}
+	return a.lines.at(field, a.Line), a.Path + "." + field
+}
+
 // bind assigns accessors, scalars and local memory to the kernel's
-// parameters and checks each against its declaration.
+// parameters and checks each against its declaration. A field that was
+// given but failed to decode is not reported again as missing.
 func (v *validator) bind(s *Step, params []device.Param, types map[string]string) {
 	byName := map[string]device.Param{}
 	var memNames, scalarNames, localNames []string
@@ -480,16 +541,26 @@ func (v *validator) bind(s *Step, params []device.Param, types map[string]string
 	}
 	sig := signature(s.Kernel, params, types)
 	bound := map[string]bool{}
+	// unsure: an accessor's param is unknown (its value failed to decode,
+	// or the kernel has no such parameter), so which parameters lack an
+	// accessor is unknown too: the unknown name's error lists them.
+	unsure := s.invalid["accessors"]
+	var unknown []*Accessor
 	for _, a := range s.Accessors {
+		if a.badParam {
+			a.Param, unsure = "!", true
+			continue
+		}
 		if a.Param != "" {
 			p, ok := byName[a.Param]
 			if !ok || !isMem(p.Kind) {
-				v.errf(a.Line, a.Path+".param", "kernel %s has no buffer parameter %q%s", sig, a.Param, suggest(a.Param, memNames))
-				a.Param = "!"
+				unknown = append(unknown, a)
+				unsure = true
 				continue
 			}
 			if bound[a.Param] {
-				v.errf(a.Line, a.Path+".param", "parameter %q of kernel %s is given twice", a.Param, s.Kernel)
+				line, path := accField(s, a, "param")
+				v.errf(line, path, "parameter %q of kernel %s is given twice", a.Param, s.Kernel)
 			}
 			bound[a.Param] = true
 		}
@@ -503,16 +574,40 @@ func (v *validator) bind(s *Step, params []device.Param, types map[string]string
 			next++
 		}
 		if next == len(memNames) {
-			v.errf(a.Line, a.Path, "kernel %s takes %d buffer parameters; this accessor is one too many", sig, len(memNames))
+			if s.initOf != "" {
+				v.errf(s.lines.at("kernel", s.Line), s.Path+".kernel", "kernel %s takes no buffer parameter; an init kernel writes the buffer it initialises: use one that does, or init: {value: ...}", sig)
+			} else {
+				v.errf(a.Line, a.Path, "kernel %s takes %d buffer parameters; this accessor is one too many", sig, len(memNames))
+			}
 			a.Param = "!"
 			continue
 		}
 		a.Param = memNames[next]
 		bound[a.Param] = true
 	}
+	var unbound []string
 	for _, n := range memNames {
 		if !bound[n] {
-			v.errf(s.Line, s.Path+".accessors", "kernel %s: no accessor for buffer parameter %q; add {param: %s, buffer: ..., mode: ...}", sig, n, n)
+			unbound = append(unbound, n)
+		}
+	}
+	for _, a := range unknown {
+		line, path := accField(s, a, "param")
+		switch {
+		case s.initOf != "":
+			v.errf(line, path, "kernel %s has no buffer parameter %q%s; name the one the buffer is passed as (%s), or leave param out for the first", sig, a.Param, suggest(a.Param, memNames), listOrNone(memNames))
+		case len(unbound) > 0:
+			v.errf(line, path, "kernel %s has no buffer parameter %q%s (buffer parameters without an accessor: %s)", sig, a.Param, suggest(a.Param, unbound), strings.Join(unbound, ", "))
+		default:
+			v.errf(line, path, "kernel %s has no buffer parameter %q%s", sig, a.Param, suggest(a.Param, memNames))
+		}
+		a.Param = "!"
+	}
+	// A kernel initialisation binds one buffer; initKernel reports the
+	// kernel's other buffer parameters in init's terms.
+	if !unsure && s.initOf == "" {
+		for _, n := range unbound {
+			v.errf(s.lines.at("accessors", s.Line), s.Path+".accessors", "kernel %s: no accessor for buffer parameter %q; add {param: %s, buffer: ..., mode: ...}", sig, n, n)
 		}
 	}
 	for _, a := range s.Accessors {
@@ -526,16 +621,27 @@ func (v *validator) bind(s *Step, params []device.Param, types map[string]string
 		}
 		if t, ok := types[p.Name]; ok && t != "" {
 			if t != b.Type {
-				v.errf(a.Line, a.Path+".buffer", "kernel %s parameter %q takes %s, buffer %q holds %s", s.Kernel, p.Name, t, b.Name, b.Type)
+				line, path := accField(s, a, "buffer")
+				v.errf(line, path, "kernel %s parameter %q takes %s, buffer %q holds %s", s.Kernel, p.Name, t, b.Name, b.Type)
 			}
 		} else if p.ElemSize != 0 && p.ElemSize != Types[b.Type] {
-			v.errf(a.Line, a.Path+".buffer", "kernel %s parameter %q takes %d-byte elements, buffer %q holds %s", s.Kernel, p.Name, p.ElemSize, b.Name, b.Type)
+			line, path := accField(s, a, "buffer")
+			v.errf(line, path, "kernel %s parameter %q takes %d-byte elements, buffer %q holds %s", s.Kernel, p.Name, p.ElemSize, b.Name, b.Type)
 		}
 		if p.Kind == device.ArgAccessor && (a.Range != nil || a.Offset != nil) {
-			v.errf(a.Line, a.Path+".range", "parameter %q of kernel %s is an unranged accessor (the whole buffer); a ranged accessor never converts to it (V2): drop range and offset", p.Name, s.Kernel)
+			field := "range"
+			if a.Range == nil {
+				field = "offset"
+			}
+			v.errf(a.lines.at(field, a.Line), a.Path+"."+field, "parameter %q of kernel %s is an unranged accessor (the whole buffer); a ranged accessor never converts to it (V2): drop range and offset", p.Name, s.Kernel)
 		}
 		if p.Space == device.Constant && a.Mode != Read {
-			v.errf(a.Line, a.Path+".mode", "parameter %q of kernel %s is constant; use mode read", p.Name, s.Kernel)
+			line, path := accField(s, a, "mode")
+			if s.initOf != "" {
+				v.errf(line, path, "parameter %q of kernel %s is constant (read-only); an init kernel writes the buffer it initialises: use a kernel that writes it", p.Name, s.Kernel)
+			} else {
+				v.errf(line, path, "parameter %q of kernel %s is constant; use mode read", p.Name, s.Kernel)
+			}
 		}
 	}
 	given := map[string]bool{}
@@ -555,9 +661,11 @@ func (v *validator) bind(s *Step, params []device.Param, types map[string]string
 			v.errf(sc.Line, s.Path+".scalars."+sc.Param, "%v (parameter %q is %s)", err, p.Name, t)
 		}
 	}
-	for _, n := range scalarNames {
-		if !given[n] {
-			v.errf(s.Line, s.Path+".scalars", "kernel %s: scalar %q is missing; add scalars: {%s: ...}", sig, n, n)
+	if !s.invalid["scalars"] {
+		for _, n := range scalarNames {
+			if !given[n] && !s.invalid["scalars."+n] {
+				v.errf(s.lines.at("scalars", s.Line), s.Path+".scalars", "kernel %s: scalar %q is missing; add scalars: {%s: ...}", sig, n, n)
+			}
 		}
 	}
 	given = map[string]bool{}
@@ -569,12 +677,14 @@ func (v *validator) bind(s *Step, params []device.Param, types map[string]string
 		}
 		given[l.Param] = true
 	}
-	for _, n := range localNames {
-		if !given[n] {
-			v.errf(s.Line, s.Path+".local", "kernel %s: local memory %q is missing; add local: {%s: BYTES}", sig, n, n)
+	if !s.invalid["local"] {
+		for _, n := range localNames {
+			if !given[n] && !s.invalid["local."+n] {
+				v.errf(s.lines.at("local", s.Line), s.Path+".local", "kernel %s: local memory %q is missing; add local: {%s: BYTES}", sig, n, n)
+			}
 		}
 	}
-	if len(localNames) > 0 && s.WorkGroup == nil {
+	if len(localNames) > 0 && s.WorkGroup == nil && !s.invalid["work_group"] {
 		v.errf(s.Line, s.Path+".work_group", "kernel %s uses work-group local memory; give work_group (e.g. [256])", s.Kernel)
 	}
 }

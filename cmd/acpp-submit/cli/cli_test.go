@@ -523,8 +523,8 @@ steps:
 	p := filepath.Join(dir, "ptx.yaml")
 	os.WriteFile(p, []byte(job("{name: y, kind: accessor, type: float32}")), 0o644)
 	_, err = Run(context.Background(), Config{JobFile: p, OutDir: dir, Devices: []string{"cpu"}})
-	if err == nil || !strings.Contains(err.Error(), "ptx.yaml:2: kernels.mysaxpy.params:") {
-		t.Fatalf("Run with a wrong parameter kind = %v, want a layout error at line 2", err)
+	if err == nil || !strings.Contains(err.Error(), "ptx.yaml:5: kernels.mysaxpy.params:") {
+		t.Fatalf("Run with a wrong parameter kind = %v, want a layout error at line 5 (params)", err)
 	}
 	os.WriteFile(p, []byte(job("{name: y, kind: pointer, type: float32}")), 0o644)
 	_, err = Run(context.Background(), Config{JobFile: p, OutDir: dir, Devices: []string{"cpu"}})

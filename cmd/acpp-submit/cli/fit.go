@@ -146,7 +146,7 @@ func checkStepDevices(job *jobfile.Job, ids []device.ID) error {
 			}
 			id, err := jobfile.ParseDevice(s.Device)
 			if err == nil && !slices.Contains(ids, id) {
-				errs = append(errs, job.At(s.Line, s.Path+".device", fmt.Errorf("no device %s here (devices: %s); pin the step to one of them, leave device: out, or run it with --cluster", id, strings.Join(have, ", "))))
+				errs = append(errs, job.At(s.LineOf("device"), s.Path+".device", fmt.Errorf("no device %s here (devices: %s); pin the step to one of them, leave device: out, or run it with --cluster", id, strings.Join(have, ", "))))
 			}
 		}
 	}

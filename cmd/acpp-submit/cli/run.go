@@ -415,10 +415,10 @@ func jobKernel(job *jobfile.Job, dir string, k *jobfile.KernelDecl) (device.Kern
 	if k.CUDA != "" {
 		src, err := os.ReadFile(inDir(dir, k.CUDA))
 		if err != nil {
-			return device.Kernel{}, job.At(k.Line, "kernels."+k.Name+".cuda", fmt.Errorf("%w; the path is relative to the job file's directory", err))
+			return device.Kernel{}, job.At(k.LineOf("cuda"), "kernels."+k.Name+".cuda", fmt.Errorf("%w; the path is relative to the job file's directory", err))
 		}
 		if len(src) == 0 {
-			return device.Kernel{}, job.At(k.Line, "kernels."+k.Name+".cuda", fmt.Errorf("%s is empty", k.CUDA))
+			return device.Kernel{}, job.At(k.LineOf("cuda"), "kernels."+k.Name+".cuda", fmt.Errorf("%s is empty", k.CUDA))
 		}
 		sum := sha256.Sum256(fmt.Appendf(src, "\x00%s\x00%s\x00%q\x00%v", k.Entry, k.CUDA, k.Options, params))
 		return device.Kernel{Name: k.Name + "@" + hex.EncodeToString(sum[:6]), Params: params,
@@ -426,17 +426,17 @@ func jobKernel(job *jobfile.Job, dir string, k *jobfile.KernelDecl) (device.Kern
 	}
 	mod, err := os.ReadFile(inDir(dir, k.PTX))
 	if err != nil {
-		return device.Kernel{}, job.At(k.Line, "kernels."+k.Name+".ptx", fmt.Errorf("%w; the path is relative to the job file's directory", err))
+		return device.Kernel{}, job.At(k.LineOf("ptx"), "kernels."+k.Name+".ptx", fmt.Errorf("%w; the path is relative to the job file's directory", err))
 	}
 	entries, err := ptxlib.Entries(mod)
 	if err != nil {
-		return device.Kernel{}, job.At(k.Line, "kernels."+k.Name+".ptx", err)
+		return device.Kernel{}, job.At(k.LineOf("ptx"), "kernels."+k.Name+".ptx", err)
 	}
 	var names []string
 	for _, e := range entries {
 		if e.Name == k.Entry {
 			if err := ptxlib.CheckLayout(k.Name, e, params); err != nil {
-				return device.Kernel{}, job.At(k.Line, "kernels."+k.Name+".params", err)
+				return device.Kernel{}, job.At(k.LineOf("params"), "kernels."+k.Name+".params", err)
 			}
 			sum := sha256.Sum256(append(append(mod, k.Entry...), fmt.Sprint(params)...))
 			return device.Kernel{Name: k.Name + "@" + hex.EncodeToString(sum[:6]), Params: params,
@@ -444,7 +444,7 @@ func jobKernel(job *jobfile.Job, dir string, k *jobfile.KernelDecl) (device.Kern
 		}
 		names = append(names, e.Name)
 	}
-	return device.Kernel{}, job.At(k.Line, "kernels."+k.Name+".entry", fmt.Errorf("entry %q is not in %s (entries: %s)", k.Entry, k.PTX, strings.Join(names, ", ")))
+	return device.Kernel{}, job.At(k.LineOf("entry"), "kernels."+k.Name+".entry", fmt.Errorf("entry %q is not in %s (entries: %s)", k.Entry, k.PTX, strings.Join(names, ", ")))
 }
 
 // checkFiles finds what run would find wrong in the files a job names
@@ -464,7 +464,7 @@ func checkFiles(job *jobfile.Job, dir string) error {
 		}
 		f, _, err := openInit(inDir(dir, s.Init.File), s, s.Init.Format)
 		if err != nil {
-			errs = append(errs, job.At(s.Init.Line, "buffers."+s.Name+".init.file", err))
+			errs = append(errs, job.At(s.Init.LineOf("file"), "buffers."+s.Name+".init.file", err))
 			continue
 		}
 		f.Close()
@@ -508,7 +508,7 @@ func (r *runner) makeBuffers(ctx context.Context) error {
 		if s.Init != nil && s.Init.File != "" {
 			d, err := readInit(r.path(s.Init.File), s, s.Init.Format)
 			if err != nil {
-				return r.job.At(s.Init.Line, "buffers."+s.Name+".init.file", err)
+				return r.job.At(s.Init.LineOf("file"), "buffers."+s.Name+".init.file", err)
 			}
 			data = d
 		}
@@ -570,7 +570,7 @@ func (r *runner) step(ctx context.Context, s *jobfile.Step) error {
 		}
 		k, err := r.kernels.Lookup(name)
 		if err != nil {
-			return r.job.At(s.Line, s.Path+".kernel", err)
+			return r.job.At(s.LineOf("kernel"), s.Path+".kernel", err)
 		}
 		for _, a := range s.Accessors {
 			g.Accesses = append(g.Accesses, a.Buffer+":"+string(a.Mode))
@@ -658,11 +658,11 @@ func (r *runner) outputs(ctx context.Context) error {
 			p = filepath.Join(dir, p)
 		}
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return r.job.At(o.Line, o.Path+".file", err)
+			return r.job.At(o.LineOf("file"), o.Path+".file", err)
 		}
 		moved, err := writeOutput(ctx, r.eng, b, p, o.Format)
 		if err != nil {
-			return r.job.At(o.Line, o.Path+".file", fmt.Errorf("write buffer %q to %s: %w", o.Buffer, p, err))
+			return r.job.At(o.LineOf("file"), o.Path+".file", fmt.Errorf("write buffer %q to %s: %w", o.Buffer, p, err))
 		}
 		r.res.Outputs = append(r.res.Outputs, OutputFile{Buffer: o.Buffer, Path: p, Format: o.Format, Bytes: b.spec().Bytes(), Type: b.spec().Type, Range: b.spec().Range,
 			Start: start, End: time.Now(), Moved: moved})
