@@ -134,6 +134,25 @@ func checkStepDevices(job *jobfile.Job, ids []device.ID) error {
 		have = append(have, id.String())
 	}
 	var errs jobfile.Errors
+	eachDeclaredStep(job, func(s *jobfile.Step) {
+		if s.Device == "" {
+			return
+		}
+		id, err := jobfile.ParseDevice(s.Device)
+		if err == nil && !slices.Contains(ids, id) {
+			errs = append(errs, job.At(s.LineOf("device"), s.Path+".device", fmt.Errorf("no device %s here (devices: %s); pin the step to one of them, leave device: out, or run it with --cluster", id, strings.Join(have, ", "))))
+		}
+	})
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
+}
+
+// eachDeclaredStep calls f on every step the job declares that submits
+// work, once each: the buffers' kernel initialisations, then the steps,
+// those of a repeat once however often it repeats.
+func eachDeclaredStep(job *jobfile.Job, f func(s *jobfile.Step)) {
 	var visit func(steps []*jobfile.Step)
 	visit = func(steps []*jobfile.Step) {
 		for _, s := range steps {
@@ -141,25 +160,15 @@ func checkStepDevices(job *jobfile.Job, ids []device.ID) error {
 				visit(s.Steps)
 				continue
 			}
-			if s.Device == "" {
-				continue
-			}
-			id, err := jobfile.ParseDevice(s.Device)
-			if err == nil && !slices.Contains(ids, id) {
-				errs = append(errs, job.At(s.LineOf("device"), s.Path+".device", fmt.Errorf("no device %s here (devices: %s); pin the step to one of them, leave device: out, or run it with --cluster", id, strings.Join(have, ", "))))
-			}
+			f(s)
 		}
 	}
-	visit(job.Steps)
 	for _, b := range job.Buffers {
 		if b.Init != nil && b.Init.Kernel != nil {
 			visit([]*jobfile.Step{b.Init.Kernel})
 		}
 	}
-	if len(errs) > 0 {
-		return errs
-	}
-	return nil
+	visit(job.Steps)
 }
 
 // hostBudget is this machine's host memory budget under the default
@@ -226,49 +235,36 @@ func budgetsLine(mems []memBudget) string {
 // Steps whose range comes from their first accessor are left to run.
 func checkLaunches(job *jobfile.Job) error {
 	var errs jobfile.Errors
-	var visit func(steps []*jobfile.Step)
-	visit = func(steps []*jobfile.Step) {
-		for _, s := range steps {
-			if s.Kind == jobfile.RepeatStep {
-				visit(s.Steps)
-				continue
-			}
-			if s.Kind != jobfile.KernelStep || s.Range == nil {
-				continue
-			}
-			k, err := device.Kernels.Lookup(s.Kernel)
-			if err != nil || k.Check == nil {
-				continue
-			}
-			nd := device.NDRange{Global: dims3(s.Range), Local: [3]int{}}
-			if s.WorkGroup != nil {
-				nd.Local = dims3(s.WorkGroup)
-			}
-			args := make([]device.Arg, len(k.Params))
-			for i, p := range k.Params {
-				args[i] = device.Arg{Kind: p.Kind, Space: p.Space, ElemSize: p.ElemSize}
-				for _, sc := range s.Scalars {
-					if sc.Param == p.Name && p.Kind == device.ArgScalar {
-						args[i].Scalar, _ = sc.Value.Encode(sc.Type)
-					}
-				}
-				for _, l := range s.Local {
-					if l.Param == p.Name && p.Kind == device.ArgLocal {
-						args[i].LocalBytes = l.Bytes
-					}
+	eachDeclaredStep(job, func(s *jobfile.Step) {
+		if s.Kind != jobfile.KernelStep || s.Range == nil {
+			return
+		}
+		k, err := device.Kernels.Lookup(s.Kernel)
+		if err != nil || k.Check == nil {
+			return
+		}
+		nd := device.NDRange{Global: dims3(s.Range)}
+		if s.WorkGroup != nil {
+			nd.Local = dims3(s.WorkGroup)
+		}
+		args := make([]device.Arg, len(k.Params))
+		for i, p := range k.Params {
+			args[i] = device.Arg{Kind: p.Kind, Space: p.Space, ElemSize: p.ElemSize}
+			for _, sc := range s.Scalars {
+				if sc.Param == p.Name && p.Kind == device.ArgScalar {
+					args[i].Scalar, _ = sc.Value.Encode(sc.Type)
 				}
 			}
-			if err := device.CheckLaunch(k, nd, args); err != nil {
-				errs = append(errs, job.At(s.Line, s.Path, err))
+			for _, l := range s.Local {
+				if l.Param == p.Name && p.Kind == device.ArgLocal {
+					args[i].LocalBytes = l.Bytes
+				}
 			}
 		}
-	}
-	for _, b := range job.Buffers {
-		if b.Init != nil && b.Init.Kernel != nil {
-			visit([]*jobfile.Step{b.Init.Kernel})
+		if err := device.CheckLaunch(k, nd, args); err != nil {
+			errs = append(errs, job.At(s.Line, s.Path, err))
 		}
-	}
-	visit(job.Steps)
+	})
 	if len(errs) > 0 {
 		return errs
 	}
