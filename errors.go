@@ -35,8 +35,11 @@ var (
 	ErrNoImplementation = device.ErrNoImplementation
 	// ErrKernelPanic marks errors made from a panic in a CPU kernel.
 	ErrKernelPanic = device.ErrKernelPanic
-	// ErrPlaceholder: a placeholder accessor was used in a group without
-	// Require.
+	// ErrPlaceholder is reserved and returned by nothing: a placeholder
+	// accessor used in a group without Require cannot happen, because a
+	// placeholder has no method that indexes memory and is no KernelArg, so
+	// such a program does not compile. The name stays for programs that
+	// refer to it.
 	ErrPlaceholder = errors.New("acpp: placeholder accessor not bound with Require")
 	// ErrElemType: the element type holds pointers (Go memory the runtime
 	// moves between devices must be plain data).

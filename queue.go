@@ -62,8 +62,13 @@ func WithWorkers(n int) Option { return func(c *queueConfig) { c.workers = n } }
 // WithLogger sets the logger for debug events; nil means discard.
 func WithLogger(l *slog.Logger) Option { return func(c *queueConfig) { c.log = l } }
 
-// WithAsyncHandler receives the errors of failed command groups as they
-// happen (SYCL's async handler); without it they are returned by Wait.
+// WithAsyncHandler hands the errors of failed command groups to f instead
+// of returning them from Queue.Wait (SYCL's async handler, called as
+// wait_and_throw calls it): f is not called when a group fails, but later,
+// by Queue.Wait and Queue.Close, on the goroutine that calls them, once per
+// error that has not been reported yet; Wait and Close then return nil for
+// those errors. Without it, Wait and Close return them joined. A group's
+// own error is on its Event either way (Event.Wait, Event.Err).
 func WithAsyncHandler(f func(error)) Option { return func(c *queueConfig) { c.onError = f } }
 
 // WithAcceleratorsFirst makes the first accelerator (a GPU) the default

@@ -307,7 +307,7 @@ func New(cfg Config) (*Runtime, error) {
 	switch ahead {
 	case "", "0", "1":
 	default:
-		return nil, fmt.Errorf("exec: %s=%q: use 0 (no issue-ahead) or 1 (the default)", IssueAheadEnv, ahead)
+		return nil, fmt.Errorf("exec: %s=%q: use 0 (no issue-ahead) or 1 (issue-ahead on every in-order device; without the variable a queue issues ahead only when it has a single in-order device), or unset it", IssueAheadEnv, ahead)
 	}
 	if !cfg.NoIssueAhead && ahead != "0" {
 		for _, d := range cfg.Devices {
