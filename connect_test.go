@@ -657,3 +657,29 @@ func TestClusterWaitMeansEventsDone(t *testing.T) {
 		t.Errorf("the async handler got %v", got)
 	}
 }
+
+// A kernel registered nowhere (not in this process, on no node) is
+// acpp.ErrUnknownKernel on a cluster queue too, as on an embedded one
+// (TestSubmitErrors), and the message names each node's reason.
+func TestConnectUnknownKernel(t *testing.T) {
+	c := coordtest.Start(t, 2, coordtest.Options{})
+	q := connect(t, c)
+	b, err := NewBuffer[float32](q, R1(8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = q.Submit(func(h *Handler) error {
+		h.Launch("acpptest.nowhere", R1(8), WriteRaw(h, b, NoInit))
+		return nil
+	})
+	if !errors.Is(err, ErrUnknownKernel) || !strings.Contains(err.Error(), `"acpptest.nowhere"`) || !strings.Contains(err.Error(), "build a node that registers") {
+		t.Fatalf("Submit of an unknown kernel on a cluster queue = %v, want ErrUnknownKernel naming it and what to do", err)
+	}
+	// A kernel the nodes have is not unknown, wherever it runs.
+	if _, err := q.Submit(func(h *Handler) error {
+		h.Launch("fill_f32", R1(8), Write(h, b, NoInit), Scalar(float32(1)))
+		return nil
+	}); err != nil {
+		t.Fatalf("fill_f32 after the refusal: %v", err)
+	}
+}

@@ -33,6 +33,14 @@ var (
 	// the group runs on (a Go closure on a GPU, a named kernel without one
 	// for this backend). Register one or submit with On(another device).
 	ErrNoImplementation = device.ErrNoImplementation
+	// ErrUnknownKernel: Launch or LaunchND named a kernel that is
+	// registered nowhere: not in this process (device.Register,
+	// device.MustRegister) and, on a cluster queue, on none of the job's
+	// nodes. Register it before Submit; the built-in kernels (saxpy,
+	// fill_f32, copy_f32, jacobi2d, matmul_tiled, reduce_sum_f32,
+	// histogram_u32) are registered by kernels.Register() (package
+	// github.com/acpp/acpp/kernels).
+	ErrUnknownKernel = device.ErrUnknownKernel
 	// ErrKernelPanic marks errors made from a panic in a CPU kernel.
 	ErrKernelPanic = device.ErrKernelPanic
 	// ErrPlaceholder is reserved and returned by nothing: a placeholder

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-
-	"github.com/acpp/acpp/device"
 )
 
 func TestSubmitErrors(t *testing.T) {
@@ -55,7 +53,7 @@ func TestSubmitErrors(t *testing.T) {
 		{"unknown kernel", func(h *Handler) error {
 			h.Launch("nope", R1(1))
 			return nil
-		}, device.ErrUnknownKernel, "nope"},
+		}, ErrUnknownKernel, `"nope"; register it before Submit (device.Register or device.MustRegister), or call kernels.Register()`},
 		{"bad work-group", func(h *Handler) error {
 			h.ParallelForND(R1(10), R1(3), func(Group) {})
 			return nil

@@ -176,7 +176,7 @@ func (j *Job) submit(ctx context.Context, g Group, rep *replaySet) ([]GroupID, e
 			}
 		}
 		if len(devs) == 0 {
-			return nil, fmt.Errorf("%w: no device of this job can run kernel %q: %s", ErrNoDevice, g.Kernel, j.whyNoDevice(g.Kernel))
+			return nil, j.noDeviceFor(g.Kernel)
 		}
 		chunks, chunkDevs, err := cutSplit(g.Split, g.Offset, g.Range, g.Local, len(devs))
 		if err != nil {
@@ -211,7 +211,7 @@ func (j *Job) submit(ctx context.Context, g Group, rep *replaySet) ([]GroupID, e
 			}
 			p.dev = d
 		} else if len(capable) == 0 {
-			return nil, fmt.Errorf("%w: no device of this job can run kernel %q: %s", ErrNoDevice, g.Kernel, j.whyNoDevice(g.Kernel))
+			return nil, j.noDeviceFor(g.Kernel)
 		}
 		for _, a := range g.Args {
 			if a.acc == nil {
@@ -447,6 +447,45 @@ func paramsString(ps []device.Param) string {
 		parts[i] = fmt.Sprintf("%s %v %v %dB", p.Name, p.Kind, p.Space, p.ElemSize)
 	}
 	return "(" + strings.Join(parts, ", ") + ")"
+}
+
+// noDeviceFor is the error of a group that no device of the job can run:
+// ErrNoDevice with each node's reason, which also matches
+// device.ErrUnknownKernel when the kernel is registered nowhere (not in
+// this process, not shipped to the job, on no node).
+func (j *Job) noDeviceFor(kernel string) error {
+	why := j.whyNoDevice(kernel)
+	if j.unknownKernel(kernel) {
+		return fmt.Errorf("%w: no device of this job can run kernel %q (%w: not in this process, not on any node of the job): %s",
+			ErrNoDevice, kernel, device.ErrUnknownKernel, why)
+	}
+	return fmt.Errorf("%w: no device of this job can run kernel %q: %s", ErrNoDevice, kernel, why)
+}
+
+// unknownKernel reports whether kernel is registered nowhere: this process
+// does not know it, and every node left lists its kernels without it. A
+// node that lists no kernels might have it.
+func (j *Job) unknownKernel(kernel string) bool {
+	if _, err := j.localKernel(kernel); err == nil {
+		return false
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, ns := range j.nodes {
+		if ns.lost {
+			continue
+		}
+		if decl, ok := nodeDecl(ns, kernel); ok {
+			if decl != nil {
+				return false
+			}
+			continue
+		}
+		if ns.inv == nil || len(ns.inv.Kernels) == 0 || slices.Contains(ns.inv.Kernels, kernel) {
+			return false
+		}
+	}
+	return true
 }
 
 // whyNoDevice says, node by node, why none of the job's devices can run

@@ -240,7 +240,7 @@ func (t *target) Bind(id engine.BufferID) (*device.Mem, error) {
 func (t *target) Kernel(name string, args []device.Arg) ([]device.Arg, *device.Kernel, error) {
 	k, err := device.Kernels.Lookup(name)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, engine.UnknownKernel(err)
 	}
 	caps := t.info.Caps
 	if !caps.RunsKernel(k) {
