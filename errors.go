@@ -9,11 +9,13 @@ import (
 
 // Sentinel errors. Match them with errors.Is; messages add the detail.
 var (
-	// ErrClosed: the queue or buffer was closed; create a new one.
+	// ErrClosed: the queue or buffer was closed; create a new one. A
+	// closed buffer's error is ErrBufferClosed, which matches ErrClosed
+	// too, so errors.Is(err, ErrClosed) covers both.
 	ErrClosed = engine.ErrClosed
 	// ErrBufferClosed: the buffer was closed; accessors, host access and
-	// WriteBack need a live buffer.
-	ErrBufferClosed = errors.New("acpp: buffer closed")
+	// WriteBack need a live buffer. It wraps ErrClosed.
+	ErrBufferClosed error = &classError{msg: "acpp: buffer closed", class: ErrClosed}
 	// ErrBadRange: a range or offset is malformed or does not fit the
 	// buffer; the message names the bound.
 	ErrBadRange = engine.ErrBadRange
@@ -61,3 +63,13 @@ var (
 	// *device.BudgetError.
 	ErrMemoryLimit = device.ErrOverBudget
 )
+
+// classError is a sentinel that also matches a broader one (its class) with
+// errors.Is, without repeating the class's text in its message.
+type classError struct {
+	msg   string
+	class error
+}
+
+func (e *classError) Error() string { return e.msg }
+func (e *classError) Unwrap() error { return e.class }

@@ -220,3 +220,33 @@ func TestNilArguments(t *testing.T) {
 		t.Errorf("Submit(nil) = %v, want ErrNoKernel", err)
 	}
 }
+
+// A closed buffer's errors are ErrBufferClosed, which matches ErrClosed too
+// ("the queue or buffer was closed"); a closed queue's ErrClosed is not
+// ErrBufferClosed.
+func TestClosedBufferMatchesErrClosed(t *testing.T) {
+	ctx := context.Background()
+	q := newQueue(t)
+	b := must(NewBuffer[int32](q, R1(4)))
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, readErr := b.Read(ctx)
+	_, hostErr := HostRead(ctx, b)
+	_, usmErr := b.USM(cpuID)
+	_, submitErr := q.Submit(func(h *Handler) error { Read(h, b); h.SingleTask(func() {}); return nil })
+	for name, err := range map[string]error{
+		"Read": readErr, "Write": b.Write(ctx, make([]int32, 4)), "WriteBack": b.WriteBack(ctx),
+		"HostRead": hostErr, "USM": usmErr, "Release": b.Release(ctx, cpuID), "Submit": submitErr,
+	} {
+		if !errors.Is(err, ErrBufferClosed) || !errors.Is(err, ErrClosed) {
+			t.Errorf("%s of a closed buffer = %v, want ErrBufferClosed matching ErrClosed", name, err)
+		}
+	}
+	if ErrBufferClosed.Error() != "acpp: buffer closed" {
+		t.Errorf("ErrBufferClosed says %q", ErrBufferClosed)
+	}
+	if errors.Is(ErrClosed, ErrBufferClosed) {
+		t.Error("a closed queue's ErrClosed matches ErrBufferClosed")
+	}
+}
