@@ -134,6 +134,9 @@ func OnNode(node string, id DeviceID) SubmitOption {
 // pass WithKind, WithNodes, WithLabels); a node that drains hands over
 // its pages before it leaves. ctx bounds the queue's life as for NewQueue. Split
 // and Map work as on NewQueue's queue; the coordinator makes the chunks.
+// Options of NewQueue only (WithDevice, WithCPUDevices, WithWorkers,
+// WithDevices, WithAcceleratorsFirst, WithMemoryLimit) are refused with
+// ErrOption.
 func Connect(ctx context.Context, addrs []string, opts ...Option) (*Queue, error) {
 	if ctx == nil {
 		return nil, errors.New("acpp: Connect needs a context; pass context.Background() for a queue that lives until Close")
@@ -144,10 +147,16 @@ func Connect(ctx context.Context, addrs []string, opts ...Option) (*Queue, error
 	}
 	var errs []error
 	if cfg.cpus != 0 || cfg.workers != 0 || len(cfg.devices) > 0 {
-		errs = append(errs, errors.New("WithCPUDevices, WithWorkers and WithDevices apply to NewQueue only; the nodes' devices are configured on acpp-node"))
+		errs = append(errs, fmt.Errorf("%w: WithCPUDevices, WithWorkers and WithDevices apply to NewQueue only; the nodes' devices are configured on acpp-node", ErrOption))
 	}
 	if len(cfg.selected) > 0 {
-		errs = append(errs, errors.New("WithDevice applies to NewQueue only; select cluster devices with WithKind, WithNodes or WithLabels, and pin a group with acpp.OnNode"))
+		errs = append(errs, fmt.Errorf("%w: WithDevice applies to NewQueue only; select cluster devices with WithKind, WithNodes or WithLabels, and pin a group with acpp.OnNode", ErrOption))
+	}
+	if cfg.accFirst {
+		errs = append(errs, fmt.Errorf("%w: WithAcceleratorsFirst applies to NewQueue only; the coordinator places each group of a cluster queue where its kernel runs (pin one with acpp.OnNode, select devices with WithKind)", ErrOption))
+	}
+	if cfg.memSet {
+		errs = append(errs, fmt.Errorf("%w: WithMemoryLimit applies to NewQueue only; each node keeps budgets of its own (acpp-node --max-bytes)", ErrOption))
 	}
 	cc := cfg.cluster
 	if cc == nil {

@@ -683,3 +683,30 @@ func TestConnectUnknownKernel(t *testing.T) {
 		t.Fatalf("fill_f32 after the refusal: %v", err)
 	}
 }
+
+// Connect refuses every NewQueue-only option with ErrOption, naming it;
+// WithAcceleratorsFirst and WithMemoryLimit were once taken and ignored.
+func TestConnectRefusesNewQueueOptions(t *testing.T) {
+	c := coordtest.Start(t, 1, coordtest.Options{})
+	for _, tc := range []struct {
+		opt  Option
+		name string
+	}{
+		{WithAcceleratorsFirst(), "WithAcceleratorsFirst applies to NewQueue only"},
+		{WithMemoryLimit(MemoryLimit{Bytes: 1 << 30}), "WithMemoryLimit applies to NewQueue only"},
+		{WithMemoryLimit(MemoryLimit{}), "WithMemoryLimit applies to NewQueue only"},
+		{WithWorkers(2), "WithWorkers"},
+		{WithDevice(CPU, 0), "WithDevice applies to NewQueue only"},
+	} {
+		q, err := Connect(testCtx(t), c.Addrs(), WithCredentials(c.Dir, "alice"), tc.opt)
+		if err == nil {
+			q.Close()
+		}
+		if !errors.Is(err, ErrOption) || !strings.Contains(err.Error(), tc.name) {
+			t.Errorf("Connect with %s: %v, want ErrOption naming it", tc.name, err)
+		}
+	}
+	if _, err := NewQueue(context.Background(), WithNodeLoss(FailOnNodeLoss)); !errors.Is(err, ErrOption) {
+		t.Errorf("NewQueue(WithNodeLoss) = %v, want ErrOption", err)
+	}
+}

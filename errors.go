@@ -29,6 +29,11 @@ var (
 	// ErrHandlerDone: a Handler was used after its Submit returned; build
 	// accessors inside the command-group function.
 	ErrHandlerDone = errors.New("acpp: handler used outside its command group")
+	// ErrOption: an option was given where it cannot apply (a SubmitOption
+	// that Malloc, Memcpy, Memset or FillUSM does not take; a NewQueue
+	// option given to Connect, or a Connect option to NewQueue). Nothing
+	// was done; the message names the option and those that apply.
+	ErrOption = errors.New("acpp: option does not apply here")
 	// ErrNoDevice: no device matched the selection.
 	ErrNoDevice = engine.ErrNoDevice
 	// ErrNoImplementation: the kernel has no implementation for the device

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -34,6 +35,50 @@ func After(evs ...*Event) SubmitOption {
 
 // Named names the group in errors, logs and traces.
 func Named(name string) SubmitOption { return func(c *submitConfig) { c.name = name } }
+
+// given names the options c holds, as their functions are called.
+func (c *submitConfig) given() []string {
+	var out []string
+	if c.dev != nil && c.node == "" {
+		out = append(out, "On")
+	}
+	if c.node != "" {
+		out = append(out, "OnNode")
+	}
+	if len(c.after) > 0 {
+		out = append(out, "After")
+	}
+	if c.name != "" {
+		out = append(out, "Named")
+	}
+	if c.split != nil {
+		out = append(out, "Split")
+	}
+	return out
+}
+
+// onlyOptions applies opts for what (a call that is no command group), which
+// takes only the options named in takes: an option that cannot apply is an
+// error that names it, never ignored.
+func onlyOptions(what string, opts []SubmitOption, takes ...string) (submitConfig, error) {
+	var cfg submitConfig
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	var bad []string
+	for _, g := range cfg.given() {
+		if !slices.Contains(takes, g) {
+			bad = append(bad, g)
+		}
+	}
+	if len(bad) > 0 {
+		return cfg, fmt.Errorf("%w: %s takes only %s; %s cannot apply to it: drop %s", ErrOption, what, strings.Join(takes, " and "),
+			strings.Join(bad, ", "), map[bool]string{true: "it", false: "them"}[len(bad) == 1])
+	}
+	return cfg, nil
+}
 
 // Handler records a command group: its accessors and its one action. It
 // is valid only inside the function passed to Submit. It records; the

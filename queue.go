@@ -33,6 +33,7 @@ type queueConfig struct {
 	cluster  *clusterConfig  // options only Connect takes
 	accFirst bool            // WithAcceleratorsFirst
 	mem      MemoryLimit     // WithMemoryLimit
+	memSet   bool            // WithMemoryLimit was given (Connect refuses it)
 }
 
 // Option configures NewQueue.
@@ -76,7 +77,8 @@ func WithAsyncHandler(f func(error)) Option { return func(c *queueConfig) { c.on
 // WithKind) and there is one; the CPUs stay in the queue, after the
 // accelerators. Without an accelerator the CPU is the default, as without
 // the option. acpp-submit runs jobs this way: their kernels have GPU forms,
-// while Go closures need the CPU default.
+// while Go closures need the CPU default. NewQueue only: Connect refuses
+// it (ErrOption), as a cluster queue places each group itself.
 func WithAcceleratorsFirst() Option { return func(c *queueConfig) { c.accFirst = true } }
 
 // MemoryLimit chooses the budget of each memory a queue allocates in (see
@@ -97,9 +99,11 @@ type MemoryLimit = device.MemoryLimit
 // gives each memory n bytes (at most its size), MemoryLimit{Share: 0.5}
 // half of each, and MemoryLimit{Off: true} no budget. The budget covers
 // the runtime's allocations, not the program's own slices (such as what
-// Buffer.Read returns). A cluster queue (Connect) ignores it: the nodes
-// keep budgets of their own (acpp-node --max-bytes).
-func WithMemoryLimit(l MemoryLimit) Option { return func(c *queueConfig) { c.mem = l } }
+// Buffer.Read returns). NewQueue only: Connect refuses it (ErrOption),
+// as the nodes keep budgets of their own (acpp-node --max-bytes).
+func WithMemoryLimit(l MemoryLimit) Option {
+	return func(c *queueConfig) { c.mem, c.memSet = l, true }
+}
 
 // WithDevices adds devices the caller opened and owns (fakes in tests, a
 // node agent's devices). The queue does not close them.
@@ -146,7 +150,7 @@ func NewQueue(ctx context.Context, opts ...Option) (*Queue, error) {
 		o(&cfg)
 	}
 	if cfg.cluster != nil {
-		return nil, errors.New("acpp: WithCredentials, WithClientCredentials, WithNodes, WithLabels, WithNodeLoss, WithCheckpoints and WithCoordinator apply to Connect only")
+		return nil, fmt.Errorf("%w: WithCredentials, WithClientCredentials, WithNodes, WithLabels, WithNodeLoss, WithCheckpoints and WithCoordinator apply to Connect only", ErrOption)
 	}
 	if cfg.cpus < 0 || cfg.workers < 0 {
 		return nil, fmt.Errorf("acpp: WithCPUDevices (%d) and WithWorkers (%d) must be >= 0", cfg.cpus, cfg.workers)

@@ -25,7 +25,8 @@ type USM[T any] struct {
 }
 
 // Malloc allocates n elements of kind on the queue's default device, or on
-// the device named by On.
+// the device named by On. On is the only option it takes: any other is an
+// error (ErrOption).
 func Malloc[T any](q *Queue, n int, kind device.MemKind, opts ...SubmitOption) (USM[T], error) {
 	es, err := elemSize[T]()
 	if err != nil {
@@ -34,9 +35,9 @@ func Malloc[T any](q *Queue, n int, kind device.MemKind, opts ...SubmitOption) (
 	if n <= 0 {
 		return USM[T]{}, fmt.Errorf("%w: Malloc of %d elements", ErrBadRange, n)
 	}
-	var cfg submitConfig
-	for _, o := range opts {
-		o(&cfg)
+	cfg, err := onlyOptions("Malloc", opts, "On")
+	if err != nil {
+		return USM[T]{}, err
 	}
 	m, err := q.eng.Malloc(cfg.dev, kind, n*es)
 	if err != nil {
@@ -100,17 +101,23 @@ func (p USM[T]) kernelArg(argCtx) (device.Arg, error) {
 	return device.Arg{Kind: device.ArgPointer, Space: p.mem.Space(), Mem: p.mem, Offset: p.byteOff(), ElemSize: int(unsafe.Sizeof(z))}, nil
 }
 
-// usmOp submits one USM op as a group without accessors, ordered by After.
-func (q *Queue) usmOp(name string, op device.Op, mems []*device.Mem, opts []SubmitOption) (*Event, error) {
-	var cfg submitConfig
-	for _, o := range opts {
-		o(&cfg)
-	}
+// usmOptions applies the options of a USM operation (what names it):
+// After and Named; any other is an error.
+func usmOptions(what string, opts []SubmitOption) (submitConfig, error) {
+	return onlyOptions(what, opts, "After", "Named")
+}
+
+// usmOp submits one USM op as a group without accessors, ordered by
+// cfg.after and named cfg.name (or name).
+func (q *Queue) usmOp(name string, op device.Op, mems []*device.Mem, cfg submitConfig) (*Event, error) {
 	after := make([]engine.Event, 0, len(cfg.after))
 	for _, e := range cfg.after {
 		if e != nil {
 			after = append(after, e.e)
 		}
+	}
+	if cfg.name != "" {
+		name = cfg.name
 	}
 	ev, err := q.eng.USMOp(name, op, mems, after)
 	if err != nil {
@@ -120,7 +127,13 @@ func (q *Queue) usmOp(name string, op device.Op, mems []*device.Mem, opts []Subm
 }
 
 // Memcpy copies n elements from src to dst (any USM kinds and devices).
+// It takes the options After and Named; any other is an error
+// (ErrOption): the copy runs on the device that reaches the memory.
 func Memcpy[T any](q *Queue, dst, src USM[T], n int, opts ...SubmitOption) (*Event, error) {
+	cfg, err := usmOptions("Memcpy", opts)
+	if err != nil {
+		return nil, err
+	}
 	if dst.mem == nil || src.mem == nil {
 		return nil, fmt.Errorf("%w: nil USM pointer", ErrBadRange)
 	}
@@ -138,29 +151,39 @@ func Memcpy[T any](q *Queue, dst, src USM[T], n int, opts ...SubmitOption) (*Eve
 		op.Src.Extent, op.Dst.Extent = [3]int{1, 1, 1}, [3]int{1, 1, 1}
 		op.Size = [3]int{1, 1, 0}
 	}
-	return q.usmOp("memcpy", op, []*device.Mem{src.mem, dst.mem}, opts)
+	return q.usmOp("memcpy", op, []*device.Mem{src.mem, dst.mem}, cfg)
 }
 
-// Memset sets n elements' bytes to b.
+// Memset sets n elements' bytes to b. It takes the options After and
+// Named; any other is an error (ErrOption).
 func Memset[T any](q *Queue, p USM[T], b byte, n int, opts ...SubmitOption) (*Event, error) {
+	cfg, err := usmOptions("Memset", opts)
+	if err != nil {
+		return nil, err
+	}
 	var z T
-	return q.fillUSM("memset", p.mem, p.byteOff(), n, p.n, int(unsafe.Sizeof(z)), []byte{b}, opts)
+	return q.fillUSM("memset", p.mem, p.byteOff(), n, p.n, int(unsafe.Sizeof(z)), []byte{b}, cfg)
 }
 
-// FillUSM sets n elements to v.
+// FillUSM sets n elements to v. It takes the options After and Named; any
+// other is an error (ErrOption).
 func FillUSM[T any](q *Queue, p USM[T], v T, n int, opts ...SubmitOption) (*Event, error) {
+	cfg, err := usmOptions("FillUSM", opts)
+	if err != nil {
+		return nil, err
+	}
 	es := int(unsafe.Sizeof(v))
 	pat := make([]byte, es)
 	copy(pat, unsafe.Slice((*byte)(unsafe.Pointer(&v)), es))
-	return q.fillUSM("fill", p.mem, p.byteOff(), n, p.n, es, pat, opts)
+	return q.fillUSM("fill", p.mem, p.byteOff(), n, p.n, es, pat, cfg)
 }
 
-func (q *Queue) fillUSM(name string, m *device.Mem, off, n, have, es int, pat []byte, opts []SubmitOption) (*Event, error) {
+func (q *Queue) fillUSM(name string, m *device.Mem, off, n, have, es int, pat []byte, cfg submitConfig) (*Event, error) {
 	if m == nil {
 		return nil, fmt.Errorf("%w: nil USM pointer", ErrBadRange)
 	}
 	if n < 0 || n > have {
 		return nil, fmt.Errorf("%w: %s of %d elements, the pointer has %d", ErrBadRange, name, n, have)
 	}
-	return q.usmOp(name, device.FillOp{Dst: m, Offset: off, Bytes: n * es, Pattern: pat}, []*device.Mem{m}, opts)
+	return q.usmOp(name, device.FillOp{Dst: m, Offset: off, Bytes: n * es, Pattern: pat}, []*device.Mem{m}, cfg)
 }

@@ -133,3 +133,58 @@ func TestGoPointerSpaces_A4(t *testing.T) {
 		t.Error("conversions do not point to the same memory")
 	}
 }
+
+// Options a USM call cannot apply are errors that name them and the options
+// that apply (docs/API.md: an option that cannot apply is never ignored);
+// Named names a USM operation's group.
+func TestUSMRefusesOptionsThatCannotApply_B3(t *testing.T) {
+	ctx := context.Background()
+	q := newQueue(t, WithCPUDevices(2))
+	p := must(Malloc[int32](q, 4, USMHost))
+	done := must(FillUSM(q, p, 0, 4))
+	other := On(DeviceID{Kind: CPU, Index: 1})
+	split := Split()
+	tests := []struct {
+		name string
+		call func() error
+		msg  string
+	}{
+		{"FillUSM On Named Split", func() error {
+			_, err := FillUSM(q, p, 1, 4, On(DeviceID{Kind: CUDA, Index: 7}), Named("x"), split)
+			return err
+		}, "FillUSM takes only After and Named; On, Split cannot apply to it"},
+		{"Memset On", func() error { _, err := Memset(q, p, 1, 4, other); return err }, "Memset takes only After and Named; On cannot apply"},
+		{"Memcpy OnNode", func() error {
+			_, err := Memcpy(q, p, p, 0, OnNode("n1", cpuID))
+			return err
+		}, "Memcpy takes only After and Named; OnNode cannot apply"},
+		{"Malloc After Named", func() error {
+			_, err := Malloc[int32](q, 4, USMHost, After(done), Named("m"))
+			return err
+		}, "Malloc takes only On; After, Named cannot apply to it: drop them"},
+		{"Malloc Split", func() error { _, err := Malloc[int32](q, 4, USMHost, split); return err }, "Malloc takes only On; Split cannot apply"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.call(); !errors.Is(err, ErrOption) || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("got %v, want ErrOption containing %q", err, tc.msg)
+			}
+		})
+	}
+	if hs := must(p.Host()); hs[0] != 0 {
+		t.Fatalf("a refused FillUSM ran: %v", hs)
+	}
+	// What applies still works: On for Malloc, After and Named for the ops.
+	m := must(Malloc[int32](q, 4, USMDevice, other))
+	if m.Device() != (DeviceID{Kind: CPU, Index: 1}) {
+		t.Errorf("Malloc(On(cpu:1)) on %v", m.Device())
+	}
+	ev := must(FillUSM(q, p, 3, 4, After(done), Named("threes")))
+	if err := ev.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if hs := must(p.Host()); hs[3] != 3 {
+		t.Fatalf("FillUSM with After and Named: %v", hs)
+	}
+	waitAll(t, q)
+}

@@ -75,7 +75,7 @@ type Engine[G any] interface {
 	Malloc(dev *device.ID, kind device.MemKind, bytes int) (*device.Mem, error)
 	// Free frees USM memory from Malloc.
 	Free(m *device.Mem) error
-	// USMOp runs a copy or fill of USM memory (name says which) on the
+	// USMOp runs a copy or fill of USM memory (a group named name) on the
 	// device that reaches mems, after the events after.
 	USMOp(name string, op device.Op, mems []*device.Mem, after []Event) (Event, error)
 

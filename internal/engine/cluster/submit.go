@@ -498,9 +498,10 @@ func (e *Engine[G]) Free(*device.Mem) error {
 }
 
 // USMOp is refused.
-func (e *Engine[G]) USMOp(name string, _ device.Op, _ []*device.Mem, _ []engine.Event) (engine.Event, error) {
-	if name == "memcpy" {
-		name = "Memcpy"
+func (e *Engine[G]) USMOp(name string, op device.Op, _ []*device.Mem, _ []engine.Event) (engine.Event, error) {
+	what := "Memset or FillUSM"
+	if _, ok := op.(device.CopyOp); ok {
+		what = "Memcpy"
 	}
-	return nil, fmt.Errorf("%w: %s of USM memory", engine.ErrNotOnCluster, name)
+	return nil, fmt.Errorf("%w: %s (%q) of USM memory, which lives on local devices", engine.ErrNotOnCluster, what, name)
 }
