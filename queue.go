@@ -230,6 +230,13 @@ func (q *Queue) report(errs []error) error {
 	return errors.Join(errs...)
 }
 
+// isClosed reports whether Close was called.
+func (q *Queue) isClosed() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.closed
+}
+
 // markClosed marks q closed and returns its open buffers in creation
 // order; ok is false when q was closed already.
 func (q *Queue) markClosed() (open []*bufState, ok bool) {

@@ -2,6 +2,7 @@ package acpp
 
 import (
 	"fmt"
+	"math"
 	"unsafe"
 
 	"github.com/acpp/acpp/device"
@@ -26,18 +27,22 @@ type USM[T any] struct {
 
 // Malloc allocates n elements of kind on the queue's default device, or on
 // the device named by On. On is the only option it takes: any other is an
-// error (ErrOption).
+// error (ErrOption). After Close it returns ErrClosed. Free the allocation
+// with Free; those not freed go when the queue is closed.
 func Malloc[T any](q *Queue, n int, kind device.MemKind, opts ...SubmitOption) (USM[T], error) {
 	es, err := elemSize[T]()
 	if err != nil {
 		return USM[T]{}, err
 	}
-	if n <= 0 {
-		return USM[T]{}, fmt.Errorf("%w: Malloc of %d elements", ErrBadRange, n)
+	if n <= 0 || n > math.MaxInt/es {
+		return USM[T]{}, fmt.Errorf("%w: Malloc of %d elements of %d bytes", ErrBadRange, n, es)
 	}
 	cfg, err := onlyOptions("Malloc", opts, "On")
 	if err != nil {
 		return USM[T]{}, err
+	}
+	if q.isClosed() {
+		return USM[T]{}, fmt.Errorf("%w: Malloc after Close", ErrClosed)
 	}
 	m, err := q.eng.Malloc(cfg.dev, kind, n*es)
 	if err != nil {
@@ -46,11 +51,20 @@ func Malloc[T any](q *Queue, n int, kind device.MemKind, opts ...SubmitOption) (
 	return USM[T]{mem: m, n: n}, nil
 }
 
-// Free frees p's allocation. p must come from Malloc, and no operation may
-// still use it.
+// Free frees p's allocation. p must be the pointer Malloc of this queue
+// returned (not one Add made, nor a buffer's allocation from Buffer.USM),
+// not freed yet, with no open buffer over it (NewBufferOver) and no
+// operation still using it. Anything else is refused with ErrBadRange and
+// frees nothing; after Close, Free and Malloc return ErrClosed.
 func Free[T any](q *Queue, p USM[T]) error {
 	if p.mem == nil {
 		return fmt.Errorf("%w: Free of a nil USM pointer", ErrBadRange)
+	}
+	if q.isClosed() {
+		return fmt.Errorf("%w: Free after Close (the queue's Malloc allocations went with its devices)", ErrClosed)
+	}
+	if p.off != 0 {
+		return fmt.Errorf("%w: Free of a pointer %d elements into its allocation (from Add); free the pointer Malloc returned", ErrBadRange, p.off)
 	}
 	return q.eng.Free(p.mem)
 }

@@ -188,3 +188,66 @@ func TestUSMRefusesOptionsThatCannotApply_B3(t *testing.T) {
 	}
 	waitAll(t, q)
 }
+
+// Free frees only the start of a live Malloc allocation of its queue, once:
+// a pointer Add made, a buffer's own allocation (Buffer.USM), a second Free
+// and an allocation an open buffer is bound to are refused and free
+// nothing; after Close, Malloc and Free return ErrClosed (B3).
+func TestFreeOnlyLiveMallocAllocations_B3(t *testing.T) {
+	q, f := gpuQueue(t)
+	p := must(Malloc[float32](q, 16, USMDevice))
+	b := must(NewBuffer[float32](q, R1(16)))
+	add(t, q, b, 1, fakeID, true)
+	waitAll(t, q)
+	own := must(b.USM(fakeID))
+	over := must(Malloc[float32](q, 16, USMDevice))
+	bo := must(NewBufferOver(q, over, R1(16)))
+	other := newQueue(t)
+	foreign := must(Malloc[float32](other, 4, USMHost))
+	for _, tc := range []struct {
+		name string
+		p    USM[float32]
+		msg  string
+	}{
+		{"into the allocation", p.Add(1), "1 elements into its allocation"},
+		{"a buffer's allocation", own, "no live Malloc allocation of this queue"},
+		{"another queue's", foreign, "no live Malloc allocation of this queue"},
+		{"bound to an open buffer", over, "open buffer(s) made with NewBufferOver"},
+		{"nil", USM[float32]{}, "nil USM pointer"},
+	} {
+		if err := Free(q, tc.p); !errors.Is(err, ErrBadRange) || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("Free of %s = %v, want ErrBadRange containing %q", tc.name, err, tc.msg)
+		}
+	}
+	if n := f.Stats().Frees; n != 0 {
+		t.Fatalf("refused Frees freed %d allocations", n)
+	}
+	if err := Free(q, p); err != nil {
+		t.Fatalf("Free of a Malloc allocation: %v", err)
+	}
+	if err := Free(q, p); !errors.Is(err, ErrBadRange) || !strings.Contains(err.Error(), "freed already") {
+		t.Errorf("second Free = %v, want ErrBadRange", err)
+	}
+	if err := bo.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := Free(q, over); err != nil {
+		t.Errorf("Free after the buffer over it closed: %v", err)
+	}
+	if n := f.Stats().Frees; n != 2 {
+		t.Errorf("device frees = %d, want 2", n)
+	}
+	if _, err := Malloc[float32](q, 1<<62, USMHost); !errors.Is(err, ErrBadRange) {
+		t.Errorf("Malloc of 2^62 float32s = %v, want ErrBadRange (the size overflows)", err)
+	}
+	left := must(Malloc[float32](q, 4, USMHost))
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := Malloc[float32](q, 4, USMHost); !errors.Is(err, ErrClosed) || m.mem != nil {
+		t.Errorf("Malloc after Close = %v, %v; want ErrClosed", m.mem, err)
+	}
+	if err := Free(q, left); !errors.Is(err, ErrClosed) {
+		t.Errorf("Free after Close = %v, want ErrClosed", err)
+	}
+}

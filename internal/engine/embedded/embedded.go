@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"sync"
 
 	"github.com/acpp/acpp/coherence"
 	"github.com/acpp/acpp/cpu"
@@ -42,6 +43,20 @@ type Engine[G any] struct {
 	owned   []device.Device // closed by Close
 
 	bufs engine.Buffers[buffer]
+
+	// usm holds the queue's live Malloc allocations, so that Free frees
+	// only those, once, and nothing is allocated after Close.
+	usm struct {
+		mu     sync.Mutex
+		closed bool                      // Close began; guarded by mu
+		live   map[*device.Mem]*usmAlloc // guarded by mu
+	}
+}
+
+// usmAlloc is a live Malloc allocation.
+type usmAlloc struct {
+	dev   device.Device // the device that made it
+	bound int           // open buffers bound to it (NewBufferOver, B3)
 }
 
 // buffer is what the engine keeps of a buffer besides the executor.
@@ -49,6 +64,7 @@ type buffer struct {
 	geo       coherence.Geometry
 	writeBack bool               // made over the user's slice (L1)
 	bound     *coherence.AllocID // bound to a user USM allocation (B3)
+	over      *device.Mem        // that allocation
 }
 
 var _ engine.Engine[struct{}] = (*Engine[struct{}])(nil)
@@ -263,7 +279,7 @@ func (e *Engine[G]) NewBuffer(s engine.BufferSpec) (engine.BufferID, error) {
 	switch {
 	case s.Over != nil:
 		at = e.rt.MemOf(s.Over.Device)
-		user, b.bound = s.Over, &at
+		user, b.bound, b.over = s.Over, &at, s.Over
 	case s.Data != nil && s.Copy:
 		m, err := e.rt.AllocOwned(e.rt.Host(), device.MemDevice, len(s.Data), "copy of the data (CopyData)")
 		if err != nil {
@@ -283,8 +299,22 @@ func (e *Engine[G]) NewBuffer(s engine.BufferSpec) (engine.BufferID, error) {
 	if s.Name != "" {
 		e.rt.NameBuffer(id, s.Name)
 	}
+	e.bindUSM(b.over, 1)
 	e.bufs.Put(id, b)
 	return id, nil
+}
+
+// bindUSM counts d more open buffers bound to m, when m is a live Malloc
+// allocation: Free refuses it while any is open.
+func (e *Engine[G]) bindUSM(m *device.Mem, d int) {
+	if m == nil {
+		return
+	}
+	e.usm.mu.Lock()
+	if a := e.usm.live[m]; a != nil {
+		a.bound += d
+	}
+	e.usm.mu.Unlock()
 }
 
 func (e *Engine[G]) buffer(id engine.BufferID) (*buffer, error) { return e.bufs.Get(id) }
@@ -330,6 +360,7 @@ func (e *Engine[G]) CloseBuffer(ctx context.Context, id engine.BufferID) error {
 		return err
 	}
 	e.bufs.Delete(id)
+	e.bindUSM(b.over, -1)
 	return e.rt.RemoveBuffer(id)
 }
 
@@ -385,8 +416,12 @@ func (e *Engine[G]) Wait(ctx context.Context) ([]error, error) {
 // TakeErrors implements engine.Engine.
 func (e *Engine[G]) TakeErrors() []error { return e.rt.TakeErrors() }
 
-// Close implements engine.Engine.
+// Close implements engine.Engine. Malloc allocations not freed go with
+// the devices.
 func (e *Engine[G]) Close(ctx context.Context) error {
+	e.usm.mu.Lock()
+	e.usm.closed, e.usm.live = true, nil
+	e.usm.mu.Unlock()
 	err := e.rt.Close(ctx)
 	closeAll(e.owned)
 	return err

@@ -209,8 +209,11 @@ func (e *Engine[G]) WriteFrom(ctx context.Context, r *engine.HostRequest, src []
 
 // ---- USM ----
 
-// Malloc implements engine.Engine.
+// Malloc implements engine.Engine: ErrClosed once Close began.
 func (e *Engine[G]) Malloc(dev *device.ID, kind device.MemKind, bytes int) (*device.Mem, error) {
+	if e.usmClosed() {
+		return nil, fmt.Errorf("%w: Malloc after Close", engine.ErrClosed)
+	}
 	t := e.targets[0]
 	if dev != nil {
 		i, err := e.deviceIndex(*dev)
@@ -223,17 +226,46 @@ func (e *Engine[G]) Malloc(dev *device.ID, kind device.MemKind, bytes int) (*dev
 	if err != nil {
 		return nil, fmt.Errorf("acpp: Malloc %d bytes of %s memory on %s: %w", bytes, kind, t.info.ID, err)
 	}
+	e.usm.mu.Lock()
+	if e.usm.closed { // Close began while the device allocated
+		e.usm.mu.Unlock()
+		_ = e.rt.FreeOwned(t.dev, m)
+		return nil, fmt.Errorf("%w: Malloc after Close", engine.ErrClosed)
+	}
+	if e.usm.live == nil {
+		e.usm.live = map[*device.Mem]*usmAlloc{}
+	}
+	e.usm.live[m] = &usmAlloc{dev: t.dev}
+	e.usm.mu.Unlock()
 	return m, nil
 }
 
-// Free implements engine.Engine.
+func (e *Engine[G]) usmClosed() bool {
+	e.usm.mu.Lock()
+	defer e.usm.mu.Unlock()
+	return e.usm.closed
+}
+
+// Free implements engine.Engine: it frees only a live allocation of this
+// engine's Malloc, once, and none that an open buffer is bound to.
 func (e *Engine[G]) Free(m *device.Mem) error {
-	for _, d := range e.rt.Devices() {
-		if d.Info().ID == m.Device {
-			return e.rt.FreeOwned(d, m)
-		}
+	e.usm.mu.Lock()
+	if e.usm.closed {
+		e.usm.mu.Unlock()
+		return fmt.Errorf("%w: Free after Close (the queue's Malloc allocations went with its devices)", engine.ErrClosed)
 	}
-	return fmt.Errorf("%w: %s", engine.ErrNoDevice, m.Device)
+	a := e.usm.live[m]
+	switch {
+	case a == nil:
+		e.usm.mu.Unlock()
+		return fmt.Errorf("%w: Free of %s memory on %s that is no live Malloc allocation of this queue: freed already, a buffer's own allocation (Buffer.USM: Close or Release the buffer instead), or another queue's", engine.ErrBadRange, m.Kind, m.Device)
+	case a.bound > 0:
+		e.usm.mu.Unlock()
+		return fmt.Errorf("%w: Free of a USM allocation that %d open buffer(s) made with NewBufferOver use; Close them first", engine.ErrBadRange, a.bound)
+	}
+	delete(e.usm.live, m)
+	e.usm.mu.Unlock()
+	return e.rt.FreeOwned(a.dev, m)
 }
 
 // USMOp implements engine.Engine: the op runs on the device of the first
