@@ -144,6 +144,9 @@ func (b *Buffer[T]) region(off ID, rng Range) (ioff, irng coherence.Dims, err er
 
 func (r *req) arg(c argCtx, kind device.ArgKind) (device.Arg, error) {
 	if r == nil {
+		if len(c.h.declErrs()) > 0 {
+			return device.Arg{}, errReported // its constructor failed, and said why
+		}
 		return device.Arg{}, fmt.Errorf("%w: accessor was not constructed", ErrBadRange)
 	}
 	if r.h != c.h {

@@ -3,6 +3,7 @@ package acpp
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -481,19 +482,36 @@ type Local[T any] struct {
 }
 
 // LocalAccessor declares n elements of local memory for h's ParallelForND
-// or LaunchND.
+// or LaunchND. The group's local accessors together must fit the local
+// memory of one work-group of its device (Capabilities.LocalMemBytes; a
+// CPU device's is cpu.LocalMemBytes, 1 MiB): Submit refuses more with
+// ErrBadRange, as it does a size that overflows.
 func LocalAccessor[T any](h *Handler, n int) Local[T] {
 	es, err := elemSize[T]()
 	if err != nil {
 		h.fail(err)
 		return Local[T]{}
 	}
-	if n <= 0 {
-		h.fail(fmt.Errorf("%w: local accessor of %d elements", ErrBadRange, n))
+	if n <= 0 || n > math.MaxInt/es {
+		h.fail(fmt.Errorf("%w: local accessor of %d elements of %d bytes", ErrBadRange, n, es))
+		return Local[T]{}
+	}
+	bytes, have := n*es, 0
+	for _, a := range h.localArgs() {
+		have += a.LocalBytes
+	}
+	info := h.rec.Target.Info()
+	if limit := info.Caps.LocalMemBytes; limit > 0 && bytes > limit-have {
+		h.fail(fmt.Errorf("%w: local accessors of %d bytes in all (this one %d elements of %d bytes); a work-group of %s has %d bytes of local memory: use smaller work-groups or local arrays",
+			ErrBadRange, uint64(have)+uint64(bytes), n, es, info.ID, limit))
+		return Local[T]{}
+	}
+	if bytes > math.MaxInt-have {
+		h.fail(fmt.Errorf("%w: local accessors of more than %d bytes in all", ErrBadRange, math.MaxInt))
 		return Local[T]{}
 	}
 	x := h.extras()
-	x.local = append(x.local, device.Arg{Kind: device.ArgLocal, Space: device.Local, LocalBytes: n * es})
+	x.local = append(x.local, device.Arg{Kind: device.ArgLocal, Space: device.Local, LocalBytes: bytes})
 	return Local[T]{idx: len(x.local) - 1, n: n}
 }
 
@@ -584,7 +602,9 @@ func (h *Handler) launch(name string, nd device.NDRange, args []KernelArg) {
 	}
 	dargs, err := h.kernelArgs(name, args, argCtx{h: h, t: h.rec.Target}, b)
 	if err != nil {
-		h.fail(err)
+		if !errors.Is(err, errReported) {
+			h.fail(err)
+		}
 		return
 	}
 	conv, def, err := h.rec.Target.Kernel(name, dargs)
@@ -645,11 +665,19 @@ func (a RangedRO[T]) kernelArg(c argCtx) (device.Arg, error) {
 
 func (l Local[T]) kernelArg(c argCtx) (device.Arg, error) {
 	local := c.h.localArgs()
+	if l.n == 0 && len(c.h.declErrs()) > 0 {
+		return device.Arg{}, errReported // its LocalAccessor failed, and said why
+	}
 	if l.n == 0 || l.idx >= len(local) {
 		return device.Arg{}, fmt.Errorf("%w: local accessor not declared in this group", ErrBadRange)
 	}
 	return local[l.idx], nil
 }
+
+// errReported is the error of a kernel argument whose construction failed
+// and recorded why in the handler already: the launch stops without
+// saying it twice.
+var errReported = errors.New("acpp: argument not constructed (see the error before)")
 
 // scalarArg is a scalar's bytes; a pointer, so that a KernelArg of a small
 // scalar is one allocation (its bytes inline).

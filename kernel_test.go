@@ -2,6 +2,7 @@ package acpp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -220,5 +221,67 @@ func TestWriteBack_L1(t *testing.T) {
 	b.Close()
 	if data[7] != 8 {
 		t.Fatalf("Write + Close: data = %v", data)
+	}
+}
+
+// Local memory is bounded per work-group (cpu.LocalMemBytes on a CPU
+// device), and sizes that overflow are refused: once, 2^62 float32s
+// wrapped to 0 bytes and handed out a 2^62-element slice over nothing, and
+// 2^32 of them (16 GiB per work-group) crashed the process with fatal out
+// of memory (A3).
+func TestLocalMemoryBounded_A3(t *testing.T) {
+	registerTestKernels()
+	q := newQueue(t)
+	b := must(NewBuffer[float32](q, R1(64)))
+	limit := q.Device().Caps.LocalMemBytes
+	if limit != 1<<20 {
+		t.Fatalf("cpu:0 has %d bytes of local memory per work-group, want 1 MiB (cpu.LocalMemBytes)", limit)
+	}
+	tests := []struct {
+		name string
+		cgf  func(h *Handler) error
+		msg  string
+	}{
+		{"2^62 elements overflow", func(h *Handler) error {
+			loc := LocalAccessor[float32](h, 1<<62)
+			h.ParallelForND(R1(64), R1(16), func(g Group) { _ = loc.Slice(g) })
+			return nil
+		}, "local accessor of 4611686018427387904 elements of 4 bytes"},
+		{"16 GiB per work-group", func(h *Handler) error {
+			loc := LocalAccessor[float32](h, 1<<32)
+			h.ParallelForND(R1(64), R1(16), func(g Group) { _ = loc.Slice(g) })
+			return nil
+		}, "a work-group of cpu:0 has 1048576 bytes of local memory"},
+		{"two that fit one by one", func(h *Handler) error {
+			a, c := LocalAccessor[byte](h, 600<<10), LocalAccessor[byte](h, 600<<10)
+			h.ParallelForND(R1(64), R1(16), func(g Group) { _, _ = a.Slice(g), c.Slice(g) })
+			return nil
+		}, "local accessors of 1228800 bytes in all"},
+		{"a named kernel's local argument", func(h *Handler) error {
+			h.LaunchND("acpptest.args", R1(64), R1(16), WriteRaw(h, b), Write(h, b), WriteRange(h, b, R1(64), I1(0)), LocalAccessor[float32](h, 1<<32))
+			return nil
+		}, "a work-group of cpu:0 has 1048576 bytes of local memory"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ev, err := q.Submit(tc.cgf)
+			if ev != nil || !errors.Is(err, ErrBadRange) || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("Submit = %v, %v; want ErrBadRange containing %q", ev, err, tc.msg)
+			}
+			if strings.Contains(err.Error(), "not declared") || strings.Contains(err.Error(), "not constructed") {
+				t.Errorf("the failed local accessor is reported twice: %v", err)
+			}
+		})
+	}
+	// All of it, in two accessors, fits.
+	ev := must(q.Submit(func(h *Handler) error {
+		a, c := LocalAccessor[byte](h, limit/2), LocalAccessor[float32](h, limit/8)
+		h.ParallelForND(R1(64), R1(16), func(g Group) {
+			a.Slice(g)[limit/2-1], c.Slice(g)[limit/8-1] = 1, 2
+		})
+		return nil
+	}))
+	if err := ev.Wait(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }

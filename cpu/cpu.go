@@ -20,6 +20,15 @@ const minFillChunk = 1 << 20
 // minChunkItems keeps tiny launches in one chunk.
 const minChunkItems = 2048
 
+// LocalMemBytes is the local memory (A3) one work-group of a CPU device may
+// have, all its local accessors together (Capabilities.LocalMemBytes). A
+// device runs at most Workers work-groups at once, each worker with its
+// own local memory, so local memory never takes more than Workers ×
+// LocalMemBytes: a launch cannot exhaust host memory, which Go could not
+// recover from. Submit (acpp.LocalAccessor, named kernels' arguments) and
+// the device itself refuse more.
+const LocalMemBytes = 1 << 20
+
 // Device is one CPU device.
 type Device struct {
 	info    device.Info
@@ -60,11 +69,12 @@ func New(index, workers int) *Device {
 			ID:   device.ID{Kind: device.KindCPU, Index: index},
 			Name: fmt.Sprintf("Go CPU (%d workers)", workers),
 			Caps: device.Capabilities{
-				HostUnified: true,
-				Queues:      workers,
-				USMKinds:    []device.MemKind{device.MemDevice, device.MemHost, device.MemShared},
-				KernelForms: []device.Form{device.FormGo},
-				ZeroedAlloc: true,
+				HostUnified:   true,
+				Queues:        workers,
+				LocalMemBytes: LocalMemBytes,
+				USMKinds:      []device.MemKind{device.MemDevice, device.MemHost, device.MemShared},
+				KernelForms:   []device.Form{device.FormGo},
+				ZeroedAlloc:   true,
 			},
 		},
 		workers: workers,
@@ -184,10 +194,15 @@ func (d *Device) launchJob(j *job, op *device.LaunchOp) error {
 			data = make([][]byte, len(op.Args))
 		}
 	}
-	hasLocal := false
+	hasLocal, local := false, 0
 	for i, a := range op.Args {
 		if a.Kind == device.ArgLocal {
 			hasLocal = true
+			if a.LocalBytes < 0 || a.LocalBytes > LocalMemBytes-local {
+				return fmt.Errorf("%w: kernel %q asks for more than the %d bytes of local memory a work-group of %s may have (argument %d: %d bytes); use smaller work-groups or local arrays",
+					device.ErrBadOp, op.Name, LocalMemBytes, d.info.ID, i, a.LocalBytes)
+			}
+			local += a.LocalBytes
 		}
 		if a.Mem == nil {
 			continue

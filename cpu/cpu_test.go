@@ -3,6 +3,7 @@ package cpu
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -173,5 +174,38 @@ func TestCopyFillAndErrors(t *testing.T) {
 	d.Close()
 	if err := d.Enqueue(0, device.FillOp{Dst: a, Bytes: 4, Pattern: []byte{0}}, nil); !errors.Is(err, device.ErrClosed) {
 		t.Errorf("enqueue after Close = %v, want ErrClosed", err)
+	}
+}
+
+// A work-group's local memory is bounded by LocalMemBytes, which the device
+// reports and enforces itself: 16 GiB of it once crashed the process with
+// fatal out of memory (A3).
+func TestLocalMemoryLimit_A3(t *testing.T) {
+	d := New(0, 2)
+	defer d.Close()
+	if got := d.Info().Caps.LocalMemBytes; got != LocalMemBytes {
+		t.Fatalf("Caps.LocalMemBytes = %d, want %d", got, LocalMemBytes)
+	}
+	launch := func(local ...int) device.LaunchOp {
+		op := device.LaunchOp{Name: "loc", Range: device.NDRange{Global: [3]int{1, 1, 64}, Local: [3]int{1, 1, 16}},
+			Func: func(w *device.Work) {
+				for i, a := range w.Args {
+					if len(w.Local[i]) != a.LocalBytes {
+						panic("local memory of the wrong size")
+					}
+				}
+			}}
+		for _, n := range local {
+			op.Args = append(op.Args, device.Arg{Kind: device.ArgLocal, LocalBytes: n})
+		}
+		return op
+	}
+	for _, local := range [][]int{{16 << 30}, {LocalMemBytes / 2, LocalMemBytes/2 + 1}, {-1}} {
+		if err := enqueueWait(t, d, launch(local...)); !errors.Is(err, device.ErrBadOp) || !strings.Contains(err.Error(), "bytes of local memory a work-group of cpu:0 may have") {
+			t.Errorf("launch with local memory %v = %v, want ErrBadOp naming the limit", local, err)
+		}
+	}
+	if err := enqueueWait(t, d, launch(LocalMemBytes/2, LocalMemBytes/2)); err != nil {
+		t.Errorf("launch with LocalMemBytes of local memory: %v", err)
 	}
 }

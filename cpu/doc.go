@@ -10,8 +10,9 @@
 // A flat launch is split into chunks along its slowest non-trivial dimension
 // (a few per worker, so uneven chunks balance out); workers claim chunks with
 // one atomic add. A grouped launch runs each work-group on one worker, with
-// its own local memory (A3); a kernel's phases over the group's items are
-// separated by barriers simply by running one after the other.
+// its own local memory (A3), at most LocalMemBytes (1 MiB) per work-group;
+// a kernel's phases over the group's items are separated by barriers
+// simply by running one after the other.
 //
 // A fill of 1 MiB or more runs in chunks on every worker. From 4 MiB on,
 // where the machine has AVX (amd64), each chunk streams a 4 KiB block of
