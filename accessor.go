@@ -61,6 +61,7 @@ func sliceOf[T any](m *device.Mem) []T {
 // access declares a requirement of h on b and returns it (nil after
 // recording an error in h).
 func access[T any](h *Handler, b *Buffer[T], mode coherence.Mode, ranged bool, off ID, rng Range, opts []AccessOption) *req {
+	h.live("an accessor constructor (Read, Write, ReadRange, Require, …)")
 	var cfg accessConfig
 	if len(opts) > 0 {
 		c := new(accessConfig)
@@ -68,10 +69,6 @@ func access[T any](h *Handler, b *Buffer[T], mode coherence.Mode, ranged bool, o
 			o(c)
 		}
 		cfg = *c
-	}
-	if err := h.usable(); err != nil {
-		h.fail(err)
-		return nil
 	}
 	if b == nil || b.st == nil {
 		h.fail(fmt.Errorf("%w: nil buffer", ErrBadRange))

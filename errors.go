@@ -26,8 +26,13 @@ var (
 	// exactly one of ParallelFor, ParallelForND, SingleTask, Launch, Copy,
 	// Fill.
 	ErrNoKernel = errors.New("acpp: command group must declare exactly one action")
-	// ErrHandlerDone: a Handler was used after its Submit returned; build
-	// accessors inside the command-group function.
+	// ErrHandlerDone: a Handler was used after its Submit returned, or an
+	// accessor of one command group in another. Build accessors and
+	// declare the action inside the command-group function. Using a
+	// finished Handler is a programmer error with no error to return: the
+	// call panics with an error wrapping ErrHandlerDone (recover it and
+	// match it with errors.Is). An accessor of another group is an error
+	// from Submit.
 	ErrHandlerDone = errors.New("acpp: handler used outside its command group")
 	// ErrOption: an option was given where it cannot apply (a SubmitOption
 	// that Malloc, Memcpy, Memset or FillUSM does not take; a NewQueue

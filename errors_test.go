@@ -81,11 +81,55 @@ func TestSubmitErrors(t *testing.T) {
 	if _, err := NewBuffer[int32](q, R1(8), PageSize(2, 2)); !errors.Is(err, ErrBadRange) {
 		t.Errorf("NewBuffer with 2D page size for a 1D buffer = %v, want ErrBadRange", err)
 	}
+	waitAll(t, q)
+}
+
+// A Handler used after its Submit returned panics with an error wrapping
+// ErrHandlerDone, whatever the call (once, the error was recorded on the
+// finished handler, where nobody saw it, and a zero accessor returned).
+// An accessor of another group stays an error from Submit.
+func TestHandlerUsedAfterSubmitPanics(t *testing.T) {
+	registerTestKernels()
+	q := newQueue(t)
+	b := must(NewBuffer[float32](q, R1(4)))
 	var late *Handler
-	must(q.Submit(func(h *Handler) error { late = h; h.SingleTask(func() {}); return nil }))
-	late.SingleTask(func() {})
-	if !errors.Is(errors.Join(late.declErrs()...), ErrHandlerDone) {
-		t.Errorf("using a handler after Submit: %v, want ErrHandlerDone", late.declErrs())
+	var kept UnrangedRO[float32]
+	must(q.Submit(func(h *Handler) error { late, kept = h, Read(h, b); h.SingleTask(func() {}); return nil }))
+	ph := ReadWritePlaceholder(b)
+	for name, use := range map[string]func(){
+		"Read":          func() { Read(late, b) },
+		"WriteRange":    func() { WriteRange(late, b, R1(2), I1(0)) },
+		"ReadWriteRaw":  func() { ReadWriteRaw(late, b) },
+		"Require":       func() { ph.Require(late) },
+		"SingleTask":    func() { late.SingleTask(func() {}) },
+		"ParallelFor":   func() { late.ParallelFor(R1(-1), func(Item) {}) }, // even with a bad range
+		"ParallelForND": func() { late.ParallelForND(R1(4), R1(2), func(Group) {}) },
+		"Launch":        func() { late.Launch("acpptest.add", R1(4)) },
+		"LocalAccessor": func() { LocalAccessor[float32](late, 4) },
+		"Fill":          func() { Fill(late, Write(late, b), 1) },
+		"CopyToHost":    func() { CopyToHost(late, kept, make([]float32, 4)) },
+		"DependsOn":     func() { late.DependsOn() },
+		"nil Handler":   func() { Read((*Handler)(nil), b) },
+	} {
+		func() {
+			defer func() {
+				err, _ := recover().(error)
+				if !errors.Is(err, ErrHandlerDone) || !strings.Contains(err.Error(), "inside the command-group function") {
+					t.Errorf("%s on a finished Handler: panic %v, want an error wrapping ErrHandlerDone", name, err)
+				}
+			}()
+			use()
+		}()
+	}
+	if len(late.declErrs()) != 0 {
+		t.Errorf("the finished Handler recorded %v", late.declErrs())
+	}
+	_ = late.Device() // describes, changes nothing: allowed
+	if _, err := q.Submit(func(h *Handler) error {
+		Copy(h, kept, Write(h, b))
+		return nil
+	}); !errors.Is(err, ErrHandlerDone) || !strings.Contains(err.Error(), "belongs to another command group") {
+		t.Errorf("Submit with an accessor of another group = %v, want ErrHandlerDone", err)
 	}
 	waitAll(t, q)
 }

@@ -82,8 +82,11 @@ func onlyOptions(what string, opts []SubmitOption, takes ...string) (submitConfi
 }
 
 // Handler records a command group: its accessors and its one action. It
-// is valid only inside the function passed to Submit. It records; the
-// queue's engine runs the record (engine.Group).
+// is valid only inside the function passed to Submit: once Submit has
+// returned, every function and method that takes it but Device (accessor
+// constructors and Require, actions, LocalAccessor, DependsOn) panics with
+// an error wrapping ErrHandlerDone. It records; the queue's engine runs the record
+// (engine.Group).
 type Handler struct {
 	q    *Queue
 	rec  engine.Group // the record; rec.Target is the device it is recorded for
@@ -146,11 +149,19 @@ func (h *Handler) newReq() *req {
 	return new(req)
 }
 
-func (h *Handler) usable() error {
+// live panics when h is no longer live: used after its Submit returned (or
+// nil). Such a use has no error to return and no group to fail, and
+// recording an error on the finished handler would lose it: like a send on
+// a closed channel, it is a programmer error, and the panic's value is an
+// error wrapping ErrHandlerDone. what names the call.
+func (h *Handler) live(what string) {
 	if h == nil || h.done {
-		return ErrHandlerDone
+		handlerDone(what)
 	}
-	return nil
+}
+
+func handlerDone(what string) {
+	panic(fmt.Errorf("%w: %s on a Handler whose Submit has returned (or a nil one); build accessors and declare the group's action inside the command-group function", ErrHandlerDone, what))
 }
 
 func (h *Handler) fail(err error) { x := h.extras(); x.errs = append(x.errs, err) }
@@ -162,6 +173,7 @@ func (h *Handler) Device() device.Info { return h.rec.Target.Info() }
 
 // DependsOn adds explicit dependencies, like the After option.
 func (h *Handler) DependsOn(evs ...*Event) {
+	h.live("DependsOn")
 	for _, e := range evs {
 		if e != nil {
 			h.rec.After = append(h.rec.After, e.e)
@@ -190,10 +202,7 @@ func (h *Handler) setAction(name string, ops ...device.Op) {
 // checkAction records an error and reports false when h cannot take an
 // action now.
 func (h *Handler) checkAction(name string) bool {
-	if err := h.usable(); err != nil {
-		h.fail(err)
-		return false
-	}
+	h.live(name)
 	if h.rec.Action != "" {
 		h.fail(fmt.Errorf("%w: %s after %s", ErrNoKernel, name, h.rec.Action))
 		return false
@@ -317,6 +326,7 @@ func (h *Handler) seal() error {
 // Use ParallelForChunks for those: its kernel loops itself and runs as fast
 // as a hand-written loop.
 func (h *Handler) ParallelFor(r Range, k func(it Item)) {
+	h.live("ParallelFor")
 	if err := r.valid(); err != nil {
 		h.fail(err)
 		return
@@ -361,6 +371,7 @@ func (h *Handler) ParallelFor(r Range, k func(it Item)) {
 // bandwidth-bound kernels: saxpy through raw, unranged or ranged accessors
 // runs at 0.8–0.95× a hand-written parallel loop over plain slices.
 func (h *Handler) ParallelForChunks(r Range, k func(lo, hi ID)) {
+	h.live("ParallelForChunks")
 	if err := r.valid(); err != nil {
 		h.fail(err)
 		return
@@ -384,6 +395,7 @@ func (h *Handler) nameOr(s string) string {
 
 // SingleTask runs k once.
 func (h *Handler) SingleTask(k func()) {
+	h.live("SingleTask")
 	if !h.runsGo("SingleTask") {
 		return
 	}
@@ -487,6 +499,7 @@ type Local[T any] struct {
 // CPU device's is cpu.LocalMemBytes, 1 MiB): Submit refuses more with
 // ErrBadRange, as it does a size that overflows.
 func LocalAccessor[T any](h *Handler, n int) Local[T] {
+	h.live("LocalAccessor")
 	es, err := elemSize[T]()
 	if err != nil {
 		h.fail(err)
@@ -527,6 +540,7 @@ func (l Local[T]) Len() int { return l.n }
 // ParallelForND runs k once per work-group of local-sized groups covering
 // global. global must be a multiple of local in every dimension.
 func (h *Handler) ParallelForND(global, local Range, k func(g Group)) {
+	h.live("ParallelForND")
 	nd, err := h.ndRange(global, local)
 	if err != nil {
 		h.fail(err)
@@ -574,6 +588,7 @@ type KernelArg interface {
 // an implementation for the group's device; each argument is checked
 // against the kernel's declared parameters (A2).
 func (h *Handler) Launch(name string, r Range, args ...KernelArg) {
+	h.live("Launch")
 	if err := r.valid(); err != nil {
 		h.fail(err)
 		return
@@ -583,6 +598,7 @@ func (h *Handler) Launch(name string, r Range, args ...KernelArg) {
 
 // LaunchND runs the named kernel over work-groups of size local.
 func (h *Handler) LaunchND(name string, global, local Range, args ...KernelArg) {
+	h.live("LaunchND")
 	nd, err := h.ndRange(global, local)
 	if err != nil {
 		h.fail(err)
@@ -790,6 +806,7 @@ func (r *req) region() device.Region {
 // Copy copies src's access region to dst's (same size) on the group's
 // device.
 func Copy[T any](h *Handler, src Readable[T], dst Writable[T]) {
+	h.live("Copy")
 	s, d := src.request(), dst.request()
 	if !h.own(s, "source") || !h.own(d, "destination") {
 		return
@@ -810,6 +827,7 @@ func hostMem[T any](h *Handler, s []T) *device.Mem {
 
 // CopyToHost copies src's access region into dst (dense, row-major).
 func CopyToHost[T any](h *Handler, src Readable[T], dst []T) {
+	h.live("CopyToHost")
 	s := src.request()
 	if !h.own(s, "source") {
 		return
@@ -826,6 +844,7 @@ func CopyToHost[T any](h *Handler, src Readable[T], dst []T) {
 
 // CopyFromHost copies src (dense, row-major) into dst's access region.
 func CopyFromHost[T any](h *Handler, src []T, dst Writable[T]) {
+	h.live("CopyFromHost")
 	d := dst.request()
 	if !h.own(d, "destination") {
 		return
@@ -842,6 +861,7 @@ func CopyFromHost[T any](h *Handler, src []T, dst Writable[T]) {
 
 // Fill sets every element of dst's access region to v.
 func Fill[T any](h *Handler, dst Writable[T], v T) {
+	h.live("Fill")
 	d := dst.request()
 	if !h.own(d, "destination") {
 		return
