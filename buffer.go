@@ -254,6 +254,9 @@ func (st *bufState) isClosed() bool { return st.closed.Load() }
 // WriteBack makes the host allocation up to date and waits for it: for a
 // buffer made over a slice (L1), the slice then holds the buffer's contents.
 func (b *Buffer[T]) WriteBack(ctx context.Context) error {
+	if err := checkCtx(ctx, "Buffer.WriteBack"); err != nil {
+		return err
+	}
 	if b.st.isClosed() {
 		return ErrBufferClosed
 	}
@@ -289,6 +292,9 @@ func (st *bufState) close(ctx context.Context) error {
 // on that device allocates again. The host allocation cannot be released:
 // close the buffer instead.
 func (b *Buffer[T]) Release(ctx context.Context, id DeviceID) error {
+	if err := checkCtx(ctx, "Buffer.Release"); err != nil {
+		return err
+	}
 	if b.st.isClosed() {
 		return ErrBufferClosed
 	}

@@ -61,4 +61,7 @@
 // closed buffer, missing implementation, bad argument); errors while a
 // group runs (a kernel panic, a failed copy, a cancelled queue) are on its
 // Event and returned by Queue.Wait. A failed group does not stop the queue.
+// Every call that takes a context refuses a nil one with an error (pass
+// context.Background()), having started nothing. Misusing a Handler after
+// its Submit returned panics with an error wrapping ErrHandlerDone.
 package acpp

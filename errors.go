@@ -1,7 +1,9 @@
 package acpp
 
 import (
+	"context"
 	"errors"
+	"fmt"
 
 	"github.com/acpp/acpp/device"
 	"github.com/acpp/acpp/internal/engine"
@@ -83,3 +85,12 @@ type classError struct {
 
 func (e *classError) Error() string { return e.msg }
 func (e *classError) Unwrap() error { return e.class }
+
+// checkCtx is the error of call given a nil context, before anything is
+// submitted or registered; nil for a real one.
+func checkCtx(ctx context.Context, call string) error {
+	if ctx == nil {
+		return fmt.Errorf("acpp: %s got a nil context; pass context.Background() (or a context with a deadline) instead", call)
+	}
+	return nil
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestSubmitErrors(t *testing.T) {
@@ -292,5 +293,50 @@ func TestClosedBufferMatchesErrClosed(t *testing.T) {
 	}
 	if errors.Is(ErrClosed, ErrBufferClosed) {
 		t.Error("a closed queue's ErrClosed matches ErrBufferClosed")
+	}
+}
+
+// Every call that takes a context refuses a nil one with an error, before
+// anything is registered: b.Read(nil) once panicked inside the embedded
+// engine's host access, which stayed registered, and q.Close then waited
+// for it forever.
+func TestNilContextIsAnError(t *testing.T) {
+	q, err := NewQueue(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := must(NewBufferFrom(q, []int32{1, 2, 3, 4}, R1(4)))
+	ev := must(q.Submit(func(h *Handler) error { a := ReadWrite(h, b); h.SingleTask(func() { a.Set(0, 5) }); return nil }))
+	var nilCtx context.Context
+	for name, call := range map[string]func() error{
+		"Buffer.Read":      func() error { _, err := b.Read(nilCtx); return err },
+		"Buffer.Write":     func() error { return b.Write(nilCtx, make([]int32, 4)) },
+		"Buffer.WriteBack": func() error { return b.WriteBack(nilCtx) },
+		"Buffer.Release":   func() error { return b.Release(nilCtx, cpuID) },
+		"HostRead":         func() error { _, err := HostRead(nilCtx, b); return err },
+		"HostAccess":       func() error { _, err := HostAccess(nilCtx, b, ModeReadWrite); return err },
+		"Event.Wait":       func() error { return ev.Wait(nilCtx) },
+		"Queue.Wait":       func() error { return q.Wait(nilCtx) },
+	} {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("%s(nil) panicked: %v", name, p)
+				}
+			}()
+			if err := call(); err == nil || !strings.Contains(err.Error(), "nil context; pass context.Background()") {
+				t.Errorf("%s(nil) = %v, want an error that says what to pass", name, err)
+			}
+		}()
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- q.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close after the nil-context calls hangs: something stayed registered")
 	}
 }

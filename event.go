@@ -39,8 +39,13 @@ type Event struct {
 
 // Wait blocks until the group finished and returns its error (a kernel
 // error or panic, a failed copy, a cancelled queue), or ctx's error if ctx
-// ends first.
-func (e *Event) Wait(ctx context.Context) error { return e.e.Wait(ctx) }
+// ends first. A nil ctx is an error.
+func (e *Event) Wait(ctx context.Context) error {
+	if err := checkCtx(ctx, "Event.Wait"); err != nil {
+		return err
+	}
+	return e.e.Wait(ctx)
+}
 
 // Done is closed when the group has finished.
 func (e *Event) Done() <-chan struct{} { return e.e.Done() }

@@ -113,6 +113,9 @@ func hostRegion[T any](b *Buffer[T], mode Mode, opts []AccessOption) (off, rng c
 }
 
 func hostAccess[T any](ctx context.Context, b *Buffer[T], mode Mode, opts []AccessOption) (hostView[T], error) {
+	if err := checkCtx(ctx, "host access (HostRead, HostAccess)"); err != nil {
+		return hostView[T]{}, err
+	}
 	if b == nil || b.st == nil {
 		return hostView[T]{}, fmt.Errorf("%w: nil buffer", ErrBadRange)
 	}
@@ -383,6 +386,9 @@ func (a *HostAccessor[T]) CopyFrom(src []T) int {
 // writers). With Within(off, rng) it reads just that region (row-major),
 // and only the region's pages move (T3); NoInit is an error.
 func (b *Buffer[T]) Read(ctx context.Context, opts ...AccessOption) ([]T, error) {
+	if err := checkCtx(ctx, "Buffer.Read"); err != nil {
+		return nil, err
+	}
 	if b == nil || b.st == nil {
 		return nil, fmt.Errorf("%w: nil buffer", ErrBadRange)
 	}
@@ -411,6 +417,9 @@ func (b *Buffer[T]) Read(ctx context.Context, opts ...AccessOption) ([]T, error)
 // Within(off, rng) it replaces just that region, and data holds the
 // region's rng.Count() elements, row-major.
 func (b *Buffer[T]) Write(ctx context.Context, data []T, opts ...AccessOption) error {
+	if err := checkCtx(ctx, "Buffer.Write"); err != nil {
+		return err
+	}
 	if b == nil || b.st == nil {
 		return fmt.Errorf("%w: nil buffer", ErrBadRange)
 	}

@@ -209,6 +209,9 @@ func (q *Queue) Stats() Stats { return statsOf(q.eng.Stats()) }
 // the errors of those that failed since the last Wait (unless an async
 // handler takes them). It returns ctx's error if ctx ends first.
 func (q *Queue) Wait(ctx context.Context) error {
+	if err := checkCtx(ctx, "Queue.Wait"); err != nil {
+		return err
+	}
 	failed, err := q.eng.Wait(ctx)
 	if err != nil {
 		return err
