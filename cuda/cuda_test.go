@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -382,4 +383,50 @@ func TestGraphsEnvironment(t *testing.T) {
 	if err := (Config{}).Validate(); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), GraphsEnv) {
 		t.Fatalf("%s=off: Validate = %v, want ErrConfig naming the variable", GraphsEnv, err)
 	}
+}
+
+// TestBackendLogsToTheOpenersLogger: the registered backend (what queues
+// and nodes open through device.Backends) logs to OpenConfig.Logger, and
+// with none it discards: never to slog.Default(), which it used to use
+// whatever the queue's logger was (acpp.WithLogger(nil) did not silence
+// it). Without a driver it says so; with GPUs it logs its link decisions.
+func TestBackendLogsToTheOpenersLogger(t *testing.T) {
+	var def, own lockedBuffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&def, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	defer slog.SetDefault(old)
+	log := slog.New(slog.NewTextHandler(&own, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	for _, l := range []*slog.Logger{log, nil} {
+		devs, err := openBackend(context.Background(), device.OpenConfig{Logger: l})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range devs {
+			d.Close()
+		}
+	}
+	if own.String() == "" {
+		t.Error("the opener's logger got nothing")
+	}
+	if s := def.String(); s != "" {
+		t.Errorf("slog.Default() got %q, want nothing", s)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 
 	"github.com/acpp/acpp/cuda/driver"
 	"github.com/acpp/acpp/device"
@@ -14,10 +13,11 @@ func init() {
 	device.RegisterBackend(device.Backend{Kind: device.KindCUDA, Open: openBackend})
 }
 
-// openBackend is the device registry's entry point. device.OpenConfig has
-// no logger yet, so the backend logs to slog.Default().
-func openBackend(ctx context.Context, _ device.OpenConfig) ([]device.Device, error) {
-	devs, err := Open(ctx, Config{Logger: slog.Default()})
+// openBackend is the device registry's entry point. It logs to the
+// logger of whoever opens it (cfg.Logger: acpp.WithLogger, a node's
+// logger); nil discards.
+func openBackend(ctx context.Context, cfg device.OpenConfig) ([]device.Device, error) {
+	devs, err := Open(ctx, Config{Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}

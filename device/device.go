@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 )
 
@@ -232,6 +233,10 @@ type OpenConfig struct {
 	// Devices is the number of devices to open of a kind that can be
 	// partitioned (CPU); 0 means 1. CPU devices share one host memory (B4).
 	Devices int
+	// Logger receives the backend's log events (a GPU backend says why
+	// it found no GPU, which link it chose, ...): the logger of the queue
+	// or node that opens it. nil means discard.
+	Logger *slog.Logger
 }
 
 // MemSharer is a device whose device memory another process on the same

@@ -165,7 +165,7 @@ func openDevices(ctx context.Context, cfg Config) (*devices, error) {
 		if filter != nil && !filter.kinds[b.Kind] && !filterHasKind(filter, b.Kind) {
 			continue
 		}
-		devs, err := b.Open(ctx, device.OpenConfig{})
+		devs, err := b.Open(ctx, device.OpenConfig{Logger: cfg.Logger})
 		if err != nil {
 			d.close()
 			return nil, fmt.Errorf("node: open %s devices: %w", b.Kind, err)

@@ -74,7 +74,7 @@ var _ engine.Engine[struct{}] = (*Engine[struct{}])(nil)
 // the selected ones (all by default, cpu:0 the default device). ctx bounds
 // the engine: groups not yet started when it ends fail with its cause.
 func Open[G any](ctx context.Context, cfg Config) (*Engine[G], error) {
-	oc := device.OpenConfig{Workers: cfg.Workers, Devices: cfg.CPUs}
+	oc := device.OpenConfig{Workers: cfg.Workers, Devices: cfg.CPUs, Logger: cfg.Logger}
 	var all, owned []device.Device
 	cpus, err := cpu.Open(ctx, oc)
 	if err != nil {
@@ -85,7 +85,7 @@ func Open[G any](ctx context.Context, cfg Config) (*Engine[G], error) {
 		if b.Kind == device.KindCPU {
 			continue
 		}
-		devs, err := b.Open(ctx, device.OpenConfig{})
+		devs, err := b.Open(ctx, device.OpenConfig{Logger: cfg.Logger})
 		if err != nil {
 			closeAll(owned)
 			return nil, fmt.Errorf("acpp: open %s backend: %w", b.Kind, err)
