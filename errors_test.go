@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -169,12 +170,33 @@ func TestKernelPanicSurfacesOnEventAndWait(t *testing.T) {
 	}
 }
 
+// The async handler is called by Wait and Close (wait_and_throw), not when
+// a group fails: the failed group's event has its error before.
 func TestAsyncHandler(t *testing.T) {
+	var mu sync.Mutex
 	var got []error
-	q := newQueue(t, WithAsyncHandler(func(err error) { got = append(got, err) }))
-	must(q.Submit(func(h *Handler) error { h.SingleTask(func() { panic("x") }); return nil }))
-	if err := q.Wait(context.Background()); err != nil || len(got) != 1 || !errors.Is(got[0], ErrKernelPanic) {
+	q, err := NewQueue(context.Background(), WithAsyncHandler(func(err error) { mu.Lock(); got = append(got, err); mu.Unlock() }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	handled := func() int { mu.Lock(); defer mu.Unlock(); return len(got) }
+	fail := func() *Event {
+		return must(q.Submit(func(h *Handler) error { h.SingleTask(func() { panic("x") }); return nil }))
+	}
+	if err := fail().Wait(context.Background()); !errors.Is(err, ErrKernelPanic) {
+		t.Fatalf("event = %v, want the kernel panic", err)
+	}
+	if n := handled(); n != 0 {
+		t.Fatalf("the handler was called %d times before Wait", n)
+	}
+	if err := q.Wait(context.Background()); err != nil || handled() != 1 || !errors.Is(got[0], ErrKernelPanic) {
 		t.Fatalf("Wait = %v, handler got %v", err, got)
+	}
+	if err := fail().Wait(context.Background()); err == nil {
+		t.Fatal("the second failing group succeeded")
+	}
+	if err := q.Close(); err != nil || handled() != 2 {
+		t.Fatalf("Close = %v, handler got %v; want the second error handed to it by Close", err, got)
 	}
 }
 
