@@ -609,7 +609,7 @@ func (m Mode) coherence() coherence.Mode {
 type Placeholder[T any] struct {
 	b      *Buffer[T]
 	mode   coherence.Mode
-	noInit bool
+	noInit phProps
 }
 
 // PlaceholderRO is a read-only unranged placeholder.
@@ -621,7 +621,7 @@ type PlaceholderRO[T any] struct {
 type RangedPlaceholder[T any] struct {
 	b      *Buffer[T]
 	mode   coherence.Mode
-	noInit bool
+	noInit phProps
 	off    ID
 	rng    Range
 }
@@ -633,25 +633,69 @@ type RangedPlaceholderRO[T any] struct {
 	rng Range
 }
 
-func noInitOf(opts []AccessOption) bool {
+// phProps are a placeholder's properties: NoInit, and the options given
+// that cannot apply to a placeholder (Require refuses them).
+type phProps uint8
+
+const (
+	phNoInit phProps = 1 << iota
+	phWithin         // Within: a placeholder's region is its constructor's
+	phMap            // Map: a placeholder cannot be split
+)
+
+// propsOf are the properties of a placeholder made with opts.
+func propsOf(opts []AccessOption) phProps {
 	var c accessConfig
 	for _, o := range opts {
 		o(&c)
 	}
-	return c.noInit
+	var p phProps
+	if c.noInit {
+		p |= phNoInit
+	}
+	if c.within {
+		p |= phWithin
+	}
+	if c.mapper != nil {
+		p |= phMap
+	}
+	return p
+}
+
+// check records in h why the options p holds cannot apply to a
+// placeholder, and reports whether they all can.
+func (p phProps) check(h *Handler, ranged string) bool {
+	if p&phWithin != 0 {
+		h.fail(fmt.Errorf("%w: Within cannot apply to a placeholder (its region is its constructor's): use %s for a region", ErrOption, ranged))
+	}
+	if p&phMap != 0 {
+		h.fail(fmt.Errorf("%w (%w): Map cannot apply to a placeholder; declare the accessor in the group (Read, Write, … with Map) to split it", ErrOption, ErrSplit))
+	}
+	return p&(phWithin|phMap) == 0
+}
+
+func opts(p phProps) []AccessOption {
+	if p&phNoInit != 0 {
+		return []AccessOption{NoInit}
+	}
+	return nil
 }
 
 // ReadPlaceholder makes a read-only unranged placeholder.
 func ReadPlaceholder[T any](b *Buffer[T]) PlaceholderRO[T] { return PlaceholderRO[T]{b} }
 
-// WritePlaceholder makes a write unranged placeholder.
+// WritePlaceholder makes a write unranged placeholder. Of the access
+// options it takes NoInit; Within and Map cannot apply to a placeholder,
+// and Require refuses them (ErrOption; the ranged constructors take a
+// region).
 func WritePlaceholder[T any](b *Buffer[T], opts ...AccessOption) Placeholder[T] {
-	return Placeholder[T]{b, coherence.Write, noInitOf(opts)}
+	return Placeholder[T]{b, coherence.Write, propsOf(opts)}
 }
 
-// ReadWritePlaceholder makes a read-write unranged placeholder.
+// ReadWritePlaceholder makes a read-write unranged placeholder. It takes
+// NoInit, as WritePlaceholder does.
 func ReadWritePlaceholder[T any](b *Buffer[T], opts ...AccessOption) Placeholder[T] {
-	return Placeholder[T]{b, coherence.ReadWrite, noInitOf(opts)}
+	return Placeholder[T]{b, coherence.ReadWrite, propsOf(opts)}
 }
 
 // ReadPlaceholderRange makes a read-only ranged placeholder.
@@ -659,26 +703,25 @@ func ReadPlaceholderRange[T any](b *Buffer[T], rng Range, off ID) RangedPlacehol
 	return RangedPlaceholderRO[T]{b, off, rng}
 }
 
-// WritePlaceholderRange makes a write ranged placeholder.
+// WritePlaceholderRange makes a write ranged placeholder. It takes NoInit,
+// as WritePlaceholder does.
 func WritePlaceholderRange[T any](b *Buffer[T], rng Range, off ID, opts ...AccessOption) RangedPlaceholder[T] {
-	return RangedPlaceholder[T]{b, coherence.Write, noInitOf(opts), off, rng}
+	return RangedPlaceholder[T]{b, coherence.Write, propsOf(opts), off, rng}
 }
 
-// ReadWritePlaceholderRange makes a read-write ranged placeholder.
+// ReadWritePlaceholderRange makes a read-write ranged placeholder. It takes
+// NoInit, as WritePlaceholder does.
 func ReadWritePlaceholderRange[T any](b *Buffer[T], rng Range, off ID, opts ...AccessOption) RangedPlaceholder[T] {
-	return RangedPlaceholder[T]{b, coherence.ReadWrite, noInitOf(opts), off, rng}
-}
-
-func opts(noInit bool) []AccessOption {
-	if noInit {
-		return []AccessOption{NoInit}
-	}
-	return nil
+	return RangedPlaceholder[T]{b, coherence.ReadWrite, propsOf(opts), off, rng}
 }
 
 // Require binds the placeholder to h and returns the accessor to use in the
 // kernel.
 func (ph Placeholder[T]) Require(h *Handler) Unranged[T] {
+	h.live("Require")
+	if !ph.noInit.check(h, "WritePlaceholderRange or ReadWritePlaceholderRange") {
+		return Unranged[T]{}
+	}
 	rq := access(h, ph.b, ph.mode, false, ID{}, Range{}, opts(ph.noInit))
 	return Unranged[T]{view[T](rq, false), rq}
 }
@@ -688,6 +731,10 @@ func (p PlaceholderRO[T]) Require(h *Handler) UnrangedRO[T] { return Read(h, p.b
 
 // Require binds the placeholder to h.
 func (ph RangedPlaceholder[T]) Require(h *Handler) Ranged[T] {
+	h.live("Require")
+	if !ph.noInit.check(h, "the constructor's range and offset") {
+		return Ranged[T]{}
+	}
 	rq := access(h, ph.b, ph.mode, true, ph.off, ph.rng, opts(ph.noInit))
 	return Ranged[T]{view[T](rq, true), rq}
 }
@@ -710,7 +757,7 @@ func (p RangedPlaceholder[T]) Buffer() *Buffer[T] { return p.b }
 func (p RangedPlaceholderRO[T]) Buffer() *Buffer[T] { return p.b }
 
 // IsNoInit reports the NoInit property.
-func (p Placeholder[T]) IsNoInit() bool { return p.noInit }
+func (p Placeholder[T]) IsNoInit() bool { return p.noInit&phNoInit != 0 }
 
 // IsNoInit reports the NoInit property.
-func (p RangedPlaceholder[T]) IsNoInit() bool { return p.noInit }
+func (p RangedPlaceholder[T]) IsNoInit() bool { return p.noInit&phNoInit != 0 }

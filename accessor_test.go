@@ -2,8 +2,10 @@ package acpp
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -252,6 +254,34 @@ func TestPlaceholderRequire(t *testing.T) {
 	b.Close()
 	if data[9] != 4 || data[4] != 0 {
 		t.Fatalf("data = %v", data)
+	}
+}
+
+// Placeholders take NoInit; Within and Map cannot apply to them and make
+// Require fail with ErrOption instead of being ignored, as they were.
+func TestPlaceholderRefusesOptionsThatCannotApply(t *testing.T) {
+	q := newQueue(t, WithCPUDevices(2))
+	b := must(NewBuffer[float32](q, R1(8)))
+	for name, tc := range map[string]struct {
+		require func(h *Handler)
+		msg     string
+	}{
+		"Within": {func(h *Handler) { ReadWritePlaceholder(b, Within(I1(2), R1(2))).Require(h) }, "use WritePlaceholderRange or ReadWritePlaceholderRange"},
+		"Within on a ranged one": {func(h *Handler) { WritePlaceholderRange(b, R1(4), I1(0), Within(I1(2), R1(2))).Require(h) },
+			"use the constructor's range and offset"},
+		"Map": {func(h *Handler) { WritePlaceholder(b, NoInit, Map(OneToOne())).Require(h) }, "Map cannot apply to a placeholder"},
+	} {
+		_, err := q.Submit(func(h *Handler) error {
+			tc.require(h)
+			h.SingleTask(func() {})
+			return nil
+		})
+		if !errors.Is(err, ErrOption) || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%s: Submit = %v, want ErrOption containing %q", name, err, tc.msg)
+		}
+	}
+	if ph := WritePlaceholder(b, NoInit); !ph.IsNoInit() || WritePlaceholder(b).IsNoInit() {
+		t.Error("IsNoInit does not say whether NoInit was given")
 	}
 }
 
