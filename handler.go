@@ -34,7 +34,9 @@ func After(evs ...*Event) SubmitOption {
 	return func(c *submitConfig) { c.after = append(c.after, evs...) }
 }
 
-// Named names the group in errors, logs and traces.
+// Named names the group in errors, logs and traces (Queue.RunningGroups).
+// On a cluster queue it names the group in Submit's errors only: the
+// coordinator's logs and traces name a group by its kernel.
 func Named(name string) SubmitOption { return func(c *submitConfig) { c.name = name } }
 
 // given names the options c holds, as their functions are called.
