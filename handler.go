@@ -77,8 +77,12 @@ func onlyOptions(what string, opts []SubmitOption, takes ...string) (submitConfi
 		}
 	}
 	if len(bad) > 0 {
+		them := "them"
+		if len(bad) == 1 {
+			them = "it"
+		}
 		return cfg, fmt.Errorf("%w: %s takes only %s; %s cannot apply to it: drop %s", ErrOption, what, strings.Join(takes, " and "),
-			strings.Join(bad, ", "), map[bool]string{true: "it", false: "them"}[len(bad) == 1])
+			strings.Join(bad, ", "), them)
 	}
 	return cfg, nil
 }
@@ -87,8 +91,8 @@ func onlyOptions(what string, opts []SubmitOption, takes ...string) (submitConfi
 // is valid only inside the function passed to Submit: once Submit has
 // returned, every function and method that takes it but Device (accessor
 // constructors and Require, actions, LocalAccessor, DependsOn) panics with
-// an error wrapping ErrHandlerDone. It records; the queue's engine runs the record
-// (engine.Group).
+// an error wrapping ErrHandlerDone. It records; the queue's engine runs
+// the record (engine.Group).
 type Handler struct {
 	q    *Queue
 	rec  engine.Group // the record; rec.Target is the device it is recorded for
@@ -202,7 +206,7 @@ func (h *Handler) setAction(name string, ops ...device.Op) {
 }
 
 // checkAction records an error and reports false when h cannot take an
-// action now.
+// action now (it has one); a finished h panics (live).
 func (h *Handler) checkAction(name string) bool {
 	h.live(name)
 	if h.rec.Action != "" {
