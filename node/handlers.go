@@ -153,7 +153,7 @@ func (n *Node) handleOpen(_ context.Context, from credentials.Identity, req *pro
 	j := newJob(n, req.Job, from, lease, limit)
 	n.jobs[req.Job] = j
 	n.met.jobs.Set(float64(len(n.jobs)))
-	n.log.Info("job opened", "job", req.Job, "client", from.Name, "lease", lease, "max_bytes", limit)
+	n.log.Info("job opened", "job", jobID(req.Job), "client", from.Name, "lease", lease.String(), "max_bytes", limit)
 	return &proto.JobOpened{Lease: int64(lease), MaxBytes: limit, Node: n.cfg.Name}, nil
 }
 
@@ -180,7 +180,7 @@ func (n *Node) closeJob(j *job, cause error) uint64 {
 	n.met.jobs.Set(float64(len(n.jobs)))
 	n.mu.Unlock()
 	freed := j.close(cause)
-	n.log.Info("job closed", "job", j.id, "freed_bytes", freed, "cause", cause)
+	n.log.Info("job closed", "job", jobID(j.id), "freed_bytes", freed, "cause", cause)
 	return freed
 }
 

@@ -441,7 +441,7 @@ func (n *Node) reapLeases() {
 		case now := <-t.C:
 			for _, j := range n.jobList() {
 				if lease, silent := j.expired(now); silent {
-					n.log.Warn("job lease expired: freeing what it held", "job", j.id, "client", j.owner.Name, "lease", lease)
+					n.log.Warn("job lease expired: freeing what it held", "job", jobID(j.id), "client", j.owner.Name, "lease", lease.String())
 					n.closeJob(j, fmt.Errorf("node %s: lease of job %d expired: its client %s was silent for %v", n.cfg.Name, j.id, j.owner.Name, lease))
 				}
 			}
@@ -518,7 +518,7 @@ func (n *Node) Drain(ctx context.Context) error {
 		}
 		ucancel()
 		open := len(n.jobList())
-		n.log.Info("drain: waiting for clients to hand over their pages", "jobs", open, "timeout", n.cfg.DrainTimeout)
+		n.log.Info("drain: waiting for clients to hand over their pages", "jobs", open, "timeout", n.cfg.DrainTimeout.String())
 	handover:
 		for {
 			left := len(n.jobList())

@@ -83,7 +83,7 @@ _ for -), else its default. See docs/OPERATIONS.md.`,
 			if err != nil {
 				return err
 			}
-			log, err := newLogger(s.LogLevel, s.LogFormat)
+			log, err := newLogger(os.Stderr, s.LogLevel, s.LogFormat)
 			if err != nil {
 				return err
 			}

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -244,8 +246,8 @@ func timingOf(preset string) cluster.Timing {
 	return cluster.DefaultLANConfig().Timing
 }
 
-// newLogger builds the process logger.
-func newLogger(level, format string) (*slog.Logger, error) {
+// newLogger builds the process logger, writing to w.
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("log-level %q: use debug, info, warn or error", level)
@@ -253,9 +255,34 @@ func newLogger(level, format string) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
 	case "text", "":
-		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+		return slog.New(slog.NewTextHandler(w, opts)), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+		opts.ReplaceAttr = jsonValue
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("log-format %q: use text or json", format)
+}
+
+// jsonValue makes JSON logs read like the text ones: a duration as "1.5s",
+// not nanoseconds, and a value that names itself with String (a device
+// ID, an instruction kind) as that string, not as a struct or a number.
+// The node's own packages log such values as strings already; this covers
+// whatever else logs through the process logger.
+func jsonValue(_ []string, a slog.Attr) slog.Attr {
+	switch a.Value.Kind() {
+	case slog.KindDuration:
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	case slog.KindAny:
+		v := a.Value.Any()
+		if _, isErr := v.(error); isErr {
+			break // the handler writes Error()
+		}
+		if s, ok := v.(fmt.Stringer); ok {
+			if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
+				break
+			}
+			a.Value = slog.StringValue(s.String())
+		}
+	}
+	return a
 }
