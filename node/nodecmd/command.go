@@ -176,12 +176,13 @@ each node; keep ca.key off the nodes. Existing files are never overwritten.`,
 			RunE: func(_ *cobra.Command, names []string) error {
 				var errs []error
 				for _, name := range names {
-					if _, err := create(dir, name, credentials.IssueConfig{}); err != nil {
+					iss, err := create(dir, name, credentials.IssueConfig{})
+					if err != nil {
 						errs = append(errs, fmt.Errorf("%s %s: %w", kind, name, err))
 						continue
 					}
 					crt, _ := credentials.Paths(dir, roleOf(kind), name)
-					fmt.Fprintf(stdout, "issued %s certificate %s\n", kind, crt)
+					fmt.Fprintf(stdout, "issued %s certificate %s (valid until %s; renew it before then: docs/OPERATIONS.md)\n", kind, crt, iss.NotAfter.UTC().Format("2006-01-02"))
 				}
 				return errors.Join(errs...)
 			},
