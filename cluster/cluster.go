@@ -8,8 +8,10 @@ import (
 	"log"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -130,7 +132,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	// when Create fails after binding (e.g. no private IP to advertise).
 	nt, err := listen(cfg.BindAddr, cfg.BindPort, mlc.Logger)
 	if err != nil {
-		return fail(fmt.Errorf("cluster: listen for gossip on %s port %d: %w; pick a free BindPort (0 picks one)", cfg.BindAddr, cfg.BindPort, err))
+		return fail(&ListenError{Addr: net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.BindPort)), Err: err})
 	}
 	mlc.Transport = nt
 	mlc.BindPort = nt.GetAutoBindPort()
@@ -140,7 +142,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	ml, err := memberlist.Create(mlc)
 	if err != nil {
 		nt.Shutdown()
-		return fail(fmt.Errorf("cluster: start gossip on %s port %d: %w; set AdvertiseAddr if no private address was found", cfg.BindAddr, mlc.BindPort, err))
+		return fail(&ListenError{Addr: net.JoinHostPort(cfg.BindAddr, strconv.Itoa(mlc.BindPort)), Advertise: true, Err: err})
 	}
 	c.ml = ml
 	ln := ml.LocalNode()
@@ -160,22 +162,40 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 }
 
 // joinAtStart joins cfg.Join, retrying for cfg.JoinRetry while nobody can
-// be joined.
+// be joined. Its own address may be in the list (every node of a cluster
+// may get the same list): when only that one answers, this member is the
+// first of a new cluster, Start returns, and the maintenance loop keeps
+// joining the other addresses every second (rejoinFast). A member that
+// refuses this one's gossip key ends the retries at once (ErrGossipKey):
+// waiting does not change keys.
 func (c *Cluster) joinAtStart(ctx context.Context) error {
 	deadline := time.Now().Add(c.cfg.JoinRetry)
 	backoff := 100 * time.Millisecond
 	for {
-		n, err := c.Join(ctx, c.cfg.Join...)
-		if n > 0 {
+		n, err := c.join(ctx, false, c.cfg.Join...)
+		if n > 0 && len(c.Members().Alive()) > 1 {
+			if err != nil {
+				c.log.Info("joined the cluster; some join addresses did not answer", "error", err)
+			}
 			return nil
 		}
-		if ctx.Err() != nil || time.Now().Add(backoff).After(deadline) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(err, ErrGossipKey) {
+			return err
+		}
+		if n > 0 { // only our own address answered
+			c.log.Info("no other member answers yet: starting a new cluster, and joining the others as they come up", "error", err)
+			return nil
+		}
+		if time.Now().Add(backoff).After(deadline) {
 			if c.cfg.JoinRetry > 0 {
-				return fmt.Errorf("cluster: joined nobody within JoinRetry %v: %w", c.cfg.JoinRetry, err)
+				return &JoinTimeoutError{Retry: c.cfg.JoinRetry, Err: err}
 			}
 			return err
 		}
-		c.log.Info("join failed, retrying", "in", backoff, "error", err)
+		c.log.Info("join failed, retrying", "in", backoff.String(), "error", err)
 		t := time.NewTimer(backoff)
 		select {
 		case <-t.C:
@@ -310,6 +330,12 @@ func (c *Cluster) LocalMeta() Meta {
 // ctx.Err() and the attempts finish in the background (Close waits for
 // them). Join can be called again at any time, e.g. to merge a partition.
 func (c *Cluster) Join(ctx context.Context, addrs ...string) (int, error) {
+	return c.join(ctx, true, addrs...)
+}
+
+// join is Join; warn logs each failed address as a warning (the
+// maintenance loop and Start's retries log their own summary instead).
+func (c *Cluster) join(ctx context.Context, warn bool, addrs ...string) (int, error) {
 	if len(addrs) == 0 {
 		return 0, fmt.Errorf("%w: Join needs at least one address (host:port of a running member)", ErrJoin)
 	}
@@ -347,7 +373,9 @@ func (c *Cluster) Join(ctx context.Context, addrs ...string) (int, error) {
 	for i, err := range errs {
 		if err != nil {
 			je.Failed = append(je.Failed, AddrError{Addr: addrs[i], Err: err})
-			c.log.Warn("join failed", "addr", addrs[i], "error", err)
+			if warn {
+				c.log.Warn("join failed", "addr", addrs[i], "error", err)
+			}
 		} else {
 			je.Joined++
 		}
@@ -372,7 +400,7 @@ func (c *Cluster) joinOne(addr string) error {
 	if errors.As(err, &me) && len(me.WrappedErrors()) == 1 {
 		err = me.WrappedErrors()[0]
 	}
-	return err
+	return markKeyMismatch(err)
 }
 
 // enter takes the lifecycle lock shared, failing if the member is closed or

@@ -249,10 +249,13 @@ func TestWrongGossipKeyCannotJoin_C6(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		mod  func(cfg *cluster.Config)
+		key  bool // the refusal is told apart as ErrGossipKey
 	}{
-		{"wrong-key", func(cfg *cluster.Config) { cfg.GossipKeys = [][]byte{[]byte("another-key-of-32-bytes-length!!")} }},
-		{"no-encryption", func(cfg *cluster.Config) { cfg.GossipKeys = nil; cfg.InsecureNoEncryption = true }},
-		{"other-cluster-name", func(cfg *cluster.Config) { cfg.ClusterName = "other" }},
+		{"wrong-key", func(cfg *cluster.Config) { cfg.GossipKeys = [][]byte{[]byte("another-key-of-32-bytes-length!!")} }, true},
+		{"no-encryption", func(cfg *cluster.Config) { cfg.GossipKeys = nil; cfg.InsecureNoEncryption = true }, true},
+		// Another cluster name is a connection closed by the peer (EOF):
+		// not distinguishable from a peer that went away.
+		{"other-cluster-name", func(cfg *cluster.Config) { cfg.ClusterName = "other" }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := clustertest.Config(t, "intruder-"+tc.name)
@@ -270,6 +273,9 @@ func TestWrongGossipKeyCannotJoin_C6(t *testing.T) {
 			}
 			if len(je.Failed) != 1 || je.Failed[0].Addr != addr {
 				t.Errorf("JoinError.Failed = %+v, want the one address %s", je.Failed, addr)
+			}
+			if got := errors.Is(err, cluster.ErrGossipKey); got != tc.key {
+				t.Errorf("errors.Is(%v, ErrGossipKey) = %v, want %v", err, got, tc.key)
 			}
 			t.Logf("join error: %v", err)
 			// Give gossip a few rounds: the intruder must never appear.

@@ -90,15 +90,20 @@ type Config struct {
 
 	// Join lists members to join at Start ("host:port", or "host" for the
 	// port of this member's BindPort). Start fails if none of them can be
-	// joined. Empty means: start a new cluster (join later with
+	// joined. This member's own address may be in the list, so that every
+	// member can get the same one: when only that address answers, Start
+	// begins a new cluster, and the maintenance loop joins the others every
+	// second for a minute, then every ReconnectInterval, while this member
+	// is alone. Empty means: start a new cluster (join later with
 	// [Cluster.Join]).
 	Join []string
 
 	// JoinRetry is how long Start keeps retrying Join while none of its
 	// addresses can be joined (members started together, the seed not up
 	// yet), with a backoff from 100ms to 2s between rounds; Start's context
-	// bounds it too. 0 means no retry: Start fails if the first round joins
-	// nobody.
+	// bounds it too. A member that refuses this one's gossip key
+	// (ErrGossipKey) ends it at once. 0 means no retry: Start fails if the
+	// first round joins nobody.
 	JoinRetry time.Duration
 
 	// ReconnectInterval is how often this member tries to reach a member it
@@ -106,8 +111,11 @@ type Config struct {
 	// see DepartedRetention), and, when it is alone, the Join addresses.
 	// This heals partitions that outlast Timing.GossipToTheDeadTime, after
 	// which memberlist itself stops talking to the other side. Members that
-	// left gracefully, or failed more than 24h ago, are not retried. 0 means
-	// 30s; negative disables it.
+	// left gracefully, or failed more than 24h ago, are not retried. For
+	// the first minute after a member departs (left or failed), or after
+	// this member finds itself alone, it tries every second instead (a
+	// restarted member is back within about a second). 0 means 30s;
+	// negative disables both.
 	ReconnectInterval time.Duration
 
 	// Logger receives this package's logs and memberlist's own (at debug

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Sentinel errors. Match them with errors.Is.
@@ -25,7 +26,61 @@ var (
 	// ErrKey: a key operation was refused (bad length, unknown key, removing
 	// the primary key); the message says which.
 	ErrKey = errors.New("cluster: gossip key operation refused")
+	// ErrGossipKey: a member answered a join, but its gossip could not be
+	// decrypted with this member's keys, or one side encrypts and the other
+	// does not: the two have different keys. Retrying does not help, so
+	// Start's join (Config.JoinRetry) gives up at once. An AddrError of a
+	// JoinError matches it.
+	ErrGossipKey = errors.New("cluster: gossip keys differ")
 )
+
+// keyMismatch is memberlist's refusal of a state exchange whose other side
+// has other keys, marked as ErrGossipKey. memberlist (v0.7) returns these
+// as plain text (net.go readStream, security.go decryptPayload), so the
+// text is what tells them apart; TestWrongGossipKeyCannotJoin_C6 checks the
+// classification against the real memberlist.
+type keyMismatch struct{ err error }
+
+func (e keyMismatch) Error() string        { return e.err.Error() }
+func (e keyMismatch) Unwrap() error        { return e.err }
+func (e keyMismatch) Is(target error) bool { return target == ErrGossipKey }
+
+// markKeyMismatch returns err marked as ErrGossipKey when it is one of
+// memberlist's key refusals, else err.
+func markKeyMismatch(err error) error {
+	l := strings.ToLower(err.Error())
+	for _, s := range []string{
+		"no installed keys could decrypt the message",                // our keys cannot read the peer
+		"remote state is encrypted and encryption is not configured", // we have no keys, the peer has
+		"encryption is configured but remote state is not encrypted", // we have keys, the peer has none
+	} {
+		if strings.Contains(l, s) {
+			return keyMismatch{err}
+		}
+	}
+	return err
+}
+
+// ListenError is the failure to bind the gossip port (TCP and UDP), or to
+// start gossip on it: usually another process has the port, or (Advertise)
+// no address to advertise was found.
+type ListenError struct {
+	// Addr is the address and port asked for ("0.0.0.0:7946").
+	Addr string
+	// Advertise is set when the port was bound but memberlist could not
+	// start, which usually means no private IP address to advertise.
+	Advertise bool
+	Err       error
+}
+
+func (e *ListenError) Error() string {
+	if e.Advertise {
+		return fmt.Sprintf("cluster: start gossip on %s: %v; set AdvertiseAddr if no private address was found", e.Addr, e.Err)
+	}
+	return fmt.Sprintf("cluster: listen for gossip on %s: %v; pick a free BindPort (0 picks one)", e.Addr, e.Err)
+}
+
+func (e *ListenError) Unwrap() error { return e.Err }
 
 // AddrError is the failure to join one address.
 type AddrError struct {
@@ -59,7 +114,7 @@ func (e *JoinError) Error() string {
 	}
 	b.WriteString(". Check that each address is host:port of a running acpp-node's gossip port, reachable over TCP and UDP")
 	if e.Encrypted {
-		b.WriteString(", and that this node has the cluster's gossip key and cluster name (a wrong key looks like a connection closed by the peer)")
+		b.WriteString(", and that this node has the cluster's gossip key (another key: \"no installed keys could decrypt the message\") and cluster name (another name looks like a connection closed by the peer: EOF)")
 	} else {
 		b.WriteString(", that the cluster does not require gossip encryption (this node runs without keys), and that the cluster names match")
 	}
@@ -75,3 +130,17 @@ func (e *JoinError) Unwrap() []error {
 	}
 	return errs
 }
+
+// JoinTimeoutError: Start retried Config.Join for Config.JoinRetry and
+// joined nobody. Err is the last round's error (a *JoinError, or the
+// context's).
+type JoinTimeoutError struct {
+	Retry time.Duration
+	Err   error
+}
+
+func (e *JoinTimeoutError) Error() string {
+	return fmt.Sprintf("cluster: joined nobody within JoinRetry %v: %v", e.Retry, e.Err)
+}
+
+func (e *JoinTimeoutError) Unwrap() error { return e.Err }

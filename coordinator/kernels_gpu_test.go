@@ -1,11 +1,13 @@
 package coordinator_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/acpp/acpp/coordinator"
 	"github.com/acpp/acpp/coordinator/coordtest"
 	_ "github.com/acpp/acpp/cuda" // the CUDA backend: no devices without a driver
+	"github.com/acpp/acpp/device"
 	"github.com/acpp/acpp/node"
 )
 
@@ -51,6 +53,7 @@ func TestGPURunsShippedPTX_C6(t *testing.T) {
 // the GPU's device name.
 func gpuJob(t *testing.T) (*coordinator.Job, string) {
 	t.Helper()
+	skipWithoutGPU(t)
 	c := coordtest.Start(t, 1, coordtest.Options{Modify: func(_ int, cfg *node.Config) { cfg.Devices = "cpu,cuda:0" }})
 	j := openJob(t, c, nil)
 	gpu := ""
@@ -64,4 +67,24 @@ func gpuJob(t *testing.T) (*coordinator.Job, string) {
 		t.Skipf("no GPU on this machine (devices: %v)", j.Devices())
 	}
 	return j, gpu
+}
+
+// skipWithoutGPU skips t on a machine without a CUDA device: a node
+// refuses --devices entries that match no device (cuda:0 here), so the
+// nodes could not start.
+func skipWithoutGPU(t *testing.T) {
+	t.Helper()
+	for _, b := range device.Backends() {
+		if b.Kind != device.KindCUDA {
+			continue
+		}
+		devs, err := b.Open(context.Background(), device.OpenConfig{})
+		for _, d := range devs {
+			d.Close()
+		}
+		if err == nil && len(devs) > 0 {
+			return
+		}
+	}
+	t.Skip("no GPU on this machine")
 }

@@ -17,6 +17,7 @@ import (
 //	CGO_ENABLED=0 go test -c -o .carry/coordinator.test ./coordinator
 //	./.carry/coordinator.test -test.run 'TestRecoverOnGPU_C5' -test.v
 func TestRecoverOnGPU_C5(t *testing.T) {
+	skipWithoutGPU(t)
 	c := coordtest.Start(t, 3, coordtest.Options{Modify: func(_ int, cfg *node.Config) { cfg.Devices = "cpu,cuda:0" }})
 	j := openJob(t, c, func(cfg *coordinator.Config) { cfg.Checkpoint = 1 })
 	gpus := 0

@@ -3,6 +3,7 @@ package device
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"strconv"
 	"strings"
@@ -59,6 +60,9 @@ func (l MemoryLimit) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// LogValue logs a limit as its string ("auto", "50%"), with JSON logs too.
+func (l MemoryLimit) LogValue() slog.Value { return slog.StringValue(l.String()) }
 
 // String is the limit as acpp-node's --max-bytes takes it: "auto", "off",
 // a share ("50%") or a size in bytes.

@@ -51,6 +51,10 @@ type ID struct {
 
 func (id ID) String() string { return id.Kind.String() + ":" + strconv.Itoa(id.Index) }
 
+// LogValue logs an ID as its string ("cpu:0"), with JSON logs too (which
+// would otherwise show {"Kind":1,"Index":0}).
+func (id ID) LogValue() slog.Value { return slog.StringValue(id.String()) }
+
 // Capabilities say what a device can do. They are fixed when the device is
 // opened.
 type Capabilities struct {

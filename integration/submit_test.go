@@ -134,6 +134,13 @@ func TestSubmitJacobiThreeProcesses_C3_C1(t *testing.T) {
 		t.Errorf("run without --client: exit %d, stderr %q; want 2 naming --client", code, stderr)
 	}
 	n3.stop(t, 10*time.Second)
+	// The others list n3 as left and count it as such, as their /healthz
+	// (members=2) does.
+	waitMembers(t, procs[:2], 2, 10*time.Second)
+	code, stdout, stderr = submit(t, nil, "nodes", "--cluster", n1.quic, "--credentials", creds, "--client", "alice")
+	if code != 0 || !strings.Contains(stdout, "2 alive, 1 left (as node n1 sees them)") {
+		t.Errorf("nodes after n3 left: exit %d, stdout:\n%s%s", code, stdout, stderr)
+	}
 	code, _, stderr = submit(t, nil, "nodes", "--cluster", n3.quic, "--credentials", creds, "--client", "alice")
 	if code != 1 || !strings.Contains(stderr, "cluster unreachable: connect to "+n3.quic) {
 		t.Errorf("nodes on a stopped node: exit %d, stderr %q; want 1 naming %s", code, stderr, n3.quic)

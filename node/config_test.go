@@ -37,6 +37,9 @@ func TestConfigValidateNamesEveryBadField(t *testing.T) {
 	}
 }
 
+// TestDeviceFilter: --devices exposes the devices listed; an entry that
+// matches no device is refused at start (it used to be dropped silently
+// while another entry matched).
 func TestDeviceFilter(t *testing.T) {
 	// On a GPU machine the CUDA backend exposes its devices too.
 	var gpus []string
@@ -49,7 +52,7 @@ func TestDeviceFilter(t *testing.T) {
 	all := append(append([]string{"cpu:0"}, gpus...), "fake:0", "fake:1")
 	cuda, cudaErr := gpus, ""
 	if len(gpus) == 0 {
-		cudaErr = "selects none"
+		cudaErr = "cuda matches no device of this machine"
 	}
 	tests := []struct {
 		filter  string
@@ -64,6 +67,11 @@ func TestDeviceFilter(t *testing.T) {
 		{"cuda", cuda, cudaErr},
 		{"gpu", nil, "unknown device kind"},
 		{"fake:x", nil, "must be a number"},
+		{"cpu, fake:0,", []string{"cpu:0", "fake:0"}, ""},
+		// An entry that matches nothing is refused, naming it and the
+		// devices there are, even when other entries match.
+		{"cpu,cuda:99", nil, "cuda:99 matches no device of this machine (it has cpu:0"},
+		{"cpu,fake:5,fake:6", nil, "fake:5, fake:6 match no device of this machine (it has cpu:0, "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.filter, func(t *testing.T) {

@@ -18,8 +18,9 @@ import (
 // deviceFilter is the parsed Config.Devices: kinds and single devices the
 // node exposes. A nil filter exposes everything.
 type deviceFilter struct {
-	kinds map[device.Kind]bool
-	ids   map[device.ID]bool
+	kinds   map[device.Kind]bool
+	ids     map[device.ID]bool
+	entries []string // as given, trimmed: for errors
 }
 
 func parseDeviceFilter(s string) (*deviceFilter, error) {
@@ -30,6 +31,10 @@ func parseDeviceFilter(s string) (*deviceFilter, error) {
 	f := &deviceFilter{kinds: map[device.Kind]bool{}, ids: map[device.ID]bool{}}
 	for _, part := range strings.Split(s, ",") {
 		part = strings.TrimSpace(part)
+		if part == "" { // "cpu, cuda:0," as "cpu,cuda:0"
+			continue
+		}
+		f.entries = append(f.entries, part)
 		kind, idx, hasIdx := strings.Cut(part, ":")
 		k, err := device.ParseKind(kind)
 		if err != nil {
@@ -45,7 +50,36 @@ func parseDeviceFilter(s string) (*deviceFilter, error) {
 		}
 		f.ids[device.ID{Kind: k, Index: i}] = true
 	}
+	if len(f.entries) == 0 {
+		return nil, nil
+	}
 	return f, nil
+}
+
+// unmatched lists the entries of f that match none of devs, in the order
+// given.
+func (f *deviceFilter) unmatched(devs []device.Device) []string {
+	if f == nil {
+		return nil
+	}
+	var out []string
+	for _, e := range f.entries {
+		kind, idx, hasIdx := strings.Cut(e, ":")
+		k, _ := device.ParseKind(kind) // parsed before
+		i, _ := strconv.Atoi(idx)
+		found := false
+		for _, d := range devs {
+			id := d.Info().ID
+			if id.Kind == k && (!hasIdx || id.Index == i) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func (f *deviceFilter) allows(id device.ID) bool {
@@ -177,6 +211,13 @@ func openDevices(ctx context.Context, cfg Config) (*devices, error) {
 		if filter.allows(dev.Info().ID) {
 			d.list = append(d.list, dev)
 		}
+	}
+	// Every entry must match a device: `cpu,cuda:7` on a machine without
+	// cuda:7 is a typo or the wrong machine, not "cpu only".
+	if miss := filter.unmatched(d.all); len(miss) > 0 {
+		d.close()
+		return nil, fmt.Errorf("node: --devices %q: %s match%s no device of this machine (it has %s); list kinds or kind:index of those, or all",
+			cfg.Devices, strings.Join(miss, ", "), map[bool]string{true: "", false: "es"}[len(miss) > 1], d.describeAll())
 	}
 	if len(d.list) == 0 {
 		d.close()

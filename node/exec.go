@@ -579,7 +579,7 @@ func (j *job) newStaging(m *memory, n int) stagingBuf {
 				}
 				j.n.goFunc(func() {
 					if err := m.dev.Free(pm); err != nil {
-						j.n.log.Warn("free of pinned staging failed", "job", j.id, "device", m.dev.Info().ID, "error", err)
+						j.n.log.Warn("free of pinned staging failed", "job", jobID(j.id), "device", m.dev.Info().ID, "error", err)
 					}
 				})
 			}}

@@ -45,7 +45,7 @@ func offlineNode(t testing.TB) *Node {
 	if n.devs, err = openDevices(context.Background(), Config{CPUWorkers: 1}); err != nil {
 		t.Fatal(err)
 	}
-	n.met = newMetrics()
+	n.met = newMetrics(n.clp.Load)
 	if n.tr, err = closedTransport(); err != nil {
 		t.Fatal(err)
 	}

@@ -69,8 +69,12 @@ func (n *Node) registerHandlers() {
 // Members is the cluster membership this node sees (MsgMembers), for
 // clients that know one address and need every member's QUIC address.
 func (n *Node) Members() *proto.Members {
-	snap := n.cl.Members()
 	out := &proto.Members{Node: n.cfg.Name}
+	cl := n.clp.Load()
+	if cl == nil { // still starting: no membership yet
+		return out
+	}
+	snap := cl.Members()
 	for _, m := range snap.Members {
 		pm := proto.Member{Name: m.Name, State: m.State.String(), Leaving: m.Meta.Leaving, QUICAddr: m.Meta.QUICAddr, GossipAddr: m.Addr.String()}
 		for _, d := range m.Meta.Devices {
@@ -153,7 +157,7 @@ func (n *Node) handleOpen(_ context.Context, from credentials.Identity, req *pro
 	j := newJob(n, req.Job, from, lease, limit)
 	n.jobs[req.Job] = j
 	n.met.jobs.Set(float64(len(n.jobs)))
-	n.log.Info("job opened", "job", req.Job, "client", from.Name, "lease", lease, "max_bytes", limit)
+	n.log.Info("job opened", "job", jobID(req.Job), "client", from.Name, "lease", lease.String(), "max_bytes", limit)
 	return &proto.JobOpened{Lease: int64(lease), MaxBytes: limit, Node: n.cfg.Name}, nil
 }
 
@@ -180,7 +184,7 @@ func (n *Node) closeJob(j *job, cause error) uint64 {
 	n.met.jobs.Set(float64(len(n.jobs)))
 	n.mu.Unlock()
 	freed := j.close(cause)
-	n.log.Info("job closed", "job", j.id, "freed_bytes", freed, "cause", cause)
+	n.log.Info("job closed", "job", jobID(j.id), "freed_bytes", freed, "cause", cause)
 	return freed
 }
 
@@ -271,19 +275,21 @@ func (n *Node) handleEvents(ctx context.Context, from credentials.Identity, req 
 func (n *Node) startHTTP() error {
 	ln, err := net.Listen("tcp", n.cfg.HTTPAddr)
 	if err != nil {
-		return fmt.Errorf("node: metrics/health address %s: %w (is the port in use?)", n.cfg.HTTPAddr, err)
+		return fmt.Errorf("node: --http-addr %s: %w (is the port in use? pick another, or \"\" for no HTTP endpoint)", n.cfg.HTTPAddr, err)
 	}
 	n.hln = ln
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(n.met.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		switch {
+		case n.stopped.Load():
+			http.Error(w, "stopped", http.StatusServiceUnavailable)
 		case !n.ready.Load():
-			http.Error(w, "starting or stopped", http.StatusServiceUnavailable)
+			http.Error(w, "starting", http.StatusServiceUnavailable)
 		case n.draining.Load():
 			http.Error(w, "draining", http.StatusServiceUnavailable)
 		default:
-			fmt.Fprintf(w, "ok %s members=%d jobs=%d\n", n.cfg.Name, len(n.cl.Members().Alive()), n.Jobs())
+			fmt.Fprintf(w, "ok %s members=%d jobs=%d\n", n.cfg.Name, len(n.clp.Load().Members().Alive()), n.Jobs())
 		}
 	})
 	ui := n.mountUI(mux) // liveview.go; nil with NoUI

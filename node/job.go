@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -326,7 +327,7 @@ func (j *job) finishLocked(in *instr, err error) []*instr {
 			j.failures[cur.in.ID] = ev.Err
 			outcome = outcomeOf(ev.Err.Code)
 			if outcome == "failed" {
-				j.n.log.Debug("instruction failed", "job", j.id, "instr", cur.in.ID, "kind", cur.in.Kind, "error", cerr)
+				j.n.log.Debug("instruction failed", "job", jobID(j.id), "instr", cur.in.ID, "kind", cur.in.Kind.String(), "error", cerr)
 			}
 		} else {
 			cur.state = stDone
@@ -463,7 +464,7 @@ func (n *Node) unmapAt(job uint64, peer string, allocs []uint64) bool {
 		var done proto.UnmapRefDone
 		if err := n.tr.Call(ctx, credentials.Node(peer), proto.MsgUnmapRef, &proto.UnmapRef{Job: job, Allocs: allocs[:k]}, &done); err != nil {
 			if n.ctx.Err() == nil {
-				n.log.Info("a peer was not asked to unmap this node's memory; freeing it late", "peer", peer, "job", job, "error", err)
+				n.log.Info("a peer was not asked to unmap this node's memory; freeing it late", "peer", peer, "job", jobID(job), "error", err)
 			}
 			return false
 		}
@@ -475,7 +476,7 @@ func (n *Node) unmapAt(job uint64, peer string, allocs []uint64) bool {
 
 func (j *job) freeAlloc(a *alloc) {
 	if err := a.m.dev.Free(a.mem); err != nil {
-		j.n.log.Warn("free failed", "job", j.id, "buffer", a.key.buf, "mem", a.key.mem, "error", err)
+		j.n.log.Warn("free failed", "job", jobID(j.id), "buffer", a.key.buf, "mem", a.key.mem, "error", err)
 	}
 }
 
@@ -503,7 +504,7 @@ func (j *job) freeIfIdleLocked() func() {
 		j.n.goFunc(func() {
 			for _, im := range imports {
 				if err := im.dev.Free(im.mem); err != nil {
-					j.n.log.Warn("unmapping a peer's memory failed", "job", j.id, "device", im.dev.Info().ID, "error", err)
+					j.n.log.Warn("unmapping a peer's memory failed", "job", jobID(j.id), "device", im.dev.Info().ID, "error", err)
 				}
 			}
 			var lent []*alloc
@@ -635,3 +636,8 @@ func outcomeOf(c proto.ErrorCode) string {
 	}
 	return "failed"
 }
+
+// jobID is a job's ID for logs: decimal text, as acpp-submit status prints
+// it. As a JSON number an ID above 2^53 would be rounded by most readers
+// (jq, JavaScript) and no longer match.
+func jobID(id uint64) string { return strconv.FormatUint(id, 10) }

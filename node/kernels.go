@@ -443,7 +443,7 @@ func (j *job) addKernels(ks []device.Kernel) (*proto.JobKernelsRegistered, error
 		})
 	}
 	if len(add) > 0 {
-		j.n.log.Info("job kernels registered", "job", j.id, "kernels", len(add), "total", len(set.m), "bytes", set.bytes)
+		j.n.log.Info("job kernels registered", "job", jobID(j.id), "kernels", len(add), "total", len(set.m), "bytes", set.bytes)
 	}
 	return &proto.JobKernelsRegistered{Kernels: len(set.m), Bytes: uint64(set.bytes)}, nil
 }

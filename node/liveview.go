@@ -32,8 +32,12 @@ func (n *Node) mountUI(mux *http.ServeMux) *liveview.Server {
 // memory in use against its budgets), its open jobs with their
 // instruction counts and allocations, and the bytes it moved per peer.
 func (n *Node) uiView() liveview.View {
-	inv := n.Inventory()
 	v := liveview.View{Title: "node " + n.cfg.Name, Source: "acpp-node " + n.cfg.Name, Notes: []string{uiNote}}
+	if !n.ready.Load() { // starting (or stopped): devices and membership are not there
+		v.Notes = append(v.Notes, "The node is starting: it has not joined the cluster yet.")
+		return v
+	}
+	inv := n.Inventory()
 	for _, m := range n.Members().Members {
 		lm := liveview.Member{Name: m.Name, Addr: m.QUICAddr, Health: m.State}
 		if m.Leaving && m.State == "alive" {

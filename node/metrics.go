@@ -3,10 +3,12 @@ package node
 import (
 	"math"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/acpp/acpp/cluster"
 	"github.com/acpp/acpp/device"
 )
 
@@ -30,7 +32,9 @@ type metrics struct {
 	handedOver prometheus.Counter
 }
 
-func newMetrics() *metrics {
+// newMetrics makes the node's metrics; cl gives its membership (nil while
+// it starts), read when /metrics is scraped.
+func newMetrics(cl func() *cluster.Cluster) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -78,7 +82,52 @@ func newMetrics() *metrics {
 	}
 	m.reg.MustRegister(m.bytes, m.boxes, m.transfers, m.byRef, m.instrs, m.pending, m.allocs, m.allocBytes, m.jobs, m.members,
 		m.recoveries, m.replayed, m.drains, m.handedOver, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.addCluster(cl)
 	return m
+}
+
+// addCluster exports the membership's counters (cluster.Stats), read when
+// /metrics is scraped; zero while the node starts.
+func (m *metrics) addCluster(cl func() *cluster.Cluster) {
+	stats := func() cluster.Stats {
+		if c := cl(); c != nil {
+			return c.Stats()
+		}
+		return cluster.Stats{}
+	}
+	for _, st := range []struct {
+		state string
+		get   func(cluster.Stats) int
+	}{
+		{"alive", func(s cluster.Stats) int { return s.Alive }},
+		{"left", func(s cluster.Stats) int { return s.Left }},
+		{"failed", func(s cluster.Stats) int { return s.Failed }},
+	} {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "acpp_node_cluster_members_by_state", ConstLabels: prometheus.Labels{"state": st.state},
+			Help: "Cluster members as this node sees them, by state (alive, left, failed); departed members are kept up to 256.",
+		}, func() float64 { return float64(st.get(stats())) }))
+	}
+	m.reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "acpp_node_cluster_events_total", Help: "Membership events (join, update, leave, fail) this node has seen.",
+		}, func() float64 { return float64(stats().Events) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "acpp_node_cluster_resyncs_total", Help: "Membership subscriptions that fell behind and were resynchronised with a snapshot: some reader does not keep up.",
+		}, func() float64 { return float64(stats().Resyncs) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "acpp_node_cluster_health_score", Help: "memberlist's health score of this node: 0 is healthy; higher means it misses its own probe deadlines (usually CPU starvation) and has slowed its probing.",
+		}, func() float64 { return float64(stats().HealthScore) }),
+	)
+}
+
+// addCertificate exports the seconds until the node's certificate expires
+// (negative once expired), read when /metrics is scraped.
+func (m *metrics) addCertificate(notAfter time.Time) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "acpp_node_certificate_expiry_seconds",
+		Help: "Seconds until this node's certificate (nodes/<name>.crt) expires; negative once it has. Re-issue it and restart the node before then (docs/OPERATIONS.md, \"Renewing certificates\").",
+	}, func() float64 { return time.Until(notAfter).Seconds() }))
 }
 
 // Metrics is the node's metrics registry (what /metrics serves).

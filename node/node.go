@@ -53,7 +53,12 @@ type Node struct {
 
 	allocated atomic.Uint64 // bytes held by all jobs (allocations and staging)
 	draining  atomic.Bool
-	ready     atomic.Bool
+	// ready is set once Start has joined the cluster: /healthz answers 503
+	// "starting" until then, and the live view shows nothing (what it reads
+	// is written by Start before ready, and read only after).
+	ready atomic.Bool
+	// stopped is set when Close begins (/healthz: 503 "stopped").
+	stopped atomic.Bool
 
 	mu     sync.Mutex // guards jobs and closed
 	jobs   map[uint64]*job
@@ -67,9 +72,21 @@ type Node struct {
 // Run starts a node, serves until ctx is done, then drains (finishing or
 // failing running instructions within Config.DrainTimeout), leaves the
 // cluster and closes. It returns nil after a clean drain.
+//
+// A ctx that ends while Start still runs (a SIGTERM while the node waits
+// for its --join addresses) is a clean stop too: Run logs "stopped before
+// joining" and returns nil.
 func Run(ctx context.Context, cfg Config) error {
 	n, err := Start(ctx, cfg)
 	if err != nil {
+		if ctx.Err() != nil {
+			log := cfg.Logger
+			if log == nil {
+				log = slog.New(slog.DiscardHandler)
+			}
+			log.Info("stopped before joining", "node", cfg.Name, "cause", context.Cause(ctx), "error", err)
+			return nil
+		}
 		return err
 	}
 	for waiting := true; waiting; {
@@ -96,8 +113,9 @@ func Run(ctx context.Context, cfg Config) error {
 	return errors.Join(derr, cerr)
 }
 
-// Start opens the devices, the QUIC listener, the HTTP endpoint and joins
-// the cluster. ctx bounds the start only.
+// Start opens the HTTP endpoint (first, so that a busy port is found at
+// once and /healthz answers 503 "starting" meanwhile), the devices, the
+// QUIC listener, and joins the cluster. ctx bounds the start only.
 func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -112,14 +130,20 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			n.Close()
 		}
 	}()
+	n.met = newMetrics(n.clp.Load)
+	if cfg.HTTPAddr != "" {
+		if err := n.startHTTP(); err != nil {
+			return nil, err
+		}
+	}
 	creds, keys, err := loadSecrets(cfg)
 	if err != nil {
 		return nil, err
 	}
+	n.logCertificate(creds)
 	if n.devs, err = openDevices(ctx, cfg); err != nil {
 		return nil, err
 	}
-	n.met = newMetrics()
 	for _, m := range n.devs.mems {
 		n.met.addMemory(m)
 		if m.host {
@@ -169,7 +193,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		cc.AdvertiseAddr = cfg.AdvertiseAddr
 	}
 	if n.cl, err = cluster.Start(ctx, cc); err != nil {
-		return nil, fmt.Errorf("node: %w", err)
+		return nil, clusterStartError(err, cfg, cc)
 	}
 	n.clp.Store(n.cl)
 	n.sub = n.cl.Subscribe()
@@ -177,11 +201,6 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.wg.Add(2)
 	go n.watchMembers()
 	go n.reapLeases()
-	if cfg.HTTPAddr != "" {
-		if err := n.startHTTP(); err != nil {
-			return nil, err
-		}
-	}
 	n.ready.Store(true)
 	n.log.Info("node started", "quic", cc.QUICAddr, "gossip", n.cl.Addr().String(), "devices", len(n.devs.list), "memories", len(n.devs.mems))
 	ok = true
@@ -205,6 +224,53 @@ func loadSecrets(cfg Config) (*credentials.Credentials, [][]byte, error) {
 		return nil, nil, fmt.Errorf("%w: the certificate is that of %s, the node is named %q", ErrInvalidConfig, creds.Identity, cfg.Name)
 	}
 	return creds, keys, nil
+}
+
+// certWarnBefore is how long before its certificate expires a node warns
+// at start.
+const certWarnBefore = 30 * 24 * time.Hour
+
+// logCertificate logs when the node's certificate expires (a warning when
+// less than certWarnBefore is left, an error once it has) and exports the
+// time left as a metric.
+func (n *Node) logCertificate(creds *credentials.Credentials) {
+	if creds.NotAfter.IsZero() {
+		return
+	}
+	n.met.addCertificate(creds.NotAfter)
+	left := time.Until(creds.NotAfter)
+	args := []any{"identity", creds.Identity.String(), "not_after", creds.NotAfter.UTC().Format(time.RFC3339), "left", left.Round(time.Hour).String()}
+	hint := fmt.Sprintf("re-issue it (acpp-node credentials node %s) and restart the node: docs/OPERATIONS.md, \"Renewing certificates\"", n.cfg.Name)
+	switch {
+	case left <= 0:
+		n.log.Error("node certificate has expired: peers and clients refuse it; "+hint, args...)
+	case left < certWarnBefore:
+		n.log.Warn("node certificate expires soon: "+hint, args...)
+	default:
+		n.log.Info("node certificate", args...)
+	}
+}
+
+// clusterStartError words cluster.Start's failures in acpp-node's terms:
+// the flag to change rather than the cluster.Config field.
+func clusterStartError(err error, cfg Config, cc cluster.Config) error {
+	var le *cluster.ListenError
+	var te *cluster.JoinTimeoutError
+	switch {
+	case errors.As(err, &le) && le.Advertise:
+		return fmt.Errorf("node: start gossip on %s: %v; no address to advertise to peers was found: set --advertise-addr", le.Addr, le.Err)
+	case errors.As(err, &le):
+		return fmt.Errorf("node: gossip address %s: %v; another process (another acpp-node?) may have the port: pick a free one with --gossip-addr", le.Addr, le.Err)
+	case errors.Is(err, cluster.ErrGossipKey):
+		key := "Config.GossipKeys"
+		if cfg.CredentialsDir != "" && len(cfg.GossipKeys) == 0 {
+			key = filepath.Join(cfg.CredentialsDir, credentials.GossipKeyFile)
+		}
+		return fmt.Errorf("node: the cluster refuses this node's gossip key (%s is not the cluster's): %w", key, err)
+	case errors.As(err, &te):
+		return fmt.Errorf("node: joined no member of --join within --join-retry %v: %w", cc.JoinRetry, te.Err)
+	}
+	return fmt.Errorf("node: %w", err)
 }
 
 // advertised is the QUIC address peers dial: the bound one, with an
@@ -441,7 +507,7 @@ func (n *Node) reapLeases() {
 		case now := <-t.C:
 			for _, j := range n.jobList() {
 				if lease, silent := j.expired(now); silent {
-					n.log.Warn("job lease expired: freeing what it held", "job", j.id, "client", j.owner.Name, "lease", lease)
+					n.log.Warn("job lease expired: freeing what it held", "job", jobID(j.id), "client", j.owner.Name, "lease", lease.String())
 					n.closeJob(j, fmt.Errorf("node %s: lease of job %d expired: its client %s was silent for %v", n.cfg.Name, j.id, j.owner.Name, lease))
 				}
 			}
@@ -518,7 +584,7 @@ func (n *Node) Drain(ctx context.Context) error {
 		}
 		ucancel()
 		open := len(n.jobList())
-		n.log.Info("drain: waiting for clients to hand over their pages", "jobs", open, "timeout", n.cfg.DrainTimeout)
+		n.log.Info("drain: waiting for clients to hand over their pages", "jobs", open, "timeout", n.cfg.DrainTimeout.String())
 	handover:
 		for {
 			left := len(n.jobList())
@@ -571,6 +637,7 @@ wait:
 // Calling it twice is safe.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
+		n.stopped.Store(true)
 		n.ready.Store(false)
 		n.mu.Lock()
 		n.closed = true

@@ -138,7 +138,7 @@ func (j *job) sendByRef(ctx context.Context, a *alloc, peer credentials.Identity
 	stop()
 	cancel(nil)
 	if n.log.Enabled(ctx, slog.LevelDebug) {
-		n.log.Debug("pages sent by reference", "peer", peer.Name, "buffer", hdr.Buffer, "sent_at_us", t0.UnixMicro(), "acked_after", time.Since(t0), "error", err)
+		n.log.Debug("pages sent by reference", "peer", peer.Name, "buffer", hdr.Buffer, "sent_at_us", t0.UnixMicro(), "acked_after", time.Since(t0).String(), "error", err)
 	}
 	var re *transport.RemoteError
 	if errors.As(err, &re) && re.Code == proto.CodeNoPageRef {
@@ -247,8 +247,8 @@ func (n *Node) pagesByRef(ctx context.Context, j *job, peer string, h *proto.Pag
 		case err := <-arr.refDone:
 			if n.log.Enabled(ctx, slog.LevelDebug) {
 				n.log.Debug("pages received by reference", "peer", peer, "buffer", hdr.Buffer, "early", !claimed, "asked_at_us", asked.UnixMicro(),
-					"handler_to_done", done.Sub(asked), "mapped", arr.at.Sub(done), "claimed_after", arr.claimedAt.Sub(arr.at),
-					"copy_started_after", arr.copyAt.Sub(arr.claimedAt), "copied_in", time.Since(arr.copyAt))
+					"handler_to_done", done.Sub(asked).String(), "mapped", arr.at.Sub(done).String(), "claimed_after", arr.claimedAt.Sub(arr.at).String(),
+					"copy_started_after", arr.copyAt.Sub(arr.claimedAt).String(), "copied_in", time.Since(arr.copyAt).String())
 			}
 			if err == nil {
 				n.met.bytes.WithLabelValues("received", peer).Add(float64(total))
@@ -327,7 +327,7 @@ func (n *Node) handleUnmapRef(_ context.Context, from credentials.Identity, req 
 	j.mu.Unlock()
 	for _, im := range drop {
 		if err := im.dev.Free(im.mem); err != nil {
-			n.log.Warn("unmapping a peer's memory failed", "peer", from.Name, "job", req.Job, "device", im.dev.Info().ID, "error", err)
+			n.log.Warn("unmapping a peer's memory failed", "peer", from.Name, "job", jobID(req.Job), "device", im.dev.Info().ID, "error", err)
 		}
 	}
 	return &proto.UnmapRefDone{Unmapped: len(drop)}, nil

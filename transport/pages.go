@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -104,7 +105,7 @@ func runsLen(runs [][]byte) uint64 {
 func (t *Transport) SendPages(ctx context.Context, peer credentials.Identity, h *proto.PageHeader, src [][]byte) error {
 	total, err := t.sendPages(ctx, peer, h, src)
 	if restartedErr(ctx, peer, err) { // as Call: the new run has not seen them
-		t.log.Info("peer restarted: sending the pages to its new run", "peer", peer.String(), "job", h.Job)
+		t.log.Info("peer restarted: sending the pages to its new run", "peer", peer.String(), "job", strconv.FormatUint(h.Job, 10))
 		total, err = t.sendPages(ctx, peer, h, src)
 	}
 	if peer.Role == "" {

@@ -37,16 +37,18 @@ import (
 // Main runs the acpp-node command line with the process's arguments and
 // environment, and exits with 1 (after printing the error) when it fails.
 func Main() {
-	if err := Command(os.Stdout, os.Getenv).Execute(); err != nil {
+	if err := Command(os.Stdout, os.LookupEnv).Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "acpp-node:", err)
 		os.Exit(1)
 	}
 }
 
-// Command is the acpp-node command (run, credentials) writing to stdout
-// and reading the environment through getenv; set its arguments with
+// Command is the acpp-node command (run, credentials, drain) writing to
+// stdout and reading the environment through lookupEnv (os.LookupEnv: a
+// variable set to "" is told from an unset one); set its arguments with
 // SetArgs to run it in a test.
-func Command(stdout io.Writer, getenv func(string) string) *cobra.Command {
+func Command(stdout io.Writer, lookupEnv func(string) (string, bool)) *cobra.Command {
+	getenv := func(k string) string { v, _ := lookupEnv(k); return v }
 	root := &cobra.Command{
 		Use:           "acpp-node",
 		Short:         "acpp cluster agent: runs jobs' instructions on this machine's devices",
@@ -54,11 +56,11 @@ func Command(stdout io.Writer, getenv func(string) string) *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetOut(stdout)
-	root.AddCommand(newRun(getenv), newCredentials(stdout), newDrain(stdout, getenv))
+	root.AddCommand(newRun(lookupEnv), newCredentials(stdout), newDrain(stdout, getenv))
 	return root
 }
 
-func newRun(getenv func(string) string) *cobra.Command {
+func newRun(lookupEnv func(string) (string, bool)) *cobra.Command {
 	var flags settings
 	var configFile string
 	cmd := &cobra.Command{
@@ -70,7 +72,7 @@ _ for -), else its default. See docs/OPERATIONS.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if configFile == "" {
-				configFile = getenv("ACPP_CONFIG")
+				configFile, _ = lookupEnv("ACPP_CONFIG")
 			}
 			var file []byte
 			if configFile != "" {
@@ -79,11 +81,11 @@ _ for -), else its default. See docs/OPERATIONS.md.`,
 					return fmt.Errorf("config file: %w", err)
 				}
 			}
-			s, err := resolve(cmd.Flags(), &flags, file, getenv)
+			s, err := resolve(cmd.Flags(), &flags, file, lookupEnv)
 			if err != nil {
 				return err
 			}
-			log, err := newLogger(s.LogLevel, s.LogFormat)
+			log, err := newLogger(os.Stderr, s.LogLevel, s.LogFormat)
 			if err != nil {
 				return err
 			}
@@ -174,12 +176,13 @@ each node; keep ca.key off the nodes. Existing files are never overwritten.`,
 			RunE: func(_ *cobra.Command, names []string) error {
 				var errs []error
 				for _, name := range names {
-					if _, err := create(dir, name, credentials.IssueConfig{}); err != nil {
+					iss, err := create(dir, name, credentials.IssueConfig{})
+					if err != nil {
 						errs = append(errs, fmt.Errorf("%s %s: %w", kind, name, err))
 						continue
 					}
 					crt, _ := credentials.Paths(dir, roleOf(kind), name)
-					fmt.Fprintf(stdout, "issued %s certificate %s\n", kind, crt)
+					fmt.Fprintf(stdout, "issued %s certificate %s (valid until %s; renew it before then: docs/OPERATIONS.md)\n", kind, crt, iss.NotAfter.UTC().Format("2006-01-02"))
 				}
 				return errors.Join(errs...)
 			},

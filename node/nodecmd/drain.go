@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/acpp/acpp/credentials"
 	"github.com/acpp/acpp/node/nodeclient"
+	"github.com/acpp/acpp/proto"
 )
 
 // newDrain is `acpp-node drain`: ask running nodes to drain and leave, as
@@ -40,24 +42,26 @@ Needs an operator's credentials (acpp-node credentials operator NAME).`,
 				return err
 			}
 			defer cl.Close()
+			// Every address is asked, whatever happened to the ones before
+			// (an operator draining a rack should not stop at its first
+			// dead node); the command fails at the end if any was not.
+			var failed []string
 			for _, addr := range addrs {
-				ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
-				name, err := cl.Connect(ctx, addr)
+				r, err := drainOne(cmd.Context(), cl, addr, reason, timeout)
 				if err != nil {
-					cancel()
-					return fmt.Errorf("connect to %s: %w; is acpp-node running there, and are these the cluster's credentials?", addr, err)
-				}
-				r, err := cl.Drain(ctx, name, reason)
-				cancel()
-				if err != nil {
-					return fmt.Errorf("drain %s (%s): %w", name, addr, err)
+					failed = append(failed, addr)
+					fmt.Fprintf(cmd.ErrOrStderr(), "%s: %v\n", addr, err)
+					continue
 				}
 				switch {
 				case r.Already:
-					fmt.Fprintf(stdout, "node %s is already draining (%d jobs open)\n", r.Node, r.Jobs)
+					fmt.Fprintf(stdout, "node %s is already draining (%d jobs open; %s)\n", r.Node, r.Jobs, addr)
 				default:
-					fmt.Fprintf(stdout, "node %s drains: %d jobs open hand over their pages, then it leaves\n", r.Node, r.Jobs)
+					fmt.Fprintf(stdout, "node %s drains: %d jobs open hand over their pages, then it leaves (%s)\n", r.Node, r.Jobs, addr)
 				}
+			}
+			if len(failed) > 0 {
+				return fmt.Errorf("%d of %d nodes were not asked to drain: %s (see above)", len(failed), len(addrs), strings.Join(failed, ", "))
 			}
 			return nil
 		},
@@ -72,4 +76,19 @@ Needs an operator's credentials (acpp-node credentials operator NAME).`,
 	f.StringVar(&reason, "reason", "", "why, for the node's log")
 	f.DurationVar(&timeout, "timeout", 10*time.Second, "per node: how long to wait for its answer")
 	return cmd
+}
+
+// drainOne asks the node at addr to drain, within timeout.
+func drainOne(ctx context.Context, cl *nodeclient.Client, addr, reason string, timeout time.Duration) (*proto.NodeDraining, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	name, err := cl.Connect(ctx, addr)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w; is acpp-node running there, and are these the cluster's credentials?", err)
+	}
+	r, err := cl.Drain(ctx, name, reason)
+	if err != nil {
+		return nil, fmt.Errorf("drain %s: %w", name, err)
+	}
+	return r, nil
 }

@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"net/netip"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -49,29 +53,38 @@ type setting struct {
 	str             *string
 	list            *[]string
 	num             *int
+	// emptyOK: an empty value means something of its own (http-addr: no
+	// HTTP endpoint; join: no one to join; devices: all), so an ACPP_*
+	// variable that is set but empty, or a config key set to "" or [],
+	// overrides what comes below it. For the other settings an empty
+	// value is ignored (ACPP_JOB_LEASE= is the default, as if unset).
+	emptyOK bool
 }
+
+// key is the setting's config file key: the flag name with _ for -.
+func (st setting) key() string { return strings.ReplaceAll(st.flag, "-", "_") }
 
 func (s *settings) table() []setting {
 	return []setting{
-		{"name", "ACPP_NAME", "node name, as in its certificate (default: the host name)", &s.Name, nil, nil},
-		{"credentials", "ACPP_CREDENTIALS", "credentials directory: ca.crt, gossip.key, nodes/<name>.crt/.key", &s.Credentials, nil, nil},
-		{"gossip-addr", "ACPP_GOSSIP_ADDR", "gossip (memberlist) bind host:port, UDP and TCP", &s.GossipAddr, nil, nil},
-		{"advertise-addr", "ACPP_ADVERTISE_ADDR", "IP address peers use to reach this node (default: the bind address, or a private IP)", &s.AdvertiseAddr, nil, nil},
-		{"quic-addr", "ACPP_QUIC_ADDR", "QUIC listener host:port (UDP) for pages and instructions", &s.QUICAddr, nil, nil},
-		{"join", "ACPP_JOIN", "gossip host:port of a member to join; repeat the flag (env: comma-separated)", nil, &s.Join, nil},
-		{"join-retry", "ACPP_JOIN_RETRY", "how long to keep retrying --join while no member answers, so nodes may start in any order (0: fail at once)", &s.JoinRetry, nil, nil},
-		{"devices", "ACPP_DEVICES", "devices to expose: all, or a list of kinds and kind:index (cpu,cuda:0)", &s.Devices, nil, nil},
-		{"cpu-workers", "ACPP_CPU_WORKERS", "worker goroutines of the CPU device (0: GOMAXPROCS)", nil, nil, &s.CPUWorkers},
-		{"http-addr", "ACPP_HTTP_ADDR", "host:port serving /metrics, /healthz and the live view at /ui/ (empty: none); read-only and unauthenticated: keep it on loopback or a trusted network", &s.HTTPAddr, nil, nil},
-		{"ui", "ACPP_UI", "serve the live view page (members, memory, jobs, bytes per peer) at /ui/ of --http-addr: true or false", &s.UI, nil, nil},
-		{"max-bytes", "ACPP_MAX_BYTES", "memory budget: what all jobs together may allocate in each memory of this node (host memory, each GPU's), staging included; an allocation beyond it fails its job, not the node. auto: 75% of host memory (MemTotal or the cgroup limit) and 90% of each GPU's; a share like 50%; a size like 64GiB (each memory's budget, at most its size, and the node's total); 0: no budget (a buffer larger than memory crashes the node)", &s.MaxBytes, nil, nil},
-		{"max-job-bytes", "ACPP_MAX_JOB_BYTES", "memory one job may allocate on this node (0: no limit but --max-bytes)", &s.MaxJobBytes, nil, nil},
-		{"job-lease", "ACPP_JOB_LEASE", "how long a job survives without word from its client", &s.JobLease, nil, nil},
-		{"drain-timeout", "ACPP_DRAIN_TIMEOUT", "on SIGTERM, how long running instructions may finish before they are failed", &s.DrainTimeout, nil, nil},
-		{"report-gather", "ACPP_REPORT_GATHER", "how long a node that still has a job's instructions to run gathers that job's completions into one report (0: report each at once; at most 100ms)", &s.ReportGather, nil, nil},
-		{"timing", "ACPP_TIMING", "failure detection preset: lan (about 5 s) or local (about 1 s, one machine)", &s.Timing, nil, nil},
-		{"log-level", "ACPP_LOG_LEVEL", "debug, info, warn or error", &s.LogLevel, nil, nil},
-		{"log-format", "ACPP_LOG_FORMAT", "text or json", &s.LogFormat, nil, nil},
+		{"name", "ACPP_NAME", "node name, as in its certificate (default: the host name)", &s.Name, nil, nil, true},
+		{"credentials", "ACPP_CREDENTIALS", "credentials directory: ca.crt, gossip.key, nodes/<name>.crt/.key", &s.Credentials, nil, nil, false},
+		{"gossip-addr", "ACPP_GOSSIP_ADDR", "gossip (memberlist) bind IP:port, UDP and TCP", &s.GossipAddr, nil, nil, false},
+		{"advertise-addr", "ACPP_ADVERTISE_ADDR", "IP address peers use to reach this node (default: the bind address, or a private IP)", &s.AdvertiseAddr, nil, nil, true},
+		{"quic-addr", "ACPP_QUIC_ADDR", "QUIC listener host:port (UDP) for pages and instructions", &s.QUICAddr, nil, nil, false},
+		{"join", "ACPP_JOIN", "gossip host:port of a member to join; repeat the flag (env: comma-separated). Give every node the same list, its own address included: a restarted node then finds the others at once", nil, &s.Join, nil, true},
+		{"join-retry", "ACPP_JOIN_RETRY", "how long to keep retrying --join while no member answers, so nodes may start in any order (0: fail at once); a member that refuses this node's gossip key fails it at once", &s.JoinRetry, nil, nil, false},
+		{"devices", "ACPP_DEVICES", "devices to expose: all, or a list of kinds and kind:index (cpu,cuda:0); an entry that matches no device of this machine is refused", &s.Devices, nil, nil, true},
+		{"cpu-workers", "ACPP_CPU_WORKERS", "worker goroutines of the CPU device (0: GOMAXPROCS)", nil, nil, &s.CPUWorkers, false},
+		{"http-addr", "ACPP_HTTP_ADDR", "host:port serving /metrics, /healthz and the live view at /ui/ (empty: none, also as ACPP_HTTP_ADDR= or http_addr: \"\"); read-only and unauthenticated: keep it on loopback or a trusted network", &s.HTTPAddr, nil, nil, true},
+		{"ui", "ACPP_UI", "serve the live view page (members, memory, jobs, bytes per peer) at /ui/ of --http-addr: true or false", &s.UI, nil, nil, false},
+		{"max-bytes", "ACPP_MAX_BYTES", "memory budget: what all jobs together may allocate in each memory of this node (host memory, each GPU's), staging included; an allocation beyond it fails its job, not the node. auto: 75% of host memory (MemTotal or the cgroup limit) and 90% of each GPU's; a share like 50%; a size like 64GiB (each memory's budget, at most its size, and the node's total); 0: no budget (a buffer larger than memory crashes the node)", &s.MaxBytes, nil, nil, false},
+		{"max-job-bytes", "ACPP_MAX_JOB_BYTES", "memory one job may allocate on this node (0: no limit but --max-bytes)", &s.MaxJobBytes, nil, nil, false},
+		{"job-lease", "ACPP_JOB_LEASE", "how long a job survives without word from its client", &s.JobLease, nil, nil, false},
+		{"drain-timeout", "ACPP_DRAIN_TIMEOUT", "on SIGTERM, SIGINT or acpp-node drain: how long the node's jobs get to move the pages only this node holds and release it (their queued work here finishes first), then for running instructions to finish; what is left then fails", &s.DrainTimeout, nil, nil, false},
+		{"report-gather", "ACPP_REPORT_GATHER", "how long a node that still has a job's instructions to run gathers that job's completions into one report (0: report each at once; at most 100ms)", &s.ReportGather, nil, nil, false},
+		{"timing", "ACPP_TIMING", "failure detection preset: lan (about 5 s) or local (about 1 s, one machine)", &s.Timing, nil, nil, false},
+		{"log-level", "ACPP_LOG_LEVEL", "debug, info, warn or error", &s.LogLevel, nil, nil, false},
+		{"log-format", "ACPP_LOG_FORMAT", "text or json", &s.LogFormat, nil, nil, false},
 	}
 }
 
@@ -100,17 +113,26 @@ func addFlags(fs *pflag.FlagSet, s *settings) {
 }
 
 // resolve fills every setting whose flag was not given from the
-// environment, then the config file, then the default.
-func resolve(fs *pflag.FlagSet, flags *settings, file []byte, getenv func(string) string) (settings, error) {
+// environment (lookupEnv, os.LookupEnv's form), then the config file, then
+// the default. A variable or key that is set but empty counts where an
+// empty value means something (setting.emptyOK). Lists (--join, ACPP_JOIN)
+// are trimmed and empty entries dropped.
+func resolve(fs *pflag.FlagSet, flags *settings, file []byte, lookupEnv func(string) (string, bool)) (settings, error) {
 	out := defaultSettings()
 	if len(file) > 0 {
 		var f settings
 		dec := yaml.NewDecoder(bytes.NewReader(file))
 		dec.KnownFields(true)
-		if err := dec.Decode(&f); err != nil {
+		if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
 			return out, fmt.Errorf("config file: %w (keys are the flag names with _ for -, e.g. gossip_addr)", err)
 		}
-		overlay(&out, &f)
+		// Which keys the file sets, so that `http_addr: ""` is told from
+		// no http_addr at all.
+		var keys map[string]any
+		if err := yaml.Unmarshal(file, &keys); err != nil {
+			return out, fmt.Errorf("config file: %w", err)
+		}
+		overlay(&out, &f, keys)
 	}
 	ot, ft := out.table(), flags.table()
 	for i, st := range ot {
@@ -119,23 +141,23 @@ func resolve(fs *pflag.FlagSet, flags *settings, file []byte, getenv func(string
 			case st.str != nil:
 				*st.str = *ft[i].str
 			case st.list != nil:
-				*st.list = *ft[i].list
+				*st.list = cleanList(*ft[i].list)
 			case st.num != nil:
 				*st.num = *ft[i].num
 			}
 			continue
 		}
-		v := getenv(st.env)
-		if v == "" {
+		v, set := lookupEnv(st.env)
+		if !set || v == "" && !st.emptyOK {
 			continue
 		}
 		switch {
 		case st.str != nil:
 			*st.str = v
 		case st.list != nil:
-			*st.list = strings.Split(v, ",")
+			*st.list = cleanList(strings.Split(v, ","))
 		case st.num != nil:
-			n, err := strconv.Atoi(v)
+			n, err := strconv.Atoi(strings.TrimSpace(v))
 			if err != nil {
 				return out, fmt.Errorf("%s=%q: want a number", st.env, v)
 			}
@@ -145,16 +167,32 @@ func resolve(fs *pflag.FlagSet, flags *settings, file []byte, getenv func(string
 	return out, nil
 }
 
-// overlay copies the non-zero fields of f into s.
-func overlay(s, f *settings) {
+// cleanList trims the entries of a list setting and drops empty ones
+// ("a:1, b:2," is a:1 and b:2).
+func cleanList(l []string) []string {
+	out := make([]string, 0, len(l))
+	for _, e := range l {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// overlay copies into s the fields of f whose keys the file sets: an empty
+// value only where it means something (setting.emptyOK).
+func overlay(s, f *settings, keys map[string]any) {
 	st, ft := s.table(), f.table()
 	for i := range st {
+		if _, set := keys[st[i].key()]; !set {
+			continue
+		}
 		switch {
-		case st[i].str != nil && *ft[i].str != "":
+		case st[i].str != nil && (*ft[i].str != "" || st[i].emptyOK):
 			*st[i].str = *ft[i].str
-		case st[i].list != nil && len(*ft[i].list) > 0:
-			*st[i].list = *ft[i].list
-		case st[i].num != nil && *ft[i].num != 0:
+		case st[i].list != nil:
+			*st[i].list = cleanList(*ft[i].list)
+		case st[i].num != nil:
 			*st[i].num = *ft[i].num
 		}
 	}
@@ -195,14 +233,42 @@ func (s settings) nodeConfig(log *slog.Logger) (node.Config, error) {
 		cfg.Name = h
 	}
 	cfg.CredentialsDir = s.Credentials
-	cfg.GossipAddr, cfg.AdvertiseAddr, cfg.QUICAddr = s.GossipAddr, s.AdvertiseAddr, s.QUICAddr
-	cfg.Join = s.Join
+	// Addresses are checked here, so that the error names the flag (a bad
+	// value is not passed on, and node.Config.Validate does not name it a
+	// second time by its field).
+	if err := checkGossipAddr(s.GossipAddr); err != nil {
+		errs = append(errs, fmt.Errorf("gossip-addr %q: %v", s.GossipAddr, err))
+	} else {
+		cfg.GossipAddr = s.GossipAddr
+	}
+	if a, err := netip.ParseAddr(s.AdvertiseAddr); s.AdvertiseAddr != "" && (err != nil || a.IsUnspecified()) {
+		errs = append(errs, fmt.Errorf("advertise-addr %q: want the IP address peers reach this node at (not a host name, not 0.0.0.0), or nothing for the bind address", s.AdvertiseAddr))
+	} else {
+		cfg.AdvertiseAddr = s.AdvertiseAddr
+	}
+	if _, _, err := net.SplitHostPort(s.QUICAddr); err != nil {
+		errs = append(errs, fmt.Errorf("quic-addr %q: want host:port: %v", s.QUICAddr, err))
+	} else {
+		cfg.QUICAddr = s.QUICAddr
+	}
+	for _, j := range s.Join {
+		if _, _, err := net.SplitHostPort(j); err != nil {
+			errs = append(errs, fmt.Errorf("join %q: want host:port of a member's gossip port: %v", j, err))
+		} else {
+			cfg.Join = append(cfg.Join, j)
+		}
+	}
 	if d, err := time.ParseDuration(s.JoinRetry); err != nil || d < 0 {
 		errs = append(errs, fmt.Errorf("join-retry %q: want a duration like 60s, or 0 to fail at once", s.JoinRetry))
 	} else {
 		cfg.Cluster.JoinRetry = d
 	}
-	cfg.Devices, cfg.CPUWorkers, cfg.HTTPAddr = s.Devices, s.CPUWorkers, s.HTTPAddr
+	cfg.Devices, cfg.CPUWorkers = s.Devices, s.CPUWorkers
+	if _, _, err := net.SplitHostPort(s.HTTPAddr); s.HTTPAddr != "" && err != nil {
+		errs = append(errs, fmt.Errorf("http-addr %q: want host:port, or empty for no HTTP endpoint: %v", s.HTTPAddr, err))
+	} else {
+		cfg.HTTPAddr = s.HTTPAddr
+	}
 	switch strings.ToLower(s.UI) {
 	case "true", "on", "1", "yes":
 	case "false", "off", "0", "no":
@@ -217,11 +283,17 @@ func (s settings) nodeConfig(log *slog.Logger) (node.Config, error) {
 	if cfg.MaxJobBytes, err = parseBytes(s.MaxJobBytes); err != nil {
 		errs = append(errs, fmt.Errorf("max-job-bytes: %w", err))
 	}
-	if cfg.JobLease, err = time.ParseDuration(s.JobLease); err != nil || cfg.JobLease <= 0 {
+	// A bad duration is not passed on: node.Config.Validate would report
+	// it again, by its field.
+	if d, err := time.ParseDuration(s.JobLease); err != nil || d <= 0 {
 		errs = append(errs, fmt.Errorf("job-lease %q: want a positive duration like 30s", s.JobLease))
+	} else {
+		cfg.JobLease = d
 	}
-	if cfg.DrainTimeout, err = time.ParseDuration(s.DrainTimeout); err != nil || cfg.DrainTimeout <= 0 {
+	if d, err := time.ParseDuration(s.DrainTimeout); err != nil || d <= 0 {
 		errs = append(errs, fmt.Errorf("drain-timeout %q: want a positive duration like 10s", s.DrainTimeout))
+	} else {
+		cfg.DrainTimeout = d
 	}
 	if d, err := time.ParseDuration(s.ReportGather); err != nil || d < 0 || d > node.MaxReportGather {
 		errs = append(errs, fmt.Errorf("report-gather %q: want a duration from 0 to %v like 200us (0 reports each completion at once)", s.ReportGather, node.MaxReportGather))
@@ -237,6 +309,22 @@ func (s settings) nodeConfig(log *slog.Logger) (node.Config, error) {
 	return cfg, errors.Join(errs...)
 }
 
+// checkGossipAddr checks a gossip bind address: an IP (or nothing, for
+// every interface) and a port (0 picks a free one).
+func checkGossipAddr(a string) error {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return fmt.Errorf("want IP:port like 0.0.0.0:7946: %v", err)
+	}
+	if _, err := netip.ParseAddr(host); host != "" && err != nil {
+		return fmt.Errorf("%q is not an IP address: memberlist binds an IP (0.0.0.0 for every interface)", host)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("port %q must be a number from 0 to 65535 (0 picks a free one)", port)
+	}
+	return nil
+}
+
 func timingOf(preset string) cluster.Timing {
 	if preset == "local" {
 		return cluster.DefaultLocalConfig().Timing
@@ -244,8 +332,8 @@ func timingOf(preset string) cluster.Timing {
 	return cluster.DefaultLANConfig().Timing
 }
 
-// newLogger builds the process logger.
-func newLogger(level, format string) (*slog.Logger, error) {
+// newLogger builds the process logger, writing to w.
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("log-level %q: use debug, info, warn or error", level)
@@ -253,9 +341,34 @@ func newLogger(level, format string) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
 	case "text", "":
-		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+		return slog.New(slog.NewTextHandler(w, opts)), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+		opts.ReplaceAttr = jsonValue
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("log-format %q: use text or json", format)
+}
+
+// jsonValue makes JSON logs read like the text ones: a duration as "1.5s",
+// not nanoseconds, and a value that names itself with String (a device
+// ID, an instruction kind) as that string, not as a struct or a number.
+// The node's own packages log such values as strings already; this covers
+// whatever else logs through the process logger.
+func jsonValue(_ []string, a slog.Attr) slog.Attr {
+	switch a.Value.Kind() {
+	case slog.KindDuration:
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	case slog.KindAny:
+		v := a.Value.Any()
+		if _, isErr := v.(error); isErr {
+			break // the handler writes Error()
+		}
+		if s, ok := v.(fmt.Stringer); ok {
+			if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
+				break
+			}
+			a.Value = slog.StringValue(s.String())
+		}
+	}
+	return a
 }

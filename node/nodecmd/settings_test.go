@@ -10,6 +10,11 @@ import (
 	"github.com/spf13/pflag"
 )
 
+// lookup is os.LookupEnv over env.
+func lookup(env map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+}
+
 func TestSettingsPrecedence(t *testing.T) {
 	file := []byte("name: from-file\njoin: [10.0.0.1:7946]\nmax_bytes: 8GiB\njob_lease: 1m\ncpu_workers: 3\n")
 	tests := []struct {
@@ -52,7 +57,7 @@ func TestSettingsPrecedence(t *testing.T) {
 			if err := fs.Parse(tt.args); err != nil {
 				t.Fatal(err)
 			}
-			s, err := resolve(fs, &flags, tt.file, func(k string) string { return tt.env[k] })
+			s, err := resolve(fs, &flags, tt.file, lookup(tt.env))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -157,7 +162,7 @@ func FuzzConfigFile(f *testing.F) {
 		var flags settings
 		fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
 		addFlags(fs, &flags)
-		s, err := resolve(fs, &flags, file, func(string) string { return "" })
+		s, err := resolve(fs, &flags, file, lookup(nil))
 		if err != nil {
 			return
 		}
@@ -188,5 +193,145 @@ func TestJoinRetry(t *testing.T) {
 	s.JoinRetry = "soon"
 	if _, err = s.nodeConfig(nil); err == nil || !strings.Contains(err.Error(), "join-retry") {
 		t.Errorf("join-retry soon: err %v, want one naming join-retry", err)
+	}
+}
+
+// resolveArgs resolves settings from flags, an environment and a file.
+func resolveArgs(t *testing.T, args []string, env map[string]string, file string) settings {
+	t.Helper()
+	var flags settings
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	addFlags(fs, &flags)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	s, err := resolve(fs, &flags, []byte(file), lookup(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestSetButEmptyMeansEmpty: where an empty value means something
+// (http-addr: no HTTP endpoint; join: nobody), an ACPP_* variable set to ""
+// and a config key set to "" or [] override what is below them, as the
+// flag does; for the other settings an empty variable is ignored.
+func TestSetButEmptyMeansEmpty(t *testing.T) {
+	file := "http_addr: 127.0.0.1:9999\njoin: [10.0.0.1:7946]\n"
+	for _, tt := range []struct {
+		name  string
+		args  []string
+		env   map[string]string
+		file  string
+		check func(s settings) bool
+	}{
+		{"flag", []string{"--http-addr", ""}, nil, "", func(s settings) bool { return s.HTTPAddr == "" }},
+		{"env", nil, map[string]string{"ACPP_HTTP_ADDR": ""}, "", func(s settings) bool { return s.HTTPAddr == "" }},
+		{"env over file", nil, map[string]string{"ACPP_HTTP_ADDR": ""}, file, func(s settings) bool { return s.HTTPAddr == "" }},
+		{"file", nil, nil, "http_addr: \"\"\n", func(s settings) bool { return s.HTTPAddr == "" }},
+		{"file null", nil, nil, "http_addr:\n", func(s settings) bool { return s.HTTPAddr == "" }},
+		{"unset env keeps file", nil, nil, file, func(s settings) bool { return s.HTTPAddr == "127.0.0.1:9999" }},
+		{"join env over file", nil, map[string]string{"ACPP_JOIN": ""}, file, func(s settings) bool { return len(s.Join) == 0 }},
+		{"join file empty", nil, nil, "join: []\n", func(s settings) bool { return len(s.Join) == 0 }},
+		{"empty lease env ignored", nil, map[string]string{"ACPP_JOB_LEASE": "", "ACPP_LOG_LEVEL": ""}, "job_lease: 1m\n", func(s settings) bool { return s.JobLease == "1m" && s.LogLevel == "info" }},
+		{"empty lease key ignored", nil, nil, "job_lease: \"\"\n", func(s settings) bool { return s.JobLease == "30s" }},
+		{"cpu_workers 0 in file", nil, map[string]string{}, "cpu_workers: 0\n", func(s settings) bool { return s.CPUWorkers == 0 }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := resolveArgs(t, tt.args, tt.env, tt.file)
+			if !tt.check(s) {
+				t.Errorf("args %q, env %q, file %q: got http_addr %q, join %q, job_lease %q, log_level %q", tt.args, tt.env, tt.file, s.HTTPAddr, s.Join, s.JobLease, s.LogLevel)
+			}
+			// And the node gets no HTTP endpoint from an empty one.
+			if s.HTTPAddr == "" {
+				s.Name = "n1"
+				if cfg, err := s.nodeConfig(nil); err != nil || cfg.HTTPAddr != "" {
+					t.Errorf("nodeConfig: HTTPAddr %q, %v; want none", cfg.HTTPAddr, err)
+				}
+			}
+		})
+	}
+}
+
+// TestListSettingsTrimmed: comma-separated lists may have spaces after
+// the commas and a trailing comma (ACPP_JOIN, and the --join flag and the
+// file's list alike).
+func TestListSettingsTrimmed(t *testing.T) {
+	want := []string{"127.0.0.1:7999", "127.0.0.1:7946"}
+	for _, tt := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		file string
+	}{
+		{"env", nil, map[string]string{"ACPP_JOIN": " 127.0.0.1:7999, 127.0.0.1:7946, "}, ""},
+		{"flags", []string{"--join", " 127.0.0.1:7999", "--join", "", "--join", "127.0.0.1:7946 "}, nil, ""},
+		{"file", nil, nil, "join: [' 127.0.0.1:7999', '127.0.0.1:7946', '']\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := resolveArgs(t, tt.args, tt.env, tt.file)
+			if !slices.Equal(s.Join, want) {
+				t.Fatalf("join = %q, want %q", s.Join, want)
+			}
+			s.Name, s.Devices = "n1", " cpu, "
+			if cfg, err := s.nodeConfig(nil); err != nil || !slices.Equal(cfg.Join, want) {
+				t.Errorf("nodeConfig: Join %q, %v; want %q", cfg.Join, err, want)
+			}
+		})
+	}
+}
+
+// TestSettingErrorsNameTheFlag: a bad address or duration is named by its
+// setting (what the operator typed), once, never by node.Config's or
+// cluster.Config's field (AdvertiseAddr, BindAddr, MaxJobLease).
+func TestSettingErrorsNameTheFlag(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		mod  func(s *settings)
+		want string
+	}{
+		{"advertise", func(s *settings) { s.AdvertiseAddr = "node7.example" }, `advertise-addr "node7.example"`},
+		{"advertise unspecified", func(s *settings) { s.AdvertiseAddr = "0.0.0.0" }, `advertise-addr "0.0.0.0"`},
+		{"gossip host", func(s *settings) { s.GossipAddr = "localhost:7946" }, `gossip-addr "localhost:7946"`},
+		{"gossip port", func(s *settings) { s.GossipAddr = "127.0.0.1:x" }, `gossip-addr "127.0.0.1:x"`},
+		{"quic", func(s *settings) { s.QUICAddr = "7947" }, `quic-addr "7947"`},
+		{"http", func(s *settings) { s.HTTPAddr = "9464" }, `http-addr "9464"`},
+		{"join", func(s *settings) { s.Join = []string{"10.0.0.1"} }, `join "10.0.0.1"`},
+		{"job lease", func(s *settings) { s.JobLease = "-1s" }, `job-lease "-1s"`},
+		{"drain timeout", func(s *settings) { s.DrainTimeout = "0" }, `drain-timeout "0"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := defaultSettings()
+			s.Name = "n1"
+			tt.mod(&s)
+			_, err := s.nodeConfig(nil)
+			if err == nil {
+				t.Fatal("nodeConfig accepted it")
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tt.want) {
+				t.Errorf("error %q does not name %s", msg, tt.want)
+			}
+			if n := strings.Count(msg, "\n") + 1; n != 1 {
+				t.Errorf("error has %d lines, want one:\n%s", n, msg)
+			}
+			for _, field := range []string{"AdvertiseAddr", "BindAddr", "GossipAddr", "QUICAddr", "HTTPAddr", "MaxJobLease", "JobLease", "DrainTimeout", "Join address"} {
+				if strings.Contains(msg, field) {
+					t.Errorf("error %q names the field %s, not the setting", msg, field)
+				}
+			}
+		})
+	}
+}
+
+// TestDrainTimeoutHelpSaysHandOver: --drain-timeout is first the time the
+// jobs get to hand the node's pages over (OPERATIONS.md, "Stopping"), not
+// only the time running instructions get.
+func TestDrainTimeoutHelpSaysHandOver(t *testing.T) {
+	var s settings
+	for _, st := range s.table() {
+		if st.flag == "drain-timeout" && !strings.Contains(st.help, "move the pages only this node holds") {
+			t.Errorf("--drain-timeout help = %q; want the hand-over", st.help)
+		}
 	}
 }

@@ -44,8 +44,44 @@ func Nodes(ctx context.Context, cfg *ClusterConfig, w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%d members (as node %s sees them)\n", len(ms.Members), ms.Node)
+	fmt.Fprintf(w, "%s (as node %s sees them)\n", memberCounts(ms, "members, all alive"), ms.Node)
 	return nil
+}
+
+// memberCounts counts the members by state: "2 alive, 1 left", "3 alive, 1
+// draining, 1 failed". Draining members are alive (they count in the node's
+// /healthz members=N, which counts alive ones) and said so. When every
+// member is alive and none drains it is "3 " + allAlive.
+func memberCounts(ms *proto.Members, allAlive string) string {
+	var alive, draining int
+	other := map[string]int{}
+	var states []string // other states, in the order met
+	for _, m := range ms.Members {
+		switch {
+		case m.State == "alive":
+			alive++
+			if m.Leaving {
+				draining++
+			}
+		default:
+			if other[m.State] == 0 {
+				states = append(states, m.State)
+			}
+			other[m.State]++
+		}
+	}
+	if len(states) == 0 && draining == 0 {
+		return fmt.Sprintf("%d %s", alive, allAlive)
+	}
+	sort.Strings(states) // failed, left
+	parts := []string{fmt.Sprintf("%d alive", alive)}
+	if draining > 0 {
+		parts[0] += fmt.Sprintf(" (%d draining)", draining)
+	}
+	for _, st := range states {
+		parts = append(parts, fmt.Sprintf("%d %s", other[st], st))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func deviceSummary(ds []proto.DeviceSummary) string {
@@ -140,7 +176,7 @@ func Status(ctx context.Context, cfg *ClusterConfig, w io.Writer) error {
 	if _, err := w.Write(table.Bytes()); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%d members; %d job openings (a job counts once per node it runs on)", len(ms.Members), jobs)
+	fmt.Fprintf(w, "%s; %d job openings (a job counts once per node it runs on)", memberCounts(ms, "members"), jobs)
 	if ownOnly {
 		fmt.Fprintf(w, ", %d of them yours", len(rows))
 	}

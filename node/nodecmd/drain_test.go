@@ -1,0 +1,54 @@
+package nodecmd
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/acpp/acpp/credentials"
+	"github.com/acpp/acpp/credentials/credtest"
+	"github.com/acpp/acpp/internal/testlog"
+	"github.com/acpp/acpp/node"
+)
+
+// TestDrainTriesEveryAddress: acpp-node drain with several addresses asks
+// every one, reports each, and fails at the end if any could not be asked
+// (it used to stop at the first failure).
+func TestDrainTriesEveryAddress(t *testing.T) {
+	dir := t.TempDir()
+	if err := credtest.Create(dir, "lab", []string{"n1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := credentials.CreateOperator(dir, "ops", credentials.IssueConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := node.DefaultLocalConfig()
+	cfg.Name, cfg.CredentialsDir, cfg.CPUWorkers = "n1", dir, 1
+	cfg.Logger = testlog.Default(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := node.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	// Nobody listens there (a UDP port just freed).
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := pc.LocalAddr().String()
+	pc.Close()
+	out, errOut, err := execute(t, nil, "drain", "--credentials", dir, "--client", "ops", "--timeout", "2s", dead, n.QUICAddr())
+	if err == nil || !strings.Contains(err.Error(), "1 of 2 nodes") || !strings.Contains(err.Error(), dead) {
+		t.Errorf("drain error = %v; want one naming the 1 of 2 nodes at %s", err, dead)
+	}
+	if !strings.Contains(errOut, dead+": connect") {
+		t.Errorf("drain stderr = %q; want the failure at %s", errOut, dead)
+	}
+	if !strings.Contains(out, "node n1 drains") {
+		t.Errorf("drain stdout = %q; want n1, after the dead address, asked too", out)
+	}
+}
