@@ -17,9 +17,9 @@ type Completion uint8
 // Completion strategies. The zero value is CompletionPoll.
 const (
 	// CompletionPoll: the completer queries one CUDA event per stream and
-	// batch; between rounds it sleeps an eighth of how long the oldest batch
-	// has waited, within [PollMin, PollMax] (nanosleep with 1 µs timer
-	// slack). It never spins.
+	// batch; between rounds it sleeps an eighth of how long the newest
+	// pending batch has waited, within [PollMin, PollMax] (nanosleep with
+	// 1 µs timer slack). It never spins.
 	CompletionPoll Completion = iota
 	// CompletionBlockingSync: the completer waits in cuEventSynchronize on
 	// blocking-sync events (the driver puts the thread to sleep), oldest
@@ -74,7 +74,7 @@ type Config struct {
 	Logger *slog.Logger
 	// Library is the driver library to load; "" means libcuda.so.1.
 	Library string
-	// Streams is the number of streams per device; 0 means 4.
+	// Streams is the number of streams per device, at most 64; 0 means 4.
 	Streams int
 	// Completion picks the completion strategy; the zero value is
 	// CompletionPoll, or the strategy the environment variable
@@ -82,7 +82,10 @@ type Config struct {
 	// the way to choose one for devices that acpp.NewQueue opens.
 	Completion Completion
 	// PollMin and PollMax bound the sleep between polling rounds; 0 means
-	// 2 µs and 200 µs. Only CompletionPoll uses them.
+	// 2 µs and 200 µs (a PollMin left 0 is lowered to a PollMax below
+	// 2 µs). A PollMin above PollMax, or above the default PollMax when
+	// PollMax is 0, is a configuration error. Only CompletionPoll uses
+	// them.
 	PollMin, PollMax time.Duration
 	// SpinIdle is how long, under CompletionSpin, the owner goroutine and
 	// the completer look for new work before they block; 0 means 50 µs.
@@ -119,6 +122,13 @@ type Config struct {
 	virtualDevices int
 }
 
+// Default bounds of the sleep between polling rounds (Config.PollMin,
+// Config.PollMax).
+const (
+	defaultPollMin = 2 * time.Microsecond
+	defaultPollMax = 200 * time.Microsecond
+)
+
 // ErrConfig marks invalid configuration.
 var ErrConfig = errors.New("cuda: invalid config")
 
@@ -142,11 +152,18 @@ func (c Config) Validate() error {
 	if c.SpinIdle < 0 {
 		errs = append(errs, fmt.Errorf("%w: SpinIdle (%v) must be >= 0", ErrConfig, c.SpinIdle))
 	}
-	if c.PollMin < 0 || c.PollMax < 0 || (c.PollMax != 0 && c.PollMin > c.PollMax) {
-		errs = append(errs, fmt.Errorf("%w: PollMin (%v) and PollMax (%v) must be >= 0 and PollMin <= PollMax", ErrConfig, c.PollMin, c.PollMax))
+	switch {
+	case c.PollMin < 0 || c.PollMax < 0:
+		errs = append(errs, fmt.Errorf("%w: PollMin (%v) and PollMax (%v) must be >= 0", ErrConfig, c.PollMin, c.PollMax))
+	case c.PollMax != 0 && c.PollMin > c.PollMax:
+		errs = append(errs, fmt.Errorf("%w: PollMin (%v) must be <= PollMax (%v)", ErrConfig, c.PollMin, c.PollMax))
+	case c.PollMax == 0 && c.PollMin > defaultPollMax:
+		// withDefaults would otherwise lower it to the default PollMax
+		// without a word.
+		errs = append(errs, fmt.Errorf("%w: PollMin (%v) must be <= PollMax, which is %v when left 0; set PollMax too", ErrConfig, c.PollMin, defaultPollMax))
 	}
 	if c.Link > LinkNever {
-		errs = append(errs, fmt.Errorf("%w: Link (%d) unknown", ErrConfig, c.Link))
+		errs = append(errs, fmt.Errorf("%w: Link (%d) unknown; use LinkAuto, LinkAlways or LinkNever", ErrConfig, c.Link))
 	}
 	for _, o := range c.Devices {
 		if o < 0 {
@@ -192,10 +209,10 @@ func (c Config) withDefaults() Config {
 		c.Streams = 4
 	}
 	if c.PollMin == 0 {
-		c.PollMin = 2 * time.Microsecond
+		c.PollMin = defaultPollMin
 	}
 	if c.PollMax == 0 {
-		c.PollMax = 200 * time.Microsecond
+		c.PollMax = defaultPollMax
 	}
 	if c.SpinIdle == 0 {
 		c.SpinIdle = 50 * time.Microsecond

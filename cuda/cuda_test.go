@@ -31,6 +31,21 @@ func TestOpenWithoutDriver(t *testing.T) {
 	}
 }
 
+// TestOpenWithoutDriverStillChecksEnvironment: a bad ACPP_CUDA_* value
+// fails Open with ErrConfig naming the variable even where there is no
+// driver, so a typo is seen on the machine where it is made.
+func TestOpenWithoutDriverStillChecksEnvironment(t *testing.T) {
+	for _, env := range []string{CompletionEnv, GraphsEnv} {
+		t.Run(env, func(t *testing.T) {
+			t.Setenv(env, "typo")
+			devs, err := Open(context.Background(), Config{Library: "libcuda-acpp-test-missing.so.1"})
+			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), env) || len(devs) != 0 {
+				t.Fatalf("%s=typo: Open = %v, %v; want ErrConfig naming the variable", env, devs, err)
+			}
+		})
+	}
+}
+
 // TestBackendRegistered: importing the package registers the CUDA backend.
 func TestBackendRegistered(t *testing.T) {
 	for _, b := range device.Backends() {
@@ -55,6 +70,44 @@ func TestConfigValidate(t *testing.T) {
 	c := Config{}.withDefaults()
 	if c.Streams != 4 || c.PollMin <= 0 || c.PollMax < c.PollMin || c.ManagedReserve == 0 || c.Logger == nil {
 		t.Errorf("withDefaults() = %+v", c)
+	}
+}
+
+// TestConfigOptionsTakeEffectOrFail: a poll bound is either used as given
+// or refused naming the field (a PollMin above the default PollMax was
+// once lowered to 200 µs without a word), and an unknown Link says which
+// values there are.
+func TestConfigOptionsTakeEffectOrFail(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		cfg      Config
+		min, max time.Duration // after withDefaults; 0: Validate must refuse
+		want     string        // in the error
+	}{
+		{"defaults", Config{}, 2 * time.Microsecond, 200 * time.Microsecond, ""},
+		{"min only", Config{PollMin: 50 * time.Microsecond}, 50 * time.Microsecond, 200 * time.Microsecond, ""},
+		{"min at the default max", Config{PollMin: 200 * time.Microsecond}, 200 * time.Microsecond, 200 * time.Microsecond, ""},
+		{"max below the default min", Config{PollMax: time.Microsecond}, time.Microsecond, time.Microsecond, ""},
+		{"both", Config{PollMin: time.Millisecond, PollMax: 2 * time.Millisecond}, time.Millisecond, 2 * time.Millisecond, ""},
+		{"min above the default max", Config{PollMin: time.Millisecond}, 0, 0, "PollMin (1ms) must be <= PollMax, which is 200µs when left 0"},
+		{"min above max", Config{PollMin: 2 * time.Millisecond, PollMax: time.Millisecond}, 0, 0, "PollMin (2ms) must be <= PollMax (1ms)"},
+		{"negative", Config{PollMax: -1}, 0, 0, "must be >= 0"},
+		{"unknown link", Config{Link: LinkNever + 1}, 0, 0, "use LinkAuto, LinkAlways or LinkNever"},
+	} {
+		err := c.cfg.Validate()
+		if c.want != "" {
+			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s: Validate() = %v, want ErrConfig saying %q", c.name, err, c.want)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: Validate() = %v", c.name, err)
+			continue
+		}
+		if d := c.cfg.withDefaults(); d.PollMin != c.min || d.PollMax != c.max {
+			t.Errorf("%s: poll bounds [%v, %v], want [%v, %v]", c.name, d.PollMin, d.PollMax, c.min, c.max)
+		}
 	}
 }
 

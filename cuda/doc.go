@@ -36,10 +36,14 @@
 // ordinary goroutine, which makes waking it several times cheaper than
 // waking a goroutine locked to a sleeping thread. The owner spreads ops over Config.Streams streams by the
 // queue hint (D4). Completion is reported by a second goroutine per device,
-// the completer, by one of three strategies (Config.Completion): polling
-// CUDA events, sleeping an eighth of the time waited so far between rounds
-// (default; measured best, see docs/CUDA.md), a blocking-sync event wait, or a driver host-function
-// callback. Either way one CUDA event (or callback) covers every op the
+// the completer, by one of four strategies (Config.Completion, or the
+// environment variable ACPP_CUDA_COMPLETION when that is left zero):
+// polling CUDA events, sleeping an eighth of the time the newest pending
+// batch has waited between rounds (default; measured best, see
+// docs/CUDA.md), a blocking-sync event wait, a driver host-function
+// callback, or spinning (CompletionSpin: the completer queries back to
+// back, and waiters spin before they park, device.SpinWaiter). Either way
+// one CUDA event (or callback) covers every op the
 // owner issued on one stream in one batch, and done is called from the
 // completer goroutine, never from the caller's. Close stops both goroutines
 // after the work queued before it has finished.
@@ -56,8 +60,18 @@
 // L2, L3), mapped pinned host memory that the host can read without copies.
 // device.MemHost is pinned, mapped, portable host memory (cuMemHostAlloc).
 // device.MemShared is managed memory, refused with device.ErrOutOfMemory
-// when it does not fit into the free device memory (a larger managed
-// allocation can hang the GPU).
+// when it does not fit into the free device memory less
+// Config.ManagedReserve (a larger managed allocation can hang the GPU).
+//
+// # Configuration
+//
+// Config's zero value is ready to use; Open refuses an invalid one with an
+// error matching ErrConfig that names every bad field. Two environment
+// variables, read by Open, choose for devices that acpp.NewQueue opens
+// (which passes a zero Config): ACPP_CUDA_COMPLETION (poll,
+// blocking-sync, callback or spin; used where Config.Completion is left
+// zero) and ACPP_CUDA_GRAPHS=0 (Config.NoGraphs). Any other value of
+// either fails Open with ErrConfig, also on a machine without a GPU.
 //
 // # Errors
 //
