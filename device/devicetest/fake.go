@@ -289,12 +289,20 @@ func (f *Fake) Enqueue(queue int, op device.Op, done func(error)) error {
 		if err := op.Range.Validate(); err != nil {
 			return err
 		}
+		// As every backend does: a kernel refuses launches it cannot
+		// compute as documented (device.Kernel.Check).
+		if err := device.CheckLaunch(op.Kernel, op.Range, op.Args); err != nil {
+			return err
+		}
 		data := make([][]byte, len(op.Args))
 		for i, a := range op.Args {
 			if a.Mem != nil {
 				b, err := Bytes(a.Mem)
 				if err != nil {
 					return err
+				}
+				if a.Offset < 0 || a.Offset > len(b) {
+					return fmt.Errorf("%w: kernel %q argument %d offset %d outside its allocation of %d bytes", device.ErrBadOp, op.Name, i, a.Offset, len(b))
 				}
 				data[i] = b[a.Offset:]
 			}

@@ -143,3 +143,46 @@ func TestFaulty(t *testing.T) {
 		t.Fatalf("Enqueue = %v, want injected error", err)
 	}
 }
+
+// TestFakeRefusesMalformedLaunches: like the backends, the Fake runs a
+// kernel's Check before the launch (device.Kernel.Check: "backends call
+// it") and refuses an argument offset outside its allocation with
+// ErrBadOp from Enqueue, without calling done (it ran the kernel anyway,
+// and panicked on the offset, before).
+func TestFakeRefusesMalformedLaunches(t *testing.T) {
+	f := NewFake(FakeConfig{HostUnified: true})
+	defer f.Close()
+	m, err := f.Alloc(device.MemDevice, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := errors.New("work-groups of 4 only")
+	ran := false
+	k := &device.Kernel{Name: "k", Go: func(*device.Work) { ran = true },
+		Check: func(nd device.NDRange, _ []device.Arg) error {
+			if nd.Local != [3]int{4, 1, 1} {
+				return refused
+			}
+			return nil
+		}}
+	grouped := device.NDRange{Global: [3]int{8, 1, 1}, Local: [3]int{2, 1, 1}}
+	for _, c := range []struct {
+		name string
+		op   device.LaunchOp
+		want error
+	}{
+		{"check refuses", device.LaunchOp{Name: "k", Kernel: k, Range: grouped}, device.ErrBadArg},
+		{"offset past the end", device.LaunchOp{Name: "f", Func: func(*device.Work) { ran = true }, Range: device.NDRange{Global: [3]int{1, 1, 1}},
+			Args: []device.Arg{{Kind: device.ArgPointer, Mem: m, Offset: 17}}}, device.ErrBadOp},
+		{"negative offset", device.LaunchOp{Name: "f", Func: func(*device.Work) { ran = true }, Range: device.NDRange{Global: [3]int{1, 1, 1}},
+			Args: []device.Arg{{Kind: device.ArgPointer, Mem: m, Offset: -1}}}, device.ErrBadOp},
+	} {
+		err := f.Enqueue(0, c.op, func(error) { t.Errorf("%s: done called for a refused op", c.name) })
+		if !errors.Is(err, c.want) {
+			t.Errorf("%s: Enqueue = %v, want %v", c.name, err, c.want)
+		}
+	}
+	if err := wait(t, f, device.LaunchOp{Name: "k", Kernel: k, Range: device.NDRange{Global: [3]int{8, 1, 1}, Local: [3]int{4, 1, 1}}}); err != nil || !ran {
+		t.Fatalf("a launch Check accepts: err %v, ran %v", err, ran)
+	}
+}
