@@ -58,8 +58,8 @@ func Open(ctx context.Context, cfg device.OpenConfig) ([]device.Device, error) {
 	return out, nil
 }
 
-// New starts CPU device index with the given number of workers (0 means
-// GOMAXPROCS).
+// New starts CPU device index with the given number of workers (0, or
+// less, means GOMAXPROCS; Open refuses a negative count).
 func New(index, workers int) *Device {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)

@@ -14,7 +14,9 @@
 // a kernel's phases over the group's items are separated by barriers
 // simply by running one after the other.
 //
-// A fill of 1 MiB or more runs in chunks on every worker. From 4 MiB on,
+// A fill of 2 MiB or more runs in chunks of at least 1 MiB of whole
+// patterns, one per worker at most (so every worker joins from
+// Workers MiB on). From 4 MiB on,
 // where the machine has AVX (amd64), each chunk streams a 4 KiB block of
 // the pattern over its part with non-temporal stores, as memclr does for
 // big clears: any pattern fills at memclr's speed (BenchmarkFill). A

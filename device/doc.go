@@ -34,13 +34,18 @@
 // the executor records the result and enqueues follow-up work (never waiting
 // for it). Ops passed to Enqueue are independent: a device may run them in any
 // order and concurrently (D4); the executor orders dependent ops by waiting
-// for done. The queue index is a hint for spreading independent work over
-// streams.
+// for done, except on a device that implements InOrderQueuer and says yes,
+// which promises Enqueue order within one queue (the executor then issues a
+// dependent group ahead, behind its dependencies). The queue index is a hint
+// for spreading independent work over streams.
 //
 // # Errors
 //
 // Enqueue returns an error (and never calls done) when the op is malformed
-// or unsupported: ErrUnsupported, ErrNoImplementation, or an *ArgError naming
-// the kernel argument that does not match its declaration. Failures while the
-// op runs, including panics in CPU kernels, arrive through done.
+// or unsupported: ErrBadOp (a box, fill or range that does not fit, the
+// message naming the field), ErrUnsupported, ErrNoImplementation, ErrBadArg
+// (an *ArgError naming the kernel argument that does not match its
+// declaration, or the kernel's own Check refusing the launch), or ErrClosed
+// after Close. Failures while the op runs, including panics in CPU kernels
+// (ErrKernelPanic), arrive through done.
 package device
