@@ -24,8 +24,9 @@ var ErrClosed = engine.ErrClosed
 // Config configures a Runtime.
 type Config struct {
 	// Devices are the devices the runtime may use. At least one must be
-	// host-unified (a CPU device): the first such device allocates host
-	// memory and runs host-side copies.
+	// host-unified and run Go kernels (a CPU device): the first such
+	// device allocates host memory and runs host-side copies; New fails
+	// without one.
 	Devices []device.Device
 	// Logger receives debug events; nil means discard.
 	Logger *slog.Logger
@@ -342,7 +343,7 @@ func New(cfg Config) (*Runtime, error) {
 		mem++
 	}
 	if rt.host == nil {
-		return nil, errors.New("acpp: no host-unified CPU device to hold host memory; open the cpu backend")
+		return nil, errors.New("acpp: no host-unified device that runs Go kernels to hold host memory; add a CPU device (cpu.Open) to Config.Devices")
 	}
 	if err := rt.newBudgets(cfg.MemoryLimit, cfg.HostMemory); err != nil {
 		return nil, err

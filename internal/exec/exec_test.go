@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/acpp/acpp/coherence"
 	"github.com/acpp/acpp/cpu"
 	"github.com/acpp/acpp/device"
+	"github.com/acpp/acpp/device/devicetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -182,5 +184,38 @@ func TestAllocCacheForgetsReleased_B1_B2_B5(t *testing.T) {
 	}
 	if st := rt.Stats(); st.Allocations != 2 {
 		t.Fatalf("allocations = %d, want 2 (made again after the release, B5)", st.Allocations)
+	}
+}
+
+// TestNewNeedsHostDeviceRunningGo: Config.Devices must hold a host-unified
+// device that runs Go kernels (it runs host tasks and host-side copies);
+// without one New fails and says what to add, also when the only
+// host-unified device runs no Go (a linked GPU).
+func TestNewNeedsHostDeviceRunningGo(t *testing.T) {
+	gpu := devicetest.NewFake(devicetest.FakeConfig{})
+	defer gpu.Close()
+	linked := devicetest.NewFake(devicetest.FakeConfig{Index: 1, HostUnified: true, Forms: []device.Form{device.FormPTX}})
+	defer linked.Close()
+	for _, devs := range [][]device.Device{nil, {gpu}, {gpu, linked}} {
+		rt, err := New(Config{Devices: devs})
+		if err == nil {
+			rt.Close(context.Background())
+			t.Fatalf("New(%d devices, none host-unified running Go) succeeded", len(devs))
+		}
+		if !strings.Contains(err.Error(), "runs Go kernels") || !strings.Contains(err.Error(), "cpu.Open") {
+			t.Errorf("New(%d devices) = %v, want an error saying a host-unified device that runs Go kernels is needed and how to add one", len(devs), err)
+		}
+	}
+	host := devicetest.NewFake(devicetest.FakeConfig{Index: 2, HostUnified: true})
+	defer host.Close()
+	rt, err := New(Config{Devices: []device.Device{gpu, linked, host}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rt.Host() != host {
+		t.Errorf("Host() = %v, want the host-unified device that runs Go", rt.Host().Info().ID)
+	}
+	if err := rt.Close(context.Background()); err != nil {
+		t.Error(err)
 	}
 }
