@@ -54,7 +54,10 @@ type Config struct {
 }
 
 // IssueAheadEnv is the environment variable that turns issue-ahead off
-// when it is "0" (Config.NoIssueAhead).
+// when it is "0" (Config.NoIssueAhead). "1" or unset leaves the choice to
+// Config.NoIssueAhead (the embedded engine reads "1" as a request for
+// issue-ahead on several in-order devices too); New refuses any other
+// value with an error naming the variable.
 const IssueAheadEnv = "ACPP_ISSUE_AHEAD"
 
 // inOrderDev is a device whose queues keep their order

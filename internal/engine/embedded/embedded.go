@@ -148,7 +148,10 @@ func Open[G any](ctx context.Context, cfg Config) (*Engine[G], error) {
 // (and 0.29-0.49 before issue-ahead existed), while on one GPU it gained
 // (0.81-0.84 against 0.86-0.89 ms) and a chain of dependent steps went
 // from 23-37 to 4-5 us a step (docs/PERFORMANCE.md). Why it loses across
-// GPUs is not known yet.
+// GPUs (found later, docs/RUNTIME.md "Issue-ahead on in-order queues"): the
+// GPUs' edge chunks, the critical path, queued behind inner chunks issued
+// ahead; queueFor now keeps them apart, which narrowed the gap but did not
+// close it.
 func issueAheadFor(sel []device.Device) bool {
 	n := 0
 	for _, d := range sel {
