@@ -85,10 +85,15 @@ type Config struct {
 	// 2 µs and 200 µs (a PollMin left 0 is lowered to a PollMax below
 	// 2 µs). A PollMin above PollMax, or above the default PollMax when
 	// PollMax is 0, is a configuration error. Only CompletionPoll uses
-	// them.
+	// them: with another Completion set here they are an error, and with
+	// Completion left zero and another strategy chosen by
+	// ACPP_CUDA_COMPLETION they are unused.
 	PollMin, PollMax time.Duration
 	// SpinIdle is how long, under CompletionSpin, the owner goroutine and
 	// the completer look for new work before they block; 0 means 50 µs.
+	// With Completion set here to a strategy other than CompletionSpin it
+	// is an error; with Completion left zero it applies when
+	// ACPP_CUDA_COMPLETION=spin.
 	SpinIdle time.Duration
 	// ManagedReserve is device memory that MemShared allocations leave
 	// free; 0 means 256 MiB.
@@ -148,6 +153,15 @@ func (c Config) Validate() error {
 		if _, ok := parseCompletion(v); !ok {
 			errs = append(errs, fmt.Errorf("%w: %s=%q unknown; use poll, blocking-sync, callback or spin", ErrConfig, CompletionEnv, v))
 		}
+	}
+	// A bound of a strategy the Config itself rules out would be ignored.
+	// (With Completion left zero the environment may still choose the
+	// strategy, so both kinds of bound are accepted then.)
+	if (c.PollMin != 0 || c.PollMax != 0) && c.Completion != CompletionPoll && c.Completion <= CompletionSpin {
+		errs = append(errs, fmt.Errorf("%w: PollMin and PollMax apply to CompletionPoll only, and Completion is %v; leave them 0 or use CompletionPoll", ErrConfig, c.Completion))
+	}
+	if c.SpinIdle != 0 && c.Completion != CompletionSpin && c.Completion != CompletionPoll {
+		errs = append(errs, fmt.Errorf("%w: SpinIdle applies to CompletionSpin only, and Completion is %v; leave it 0 or use CompletionSpin", ErrConfig, c.Completion))
 	}
 	if c.SpinIdle < 0 {
 		errs = append(errs, fmt.Errorf("%w: SpinIdle (%v) must be >= 0", ErrConfig, c.SpinIdle))

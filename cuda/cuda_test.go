@@ -75,7 +75,8 @@ func TestConfigValidate(t *testing.T) {
 
 // TestConfigOptionsTakeEffectOrFail: a poll bound is either used as given
 // or refused naming the field (a PollMin above the default PollMax was
-// once lowered to 200 µs without a word), and an unknown Link says which
+// once lowered to 200 µs without a word), a bound of a strategy the Config
+// rules out is refused instead of ignored, and an unknown Link says which
 // values there are.
 func TestConfigOptionsTakeEffectOrFail(t *testing.T) {
 	for _, c := range []struct {
@@ -93,6 +94,10 @@ func TestConfigOptionsTakeEffectOrFail(t *testing.T) {
 		{"min above max", Config{PollMin: 2 * time.Millisecond, PollMax: time.Millisecond}, 0, 0, "PollMin (2ms) must be <= PollMax (1ms)"},
 		{"negative", Config{PollMax: -1}, 0, 0, "must be >= 0"},
 		{"unknown link", Config{Link: LinkNever + 1}, 0, 0, "use LinkAuto, LinkAlways or LinkNever"},
+		{"poll bound with blocking-sync", Config{Completion: CompletionBlockingSync, PollMax: time.Millisecond}, 0, 0, "PollMin and PollMax apply to CompletionPoll only"},
+		{"poll bound with spin", Config{Completion: CompletionSpin, PollMin: time.Microsecond}, 0, 0, "PollMin and PollMax apply to CompletionPoll only"},
+		{"spin bound with callback", Config{Completion: CompletionCallback, SpinIdle: time.Millisecond}, 0, 0, "SpinIdle applies to CompletionSpin only"},
+		{"spin bound, strategy from the environment", Config{SpinIdle: time.Millisecond}, 2 * time.Microsecond, 200 * time.Microsecond, ""},
 	} {
 		err := c.cfg.Validate()
 		if c.want != "" {
