@@ -785,3 +785,37 @@ func TestConnectSplitErrorsMatchErrSplit_C4(t *testing.T) {
 		}
 	}
 }
+
+// Stats.Groups counts the program's command groups: a cluster queue's
+// checkpoints (the job's own reads of every buffer) are not among them
+// (docs/API.md, "Running on a cluster": "q.Stats() counts Groups").
+func TestConnectStatsGroupsLeaveOutCheckpoints(t *testing.T) {
+	c := coordtest.Start(t, 2, coordtest.Options{})
+	var mu sync.Mutex
+	checkpoints := 0
+	q := connect(t, c, WithCheckpoints(1), WithCoordinator(func(cfg *coordinator.Config) {
+		cfg.OnCheckpoint = func(coordinator.CheckpointReport) { mu.Lock(); checkpoints++; mu.Unlock() }
+	}))
+	const n = 4096
+	x, _ := NewBufferFrom(q, make([]float32, n), R1(n), PageSize(1024))
+	y, _ := NewBufferFrom(q, make([]float32, n), R1(n), PageSize(1024))
+	for range 3 {
+		if _, err := q.Submit(func(h *Handler) error {
+			h.Launch("saxpy", R1(n), Scalar(float32(1.5)), ReadRaw(h, x), ReadWriteRaw(h, y))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := q.Wait(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if checkpoints == 0 {
+		t.Fatalf("WithCheckpoints(1) took no checkpoint")
+	}
+	if g := q.Stats().Groups; g != 3 {
+		t.Errorf("Stats().Groups = %d after 3 groups and %d checkpoints, want 3", g, checkpoints)
+	}
+}

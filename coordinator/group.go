@@ -1222,7 +1222,9 @@ func (j *Job) planHostLocked(ep *epoch, b *Buffer, off, rng Dims, pages coherenc
 	j.nextCG++
 	gs := &groupState{id: id, kernel: kernel, dev: -1, host: true, pending: 1, submitted: time.Now(), internal: kernel == "checkpoint"} // the extra 1 is held until the copy
 	j.live[id] = gs
-	j.stats.Groups++
+	if !gs.internal {
+		j.stats.Groups++
+	}
 	// It waits for its dependencies itself, then reads back outside the
 	// FIFOs: later groups that depend on it are gated (issueLocked).
 	j.liveDepsLocked(gs, step.Deps)
