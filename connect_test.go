@@ -819,3 +819,34 @@ func TestConnectStatsGroupsLeaveOutCheckpoints(t *testing.T) {
 		t.Errorf("Stats().Groups = %d after 3 groups and %d checkpoints, want 3", g, checkpoints)
 	}
 }
+
+// A group pinned to a node the job lost (and went on without) is refused
+// with acpp.ErrNoDevice saying the node is lost (docs/COORDINATOR.md,
+// "Node loss": "groups pinned there get ErrNoDevice"); it used to match
+// only coordinator.ErrNoDevice and say the device could not run the kernel.
+func TestConnectPinnedToLostNode_C5(t *testing.T) {
+	c := coordtest.Start(t, 2, coordtest.Options{})
+	q := connect(t, c)
+	b, err := NewBuffer[float32](q, R1(8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Stop(1)
+	ctx := testCtx(t)
+	for {
+		_, err = q.Submit(func(h *Handler) error {
+			h.Launch("fill_f32", R1(8), Write(h, b, NoInit), Scalar(float32(1)))
+			return nil
+		}, OnNode("n1", DeviceID{Kind: CPU}))
+		if err != nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !errors.Is(err, ErrNoDevice) || !errors.Is(err, coordinator.ErrNoDevice) || !strings.Contains(err.Error(), "lost") {
+		t.Fatalf("Submit pinned to lost n1: %v, want ErrNoDevice saying the node is lost", err)
+	}
+	if err := q.Wait(ctx); err != nil {
+		t.Errorf("Wait after the refusal: %v (the job goes on without n1)", err)
+	}
+}

@@ -58,10 +58,13 @@ func (e *Engine[G]) Submit(_ engine.Slot, g *engine.Group) (engine.Event, error)
 	now := time.Now()
 	ids, err := e.job.Submit(e.ctx, *cg)
 	if err != nil && len(ids) == 0 {
-		if errors.Is(err, partition.ErrBadSplit) {
-			// The public API's sentinel too, as on an embedded queue:
-			// a program matches acpp.ErrSplit.
+		// The public API's sentinels too, as on an embedded queue: a
+		// program matches acpp.ErrSplit and acpp.ErrNoDevice.
+		switch {
+		case errors.Is(err, partition.ErrBadSplit):
 			return nil, fmt.Errorf("acpp: submit %q to the cluster: %w: %w", g.Name, engine.ErrSplit, err)
+		case errors.Is(err, coordinator.ErrNoDevice) && !errors.Is(err, engine.ErrNoDevice):
+			return nil, fmt.Errorf("acpp: submit %q to the cluster: %w (%w)", g.Name, err, engine.ErrNoDevice)
 		}
 		return nil, fmt.Errorf("acpp: submit %q to the cluster: %w", g.Name, err)
 	}
