@@ -24,10 +24,11 @@ var ErrNotOnCluster = engine.ErrNotOnCluster
 type clusterConfig struct {
 	creds       *credentials.Credentials
 	dir, client string
+	dirSet      bool // WithCredentials was given
 	nodes       []string
 	labels      map[string][]string
 	match       []string
-	tune        func(*cluster.CoordinatorConfig)
+	tunes       []func(*cluster.CoordinatorConfig)
 	onLoss      NodeLossPolicy
 	checkpoint  *int
 }
@@ -80,7 +81,7 @@ func (c *queueConfig) clusterCfg() *clusterConfig {
 // made by `acpp-node credentials --dir DIR client NAME` and the client's
 // name (acpp-submit's --credentials and --client). Connect only.
 func WithCredentials(dir, client string) Option {
-	return func(c *queueConfig) { cc := c.clusterCfg(); cc.dir, cc.client = dir, client }
+	return func(c *queueConfig) { cc := c.clusterCfg(); cc.dir, cc.client, cc.dirSet = dir, client, true }
 }
 
 // WithClientCredentials passes credentials already loaded with
@@ -104,10 +105,16 @@ func WithLabels(labels map[string][]string, match ...string) Option {
 
 // WithCoordinator adjusts the job's coordinator.Config before Connect opens
 // it (placement policy, loss detection times, a shared nodeclient.Client):
-// f gets a *coordinator.Config (the parameter's type is an alias of it).
-// Connect only.
+// f gets a *coordinator.Config (the parameter's type is an alias of it),
+// after the other options have filled it in. Several WithCoordinator
+// options all apply, in order. Connect only.
 func WithCoordinator(f func(*cluster.CoordinatorConfig)) Option {
-	return func(c *queueConfig) { c.clusterCfg().tune = f }
+	return func(c *queueConfig) {
+		if f != nil {
+			cc := c.clusterCfg()
+			cc.tunes = append(cc.tunes, f)
+		}
+	}
 }
 
 // OnNode runs the command group on device id of the named node of a
@@ -162,10 +169,25 @@ func Connect(ctx context.Context, addrs []string, opts ...Option) (*Queue, error
 	if cc == nil {
 		cc = &clusterConfig{}
 	}
+	if cc.onLoss != RecoverOnNodeLoss && cc.onLoss != FailOnNodeLoss {
+		errs = append(errs, fmt.Errorf("%w: WithNodeLoss(%d) is unknown; pass acpp.RecoverOnNodeLoss or acpp.FailOnNodeLoss", ErrOption, cc.onLoss))
+	}
+	if cc.checkpoint != nil {
+		switch n := *cc.checkpoint; {
+		case n < CheckpointOff:
+			errs = append(errs, fmt.Errorf("%w: WithCheckpoints(%d): pass acpp.CheckpointAuto, acpp.CheckpointOff or a number of command groups ≥ 1", ErrOption, n))
+		case n > 0 && cc.onLoss == FailOnNodeLoss:
+			errs = append(errs, fmt.Errorf("%w: WithCheckpoints(%d) has no effect with WithNodeLoss(FailOnNodeLoss): checkpoints are for recovery; drop one of them", ErrOption, n))
+		}
+	}
 	creds := cc.creds
 	switch {
+	case creds != nil && cc.dirSet:
+		errs = append(errs, fmt.Errorf("%w: WithCredentials and WithClientCredentials both name client credentials; pass one of them", ErrOption))
 	case creds != nil:
-	case cc.dir != "" && cc.client != "":
+	case cc.dirSet && (cc.dir == "" || cc.client == ""):
+		errs = append(errs, fmt.Errorf("%w: WithCredentials(%q, %q): both the credentials directory and the client name are needed", ErrOption, cc.dir, cc.client))
+	case cc.dirSet:
 		c, err := credentials.LoadClient(cc.dir, cc.client)
 		if err != nil {
 			errs = append(errs, err)
@@ -179,10 +201,22 @@ func Connect(ctx context.Context, addrs []string, opts ...Option) (*Queue, error
 	}
 	qctx, cancel := context.WithCancelCause(ctx)
 	eng, err := cluster.Open[cgroup](qctx, cluster.Config{Addrs: addrs, Credentials: creds, Logger: cfg.log, Kinds: cfg.kinds,
-		Nodes: cc.nodes, Labels: cc.labels, MatchLabels: cc.match, OnNodeLoss: cc.onLoss, Checkpoint: cc.checkpoint, Tune: cc.tune})
+		Nodes: cc.nodes, Labels: cc.labels, MatchLabels: cc.match, OnNodeLoss: cc.onLoss, Checkpoint: cc.checkpoint, Tune: tuneAll(cc.tunes)})
 	if err != nil {
 		cancel(err)
 		return nil, err
 	}
 	return openQueue(eng, qctx, cancel, cfg.onError, false), nil
+}
+
+// tuneAll applies every WithCoordinator function in order (nil if none).
+func tuneAll(fs []func(*cluster.CoordinatorConfig)) func(*cluster.CoordinatorConfig) {
+	if len(fs) == 0 {
+		return nil
+	}
+	return func(c *cluster.CoordinatorConfig) {
+		for _, f := range fs {
+			f(c)
+		}
+	}
 }

@@ -710,3 +710,143 @@ func TestConnectRefusesNewQueueOptions(t *testing.T) {
 		t.Errorf("NewQueue(WithNodeLoss) = %v, want ErrOption", err)
 	}
 }
+
+// Every cluster option either takes effect or makes Connect fail with
+// ErrOption naming it (docs/API.md, "Running on a cluster"): an unknown
+// loss policy or checkpoint setting, checkpoints with FailOnNodeLoss,
+// two ways of naming credentials, half of WithCredentials. A selection
+// that matches no device names the options that made it.
+func TestConnectRefusesBadClusterOptions(t *testing.T) {
+	c := coordtest.Start(t, 1, coordtest.Options{})
+	creds := WithCredentials(c.Dir, "alice")
+	for _, tc := range []struct {
+		opts []Option
+		want string
+	}{
+		{[]Option{creds, WithNodeLoss(7)}, "WithNodeLoss(7)"},
+		{[]Option{creds, WithCheckpoints(-2)}, "WithCheckpoints(-2)"},
+		{[]Option{creds, WithCheckpoints(3), WithNodeLoss(FailOnNodeLoss)}, "WithCheckpoints(3) has no effect with WithNodeLoss(FailOnNodeLoss)"},
+		{[]Option{creds, WithClientCredentials(c.Creds)}, "WithCredentials and WithClientCredentials"},
+		{[]Option{WithCredentials("", "alice")}, `WithCredentials("", "alice")`},
+		{[]Option{WithCredentials(c.Dir, "")}, "the client name are needed"},
+	} {
+		q, err := Connect(testCtx(t), c.Addrs(), tc.opts...)
+		if err == nil {
+			q.Close()
+		}
+		if !errors.Is(err, ErrOption) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Connect(%s): %v, want ErrOption naming it", tc.want, err)
+		}
+	}
+	_, err := Connect(testCtx(t), c.Addrs(), creds, WithKind(CUDA), WithNodes("n0"))
+	if !errors.Is(err, ErrNoDevice) || !strings.Contains(err.Error(), "WithKind(cuda), WithNodes(n0) select none") {
+		t.Errorf("Connect(WithKind(CUDA)) on CPU nodes: %v, want ErrNoDevice naming WithKind and WithNodes", err)
+	}
+}
+
+// Several WithCoordinator options all apply, in order, after the other
+// options filled in the config (the last one used to replace the others).
+func TestConnectAppliesEveryWithCoordinator(t *testing.T) {
+	c := coordtest.Start(t, 1, coordtest.Options{})
+	var seen []string
+	var checkpoint int
+	q := connect(t, c, WithCheckpoints(4),
+		WithCoordinator(func(cfg *coordinator.Config) { seen = append(seen, "first"); checkpoint = cfg.Checkpoint }),
+		WithCoordinator(func(cfg *coordinator.Config) { seen = append(seen, "second") }))
+	if !slices.Equal(seen, []string{"first", "second"}) {
+		t.Errorf("WithCoordinator functions applied: %v, want [first second]", seen)
+	}
+	if checkpoint != 4 {
+		t.Errorf("WithCoordinator saw Checkpoint %d, want WithCheckpoints' 4", checkpoint)
+	}
+	_ = q
+}
+
+// A split a cluster queue cannot make is acpp.ErrSplit, as on an embedded
+// queue (docs/API.md, "Splitting a kernel"), whether the root package or
+// the coordinator sees it.
+func TestConnectSplitErrorsMatchErrSplit_C4(t *testing.T) {
+	c := coordtest.Start(t, 2, coordtest.Options{})
+	q := connect(t, c)
+	const n = 1024
+	x, _ := NewBuffer[float32](q, R1(n))
+	y, _ := NewBuffer[float32](q, R1(n))
+	for _, so := range []SplitOpts{
+		{Borders: 1, Interleave: true},
+		{Borders: 1, Chunks: 3},
+		{Borders: -1},
+	} {
+		_, err := q.Submit(func(h *Handler) error {
+			h.Launch("saxpy", R1(n), Scalar(float32(1.5)), ReadRaw(h, x, Map(OneToOne())), ReadWriteRaw(h, y, Map(OneToOne())))
+			return nil
+		}, SplitWith(so))
+		if !errors.Is(err, ErrSplit) || !strings.Contains(err.Error(), "Borders") {
+			t.Errorf("Submit with SplitWith(%+v): %v, want ErrSplit naming Borders", so, err)
+		}
+	}
+}
+
+// Stats.Groups counts the program's command groups: a cluster queue's
+// checkpoints (the job's own reads of every buffer) are not among them
+// (docs/API.md, "Running on a cluster": "q.Stats() counts Groups").
+func TestConnectStatsGroupsLeaveOutCheckpoints(t *testing.T) {
+	c := coordtest.Start(t, 2, coordtest.Options{})
+	var mu sync.Mutex
+	checkpoints := 0
+	q := connect(t, c, WithCheckpoints(1), WithCoordinator(func(cfg *coordinator.Config) {
+		cfg.OnCheckpoint = func(coordinator.CheckpointReport) { mu.Lock(); checkpoints++; mu.Unlock() }
+	}))
+	const n = 4096
+	x, _ := NewBufferFrom(q, make([]float32, n), R1(n), PageSize(1024))
+	y, _ := NewBufferFrom(q, make([]float32, n), R1(n), PageSize(1024))
+	for range 3 {
+		if _, err := q.Submit(func(h *Handler) error {
+			h.Launch("saxpy", R1(n), Scalar(float32(1.5)), ReadRaw(h, x), ReadWriteRaw(h, y))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := q.Wait(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if checkpoints == 0 {
+		t.Fatalf("WithCheckpoints(1) took no checkpoint")
+	}
+	if g := q.Stats().Groups; g != 3 {
+		t.Errorf("Stats().Groups = %d after 3 groups and %d checkpoints, want 3", g, checkpoints)
+	}
+}
+
+// A group pinned to a node the job lost (and went on without) is refused
+// with acpp.ErrNoDevice saying the node is lost (docs/COORDINATOR.md,
+// "Node loss": "groups pinned there get ErrNoDevice"); it used to match
+// only coordinator.ErrNoDevice and say the device could not run the kernel.
+func TestConnectPinnedToLostNode_C5(t *testing.T) {
+	c := coordtest.Start(t, 2, coordtest.Options{})
+	q := connect(t, c)
+	b, err := NewBuffer[float32](q, R1(8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Stop(1)
+	ctx := testCtx(t)
+	for {
+		_, err = q.Submit(func(h *Handler) error {
+			h.Launch("fill_f32", R1(8), Write(h, b, NoInit), Scalar(float32(1)))
+			return nil
+		}, OnNode("n1", DeviceID{Kind: CPU}))
+		if err != nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !errors.Is(err, ErrNoDevice) || !errors.Is(err, coordinator.ErrNoDevice) || !strings.Contains(err.Error(), "lost") {
+		t.Fatalf("Submit pinned to lost n1: %v, want ErrNoDevice saying the node is lost", err)
+	}
+	if err := q.Wait(ctx); err != nil {
+		t.Errorf("Wait after the refusal: %v (the job goes on without n1)", err)
+	}
+}

@@ -109,8 +109,6 @@ type Config struct {
 	// sooner: the nodes' membership reports a peer that stops answering
 	// gossip as failed in about 1 s with the local preset (5 s on a LAN),
 	// and the job acts on that at once.
-	// Nodes report peers lost by membership much sooner (about 1 s on a
-	// local cluster, 5 s on a LAN).
 	LostTimeout time.Duration
 	// PollInterval bounds one long poll of a node's completion feed; 0
 	// means 2 seconds. A hung node is noticed within LostTimeout +

@@ -169,6 +169,9 @@ func (j *Job) submit(ctx context.Context, g Group, rep *replaySet) ([]GroupID, e
 				if !ok {
 					return nil, fmt.Errorf("%w: Split.Devices[%d] %q is not a device of this job (%v)", ErrNoDevice, i, name, j.deviceNames())
 				}
+				if err := j.gone(d); err != nil {
+					return nil, fmt.Errorf("Split.Devices[%d]: %w", i, err)
+				}
 				if !slices.Contains(capable, d) {
 					return nil, fmt.Errorf("%w: Split.Devices[%d] %s cannot run kernel %q", ErrNoDevice, i, name, g.Kernel)
 				}
@@ -205,6 +208,9 @@ func (j *Job) submit(ctx context.Context, g Group, rep *replaySet) ([]GroupID, e
 			d, ok := j.deviceIndex(g.Device)
 			if !ok {
 				return nil, fmt.Errorf("%w: Device %q is not a device of this job (%v)", ErrNoDevice, g.Device, j.deviceNames())
+			}
+			if err := j.gone(d); err != nil {
+				return nil, err
 			}
 			if !slices.Contains(capable, d) {
 				return nil, fmt.Errorf("%w: device %s cannot run kernel %q (not in its node's registry, or no implementation for its backend)", ErrNoDevice, g.Device, g.Kernel)
@@ -535,6 +541,17 @@ var testHookPlanned func()
 // Split.Devices): those are refused when lost or draining, not replaced.
 func pinned(g *Group) bool {
 	return g.Device != "" || g.Split != nil && len(g.Split.Devices) > 0
+}
+
+// gone refuses a pinned device whose node the job lost or that drains
+// (capable leaves those out, which would read as "cannot run").
+func (j *Job) gone(d int) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if dev := j.devices[d]; dev.lost || dev.leaving {
+		return fmt.Errorf("%w: device %s is on a lost or draining node; pin a device of another node, or leave the group unpinned", ErrNoDevice, dev)
+	}
+	return nil
 }
 
 // submitLocked plans one command group on the core and queues its
@@ -1222,7 +1239,9 @@ func (j *Job) planHostLocked(ep *epoch, b *Buffer, off, rng Dims, pages coherenc
 	j.nextCG++
 	gs := &groupState{id: id, kernel: kernel, dev: -1, host: true, pending: 1, submitted: time.Now(), internal: kernel == "checkpoint"} // the extra 1 is held until the copy
 	j.live[id] = gs
-	j.stats.Groups++
+	if !gs.internal {
+		j.stats.Groups++
+	}
 	// It waits for its dependencies itself, then reads back outside the
 	// FIFOs: later groups that depend on it are gated (issueLocked).
 	j.liveDepsLocked(gs, step.Deps)

@@ -198,7 +198,12 @@ type writeRec struct {
 
 // Stats are a job's counters so far.
 type Stats struct {
-	Groups    int // command groups submitted (chunks of split groups count one each)
+	// Groups counts the command groups submitted (chunks of split
+	// groups count one each; host reads and writes and releases count
+	// too), Completed those of them completed. The job's own groups (a
+	// checkpoint's reads, a drain's hand-over) are not counted here but in
+	// Recovery.
+	Groups    int
 	Completed int
 	// Gated counts groups whose launch the coordinator held back until an
 	// earlier group on another node finished (an ordering with no data
@@ -810,7 +815,9 @@ func (j *Job) finishLocked(g *groupState, now time.Time) []GroupTrace {
 		g.waitsOn = nil
 		delete(j.live, g.id)
 		j.core.Complete(g.id)
-		j.stats.Completed++
+		if !g.internal {
+			j.stats.Completed++
+		}
 		tr := GroupTrace{ID: g.id, Kernel: g.kernel, Chunks: g.chunks, Gated: g.gated, Submitted: g.submitted, Issued: g.issued, Done: now, Instrs: g.instrs}
 		g.instrs = nil
 		if g.dev >= 0 {

@@ -302,7 +302,6 @@ func (j *Job) evacuateOnce(ep *epoch, ns *nodeState) (int64, error) {
 		j.nextCG++
 		gs := &groupState{id: cg.ID, kernel: "drain " + ns.name, dev: -1, submitted: time.Now(), internal: true}
 		j.live[gs.id] = gs
-		j.stats.Groups++
 		j.issueLocked(gs, step, td.node, nil)
 		ids = append(ids, gs.id)
 	}

@@ -53,10 +53,14 @@ type Config struct {
 func Snapshot(q *acpp.Queue, cfg Config) func() liveview.View {
 	title := cmp.Or(cfg.Title, "acpp queue")
 	source := "Go program, embedded runtime"
-	if q.ClusterDevices() != nil {
+	cluster := q.ClusterDevices() != nil
+	if cluster {
 		source = "Go program, cluster (pages as the job's coordinator plans them)"
 	}
-	members := Members(q) // the devices and budgets of a queue do not change
+	// The devices and budgets of a local queue do not change; a cluster
+	// queue's job adds the nodes that join the cluster while it runs, so
+	// its members are read at every view.
+	members := Members(q)
 	name := func(_ int, b acpp.BufferPages) string {
 		if n := cfg.Names[b.ID]; n != "" {
 			return n
@@ -71,6 +75,9 @@ func Snapshot(q *acpp.Queue, cfg Config) func() liveview.View {
 			job.Unit = cfg.Unit
 		}
 		v := liveview.View{Title: title, Source: source, Members: members}
+		if cluster {
+			v.Members = Members(q)
+		}
 		for _, l := range st.Links {
 			v.Links = append(v.Links, liveview.Link{From: l.From, To: l.To, Bytes: l.Bytes})
 		}

@@ -188,3 +188,44 @@ func TestServeClusterQueue(t *testing.T) {
 		t.Errorf("valid pages per allocation = %v, want the client's 0 of 4 and one node memory's 4", valid)
 	}
 }
+
+// A node that joins the cluster while a cluster queue's job runs is added
+// to the job (docs/API.md, "Running on a cluster"); the view shows it
+// among the members, with its devices, from then on.
+func TestClusterViewShowsJoinedNode(t *testing.T) {
+	c := coordtest.Start(t, 2, coordtest.Options{})
+	base := c.Config()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Only n0's address: n1, a member of the cluster, joins the job
+	// through its membership watch.
+	q, err := acpp.Connect(ctx, c.Addrs()[:1], acpp.WithCredentials(c.Dir, "alice"), acpp.WithCoordinator(func(cfg *coordinator.Config) {
+		cfg.Client, cfg.Logger, cfg.LostTimeout, cfg.PollInterval = base.Client, base.Logger, base.LostTimeout, base.PollInterval
+		cfg.MembershipInterval = 50 * time.Millisecond
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	ui, err := queueview.Serve(ctx, q, "127.0.0.1:0", queueview.Config{Interval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ui.Close()
+	if v := getView(t, ui.URL()); len(v.Members) != 1 || v.Members[0].Name != "n0" {
+		t.Fatalf("members before the join: %+v, want n0", v.Members)
+	}
+	for len(q.ClusterDevices()) < 2 {
+		if ctx.Err() != nil {
+			t.Fatalf("n1 did not join the job: devices %v", q.ClusterDevices())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var names []string
+	for _, m := range getView(t, ui.URL()).Members {
+		names = append(names, m.Name)
+	}
+	if !slices.Equal(names, []string{"n0", "n1"}) {
+		t.Errorf("members after n1 joined the job: %v, want [n0 n1]", names)
+	}
+}

@@ -121,7 +121,9 @@ func Open[G any](ctx context.Context, cfg Config) (*Engine[G], error) {
 	job, err := coordinator.Open(ctx, ccfg)
 	if errors.Is(err, coordinator.ErrNoDevice) {
 		// The public API's sentinel too: a program matches acpp.ErrNoDevice.
-		return nil, fmt.Errorf("acpp: Connect: %w (%w)", err, engine.ErrNoDevice)
+		// Name the options that made the selection: the program set
+		// those, not coordinator.Config.Devices.
+		return nil, fmt.Errorf("acpp: Connect: %w (%w)%s", err, engine.ErrNoDevice, cfg.selection())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("acpp: Connect: %w", err)
@@ -130,6 +132,29 @@ func Open[G any](ctx context.Context, cfg Config) (*Engine[G], error) {
 	e.ctx, e.cancel = context.WithCancelCause(ctx)
 	go e.watch()
 	return e, nil
+}
+
+// selection names the options that selected no device ("; WithKind(cuda),
+// WithNodes(n9) select none of them"), or "" when none was given.
+func (cfg Config) selection() string {
+	var opts []string
+	if len(cfg.Kinds) > 0 {
+		ks := make([]string, len(cfg.Kinds))
+		for i, k := range cfg.Kinds {
+			ks[i] = k.String()
+		}
+		opts = append(opts, "WithKind("+strings.Join(ks, ", ")+")")
+	}
+	if len(cfg.Nodes) > 0 {
+		opts = append(opts, "WithNodes("+strings.Join(cfg.Nodes, ", ")+")")
+	}
+	if len(cfg.MatchLabels) > 0 {
+		opts = append(opts, "WithLabels(…, "+strings.Join(cfg.MatchLabels, ", ")+")")
+	}
+	if len(opts) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(opts, ", ") + " select none of them"
 }
 
 // ---- devices ----

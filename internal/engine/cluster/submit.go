@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/acpp/acpp/coordinator"
 	"github.com/acpp/acpp/device"
 	"github.com/acpp/acpp/internal/engine"
+	"github.com/acpp/acpp/internal/partition"
 )
 
 // ---- groups ----
@@ -56,6 +58,14 @@ func (e *Engine[G]) Submit(_ engine.Slot, g *engine.Group) (engine.Event, error)
 	now := time.Now()
 	ids, err := e.job.Submit(e.ctx, *cg)
 	if err != nil && len(ids) == 0 {
+		// The public API's sentinels too, as on an embedded queue: a
+		// program matches acpp.ErrSplit and acpp.ErrNoDevice.
+		switch {
+		case errors.Is(err, partition.ErrBadSplit):
+			return nil, fmt.Errorf("acpp: submit %q to the cluster: %w: %w", g.Name, engine.ErrSplit, err)
+		case errors.Is(err, coordinator.ErrNoDevice) && !errors.Is(err, engine.ErrNoDevice):
+			return nil, fmt.Errorf("acpp: submit %q to the cluster: %w (%w)", g.Name, err, engine.ErrNoDevice)
+		}
 		return nil, fmt.Errorf("acpp: submit %q to the cluster: %w", g.Name, err)
 	}
 	ev := e.register(ids, now)
