@@ -33,6 +33,9 @@ func init() {
 	msgpack.Register(proto.PageHeader{}, encodePageHeaderValue, decodePageHeaderValue)
 	msgpack.Register(proto.PageSegment{}, encodePageSegmentValue, decodePageSegmentValue)
 	msgpack.Register(proto.Submit{}, nil, decodeSubmitValue) // encoded by reflection
+	for _, v := range []any{proto.Box{}, proto.KArg{}, proto.Launch{}, proto.Instr{}, proto.PageHeader{}, proto.PageSegment{}, proto.Submit{}} {
+		handCoded[reflect.TypeOf(v)] = true
+	}
 }
 
 // ---- encoding ----

@@ -135,10 +135,14 @@ func decodeFrame(b []byte) (proto.Envelope, []byte, error) {
 	return env, body, nil
 }
 
-// decodeBody decodes a body that decodeFrame accepted (so scanned) into v.
+// decodeBody decodes a body that decodeFrame accepted (so scanned) into v,
+// unless it could make the decoder allocate more than MaxDecodedBytes.
 func decodeBody(body []byte, v any) error {
 	if v == nil {
 		return nil
+	}
+	if err := checkDecodedSize(body, v); err != nil {
+		return err
 	}
 	return unmarshalExact(body, v)
 }
