@@ -77,6 +77,13 @@ var amplCases = []amplCase{
 	{"Submit.Instrs", func() any { return new(proto.Submit) }, func(size int) []byte {
 		return mkMap("is", mkArr(proto.MaxBatch, []byte{0x80}))
 	}},
+	{"Submit.Instrs.DepsBoxesArgs", func() any { return new(proto.Submit) }, func(size int) []byte {
+		in := []byte{0x83}
+		in = append(in, mkMap("d", mkArr(proto.MaxDeps, []byte{0x01}))[1:]...)
+		in = append(in, mkMap("x", mkArr(proto.MaxBoxes, []byte{0x80}))[1:]...)
+		in = append(in, mkMap("l", mkMap("a", mkArr(proto.MaxKernelArgs, []byte{0x80})))[1:]...)
+		return mkMap("is", mkArr(min(proto.MaxBatch, size/len(in)), in))
+	}},
 	{"PageSegment.Header.Boxes", func() any { return new(proto.PageSegment) }, func(size int) []byte {
 		return mkMap("h", mkMap("x", mkArr(proto.MaxBoxes, []byte{0x80})))
 	}},
@@ -154,5 +161,40 @@ func TestDecodedSizeRefusalIsClear(t *testing.T) {
 	err := decodeBody(body, new(proto.JobKernels))
 	if !errors.Is(err, ErrFrameTooLarge) || !strings.Contains(err.Error(), "*proto.JobKernels") || !strings.Contains(err.Error(), "split it") {
 		t.Fatalf("err = %v, want ErrFrameTooLarge naming *proto.JobKernels", err)
+	}
+}
+
+// TestSubmitBatchBudget: a batch whose instructions each have as many
+// dependencies, boxes and kernel arguments as proto allows is refused
+// with ErrFrameTooLarge once it would decode past MaxDecodedBytes (it
+// asked for 51 bytes a byte of input, 485 MB for a 16 MiB frame); a large
+// batch of ordinary instructions decodes.
+func TestSubmitBatchBudget(t *testing.T) {
+	var worst amplCase
+	for _, c := range amplCases {
+		if c.name == "Submit.Instrs.DepsBoxesArgs" {
+			worst = c
+		}
+	}
+	err := decodeBody(worst.body(16<<20), new(proto.Submit))
+	if !errors.Is(err, ErrFrameTooLarge) || !strings.Contains(err.Error(), "split it") {
+		t.Fatalf("worst batch: err = %v, want ErrFrameTooLarge", err)
+	}
+	sub := proto.Submit{Job: 1}
+	for i := range proto.MaxBatch {
+		in := proto.Instr{ID: uint64(i + 1), Kind: proto.InstrLaunch, Deps: []uint64{1, 2, 3, 4},
+			Launch: &proto.Launch{Kernel: "k", Device: "cpu:0", Global: [3]uint64{1, 1, 1 << 20}, Args: make([]proto.KArg, 8)}}
+		for b := range 8 {
+			in.Boxes = append(in.Boxes, proto.Box{Lo: [3]uint64{0, 0, uint64(b)}, Hi: [3]uint64{1, 1, uint64(b + 1)}})
+		}
+		sub.Instrs = append(sub.Instrs, in)
+	}
+	b, err := msgpack.Marshal(&sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got proto.Submit
+	if err := decodeBody(b, &got); err != nil || len(got.Instrs) != proto.MaxBatch {
+		t.Fatalf("batch of %d ordinary instructions (%d bytes): %d decoded, %v", proto.MaxBatch, len(b), len(got.Instrs), err)
 	}
 }

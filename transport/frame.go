@@ -166,6 +166,9 @@ func unmarshalExact(b []byte, v any) error {
 	err := d.dec.Decode(v)
 	left := d.r.Len()
 	d.r.Reset(nil) // do not keep the frame alive in the pool
+	if errors.Is(err, ErrFrameTooLarge) { // a hand decoder's budget (codec.go)
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
