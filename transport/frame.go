@@ -166,7 +166,8 @@ func unmarshalExact(b []byte, v any) error {
 	err := d.dec.Decode(v)
 	left := d.r.Len()
 	d.r.Reset(nil) // do not keep the frame alive in the pool
-	if errors.Is(err, ErrFrameTooLarge) { // a hand decoder's budget (codec.go)
+	// A hand decoder's budget (codec.go) ran out: keep its error as is.
+	if errors.Is(err, ErrFrameTooLarge) {
 		return err
 	}
 	if err != nil {
