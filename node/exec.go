@@ -313,6 +313,9 @@ func (j *job) launchOp(l *proto.Launch) (device.LaunchOp, device.Device, error) 
 			if ka.Offset > al.bytes {
 				return op, nil, fmt.Errorf("kernel %q argument %d: offset %d beyond the allocation's %d bytes", l.Kernel, i, ka.Offset, al.bytes)
 			}
+			if err := accessorFits(ka, al.bytes); err != nil {
+				return op, nil, fmt.Errorf("kernel %q argument %d: %w", l.Kernel, i, err)
+			}
 			a.Mem = al.mem
 			if a.Space == 0 {
 				a.Space = al.mem.Space()
@@ -595,4 +598,24 @@ func (s stagingBuf) release() {
 	if s.free != nil {
 		s.free()
 	}
+}
+
+// accessorFits checks that a memory argument's range (elements of
+// ElemSize bytes from Offset) lies within its allocation of bytes, and a
+// ranged accessor's access region within its range. A client could
+// otherwise hand a kernel a range past the allocation (a GPU kernel would
+// write into other jobs' memory) or, past 2^63, negative extents.
+func accessorFits(ka proto.KArg, bytes uint64) error {
+	if ka.Range != ([3]uint64{}) {
+		n, ok := (proto.Box{Hi: ka.Range}).Elems()
+		if !ok || ka.ElemSize != 0 && n > (bytes-ka.Offset)/uint64(ka.ElemSize) {
+			return fmt.Errorf("range %v of %d-byte elements from byte %d does not fit the allocation's %d bytes", ka.Range, ka.ElemSize, ka.Offset, bytes)
+		}
+	}
+	for d := range 3 {
+		if ka.AccessOffset[d] > ka.Range[d] || ka.AccessRange[d] > ka.Range[d]-ka.AccessOffset[d] {
+			return fmt.Errorf("access region %v+%v lies outside the range %v", ka.AccessOffset, ka.AccessRange, ka.Range)
+		}
+	}
+	return nil
 }

@@ -250,6 +250,10 @@ const MaxDeps = 1024
 // MaxKernelArgs bounds the arguments of one Launch.
 const MaxKernelArgs = 256
 
+// MaxLaunchItems bounds the work items of one Launch (the product of its
+// global range): 2^48, hours of any device's time.
+const MaxLaunchItems = 1 << 48
+
 // Submit is a batch of instructions for one job.
 type Submit struct {
 	Job    uint64  `msgpack:"j"`
@@ -543,6 +547,12 @@ func (in *Instr) Validate() error {
 			if in.Launch.Global[d] > 1<<40 || in.Launch.Local[d] > 1<<20 || in.Launch.Offset[d] > 1<<40 {
 				return bad("ND range %v/%v/%v out of bounds", in.Launch.Global, in.Launch.Local, in.Launch.Offset)
 			}
+		}
+		// Each extent is bounded, their product was not: 2^120 items
+		// overflowed the device's count and the launch "succeeded" having
+		// run nothing.
+		if n, ok := (Box{Hi: in.Launch.Global}).Elems(); !ok || n > MaxLaunchItems {
+			return bad("global range %v is more than %d work items", in.Launch.Global, uint64(MaxLaunchItems))
 		}
 	default:
 		return bad("unknown kind; this node speaks kinds 1..%d (upgrade it?)", len(InstrKinds))

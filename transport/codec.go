@@ -3,6 +3,7 @@ package transport
 import (
 	"fmt"
 	"reflect"
+	"unsafe"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -33,6 +34,9 @@ func init() {
 	msgpack.Register(proto.PageHeader{}, encodePageHeaderValue, decodePageHeaderValue)
 	msgpack.Register(proto.PageSegment{}, encodePageSegmentValue, decodePageSegmentValue)
 	msgpack.Register(proto.Submit{}, nil, decodeSubmitValue) // encoded by reflection
+	for _, v := range []any{proto.Box{}, proto.KArg{}, proto.Launch{}, proto.Instr{}, proto.PageHeader{}, proto.PageSegment{}, proto.Submit{}} {
+		handCoded[reflect.TypeOf(v)] = true
+	}
 }
 
 // ---- encoding ----
@@ -376,9 +380,37 @@ func decodeDims(d *msgpack.Decoder, v *[3]uint64) error {
 	return nil
 }
 
-func decodeUints(d *msgpack.Decoder, what string, most int) ([]uint64, error) {
+// budget is what a hand decoder may still allocate for the slices and
+// structs of one message: the per-field caps (MaxDeps, MaxBoxes, ...)
+// bound one instruction, but a batch of MaxBatch instructions, each with
+// as many dependencies, boxes and kernel arguments as allowed, asked for
+// 51 bytes per byte of input (485 MB for a 16 MiB frame).
+type budget struct{ left int }
+
+func newBudget() *budget { return &budget{left: MaxDecodedBytes} }
+
+// fieldsOverhead is what decodeFields costs beyond the value it fills
+// (its closure), charged with each Box and KArg.
+const fieldsOverhead = 32
+
+// take admits n elements of size bytes each, before they are allocated.
+func (b *budget) take(n, size int, what string) error {
+	if n <= 0 {
+		return nil
+	}
+	if n > b.left/size {
+		return fmt.Errorf("%w: %d %s would take the message past %d decoded bytes; split it", ErrFrameTooLarge, n, what, MaxDecodedBytes)
+	}
+	b.left -= n * size
+	return nil
+}
+
+func decodeUints(d *msgpack.Decoder, what string, most int, bud *budget) ([]uint64, error) {
 	n, err := decodeLen(d, what, most)
 	if err != nil || n < 0 {
+		return nil, err
+	}
+	if err := bud.take(n, 8, what); err != nil {
 		return nil, err
 	}
 	out := make([]uint64, n)
@@ -390,9 +422,12 @@ func decodeUints(d *msgpack.Decoder, what string, most int) ([]uint64, error) {
 	return out, nil
 }
 
-func decodeBoxes(d *msgpack.Decoder) ([]proto.Box, error) {
+func decodeBoxes(d *msgpack.Decoder, bud *budget) ([]proto.Box, error) {
 	n, err := decodeLen(d, "boxes", proto.MaxBoxes)
 	if err != nil || n < 0 {
+		return nil, err
+	}
+	if err := bud.take(n, int(unsafe.Sizeof(proto.Box{}))+fieldsOverhead, "boxes"); err != nil {
 		return nil, err
 	}
 	out := make([]proto.Box, n)
@@ -468,10 +503,10 @@ func decodeKArg(d *msgpack.Decoder, a *proto.KArg) error {
 }
 
 func decodeLaunchValue(d *msgpack.Decoder, v reflect.Value) error {
-	return decodeLaunch(d, addr(v).Interface().(*proto.Launch))
+	return decodeLaunch(d, addr(v).Interface().(*proto.Launch), newBudget())
 }
 
-func decodeLaunch(d *msgpack.Decoder, l *proto.Launch) error {
+func decodeLaunch(d *msgpack.Decoder, l *proto.Launch, bud *budget) error {
 	*l = proto.Launch{}
 	return decodeFields(d, "Launch", func(k string) (err error) {
 		switch k {
@@ -491,6 +526,9 @@ func decodeLaunch(d *msgpack.Decoder, l *proto.Launch) error {
 				l.Args = nil
 				break
 			}
+			if err = bud.take(m, int(unsafe.Sizeof(proto.KArg{}))+fieldsOverhead, "kernel arguments"); err != nil {
+				break
+			}
 			l.Args = make([]proto.KArg, m)
 			for j := range l.Args {
 				if err = decodeKArg(d, &l.Args[j]); err != nil {
@@ -507,10 +545,10 @@ func decodeLaunch(d *msgpack.Decoder, l *proto.Launch) error {
 }
 
 func decodeInstrValue(d *msgpack.Decoder, v reflect.Value) error {
-	return decodeInstr(d, addr(v).Interface().(*proto.Instr))
+	return decodeInstr(d, addr(v).Interface().(*proto.Instr), newBudget())
 }
 
-func decodeInstr(d *msgpack.Decoder, in *proto.Instr) error {
+func decodeInstr(d *msgpack.Decoder, in *proto.Instr, bud *budget) error {
 	*in = proto.Instr{}
 	return decodeFields(d, "Instr", func(k string) (err error) {
 		var u uint64
@@ -521,7 +559,7 @@ func decodeInstr(d *msgpack.Decoder, in *proto.Instr) error {
 			u, err = d.DecodeUint64()
 			in.Kind = proto.InstrKind(u)
 		case "d":
-			in.Deps, err = decodeUints(d, "dependencies", proto.MaxDeps)
+			in.Deps, err = decodeUints(d, "dependencies", proto.MaxDeps, bud)
 		case "b":
 			in.Buffer, err = d.DecodeUint64()
 		case "m":
@@ -536,7 +574,7 @@ func decodeInstr(d *msgpack.Decoder, in *proto.Instr) error {
 			u, err = d.DecodeUint64()
 			in.ElemSize = uint32(u)
 		case "x":
-			in.Boxes, err = decodeBoxes(d)
+			in.Boxes, err = decodeBoxes(d, bud)
 		case "p":
 			in.Peer, err = d.DecodeString()
 		case "pm":
@@ -548,7 +586,7 @@ func decodeInstr(d *msgpack.Decoder, in *proto.Instr) error {
 		case "pt":
 			in.Pattern, err = d.DecodeBytes()
 		case "l":
-			in.Launch, err = decodeLaunchPtr(d)
+			in.Launch, err = decodeLaunchPtr(d, bud)
 		default:
 			err = d.Skip()
 		}
@@ -557,14 +595,17 @@ func decodeInstr(d *msgpack.Decoder, in *proto.Instr) error {
 }
 
 // decodeLaunchPtr reads a *Launch: nil for a msgpack nil.
-func decodeLaunchPtr(d *msgpack.Decoder) (*proto.Launch, error) {
+func decodeLaunchPtr(d *msgpack.Decoder, bud *budget) (*proto.Launch, error) {
 	if c, err := d.PeekCode(); err != nil {
 		return nil, err
 	} else if c == 0xc0 { // nil
 		return nil, d.DecodeNil()
 	}
+	if err := bud.take(1, int(unsafe.Sizeof(proto.Launch{})), "launches"); err != nil {
+		return nil, err
+	}
 	l := new(proto.Launch)
-	return l, decodeLaunch(d, l)
+	return l, decodeLaunch(d, l, bud)
 }
 
 func decodePageHeaderValue(d *msgpack.Decoder, v reflect.Value) error {
@@ -587,7 +628,7 @@ func decodePageHeader(d *msgpack.Decoder, h *proto.PageHeader) error {
 			u, err = d.DecodeUint64()
 			h.ElemSize = uint32(u)
 		case "x":
-			h.Boxes, err = decodeBoxes(d)
+			h.Boxes, err = decodeBoxes(d, newBudget())
 		case "r":
 			h.Ref = nil
 			err = d.Decode(&h.Ref)
@@ -628,6 +669,7 @@ func decodePageSegmentValue(d *msgpack.Decoder, v reflect.Value) error {
 func decodeSubmitValue(d *msgpack.Decoder, v reflect.Value) error {
 	sub := addr(v).Interface().(*proto.Submit)
 	*sub = proto.Submit{}
+	bud := newBudget() // one for the whole batch
 	return decodeFields(d, "Submit", func(k string) (err error) {
 		switch k {
 		case "j":
@@ -637,9 +679,12 @@ func decodeSubmitValue(d *msgpack.Decoder, v reflect.Value) error {
 			if n, err = decodeLen(d, "instructions", proto.MaxBatch); err != nil || n < 0 {
 				break
 			}
+			if err = bud.take(n, int(unsafe.Sizeof(proto.Instr{})), "instructions"); err != nil {
+				break
+			}
 			sub.Instrs = make([]proto.Instr, n)
 			for i := range sub.Instrs {
-				if err = decodeInstr(d, &sub.Instrs[i]); err != nil {
+				if err = decodeInstr(d, &sub.Instrs[i], bud); err != nil {
 					break
 				}
 			}

@@ -135,10 +135,14 @@ func decodeFrame(b []byte) (proto.Envelope, []byte, error) {
 	return env, body, nil
 }
 
-// decodeBody decodes a body that decodeFrame accepted (so scanned) into v.
+// decodeBody decodes a body that decodeFrame accepted (so scanned) into v,
+// unless it could make the decoder allocate more than MaxDecodedBytes.
 func decodeBody(body []byte, v any) error {
 	if v == nil {
 		return nil
+	}
+	if err := checkDecodedSize(body, v); err != nil {
+		return err
 	}
 	return unmarshalExact(body, v)
 }
@@ -162,6 +166,10 @@ func unmarshalExact(b []byte, v any) error {
 	err := d.dec.Decode(v)
 	left := d.r.Len()
 	d.r.Reset(nil) // do not keep the frame alive in the pool
+	// A hand decoder's budget (codec.go) ran out: keep its error as is.
+	if errors.Is(err, ErrFrameTooLarge) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
