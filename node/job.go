@@ -121,13 +121,13 @@ type job struct {
 	// costs no search (closing a job with 40,000 waiting uploads took a
 	// second with a search each, quadratic).
 	recvsDone int
-	early    []*arrival
-	events   []proto.Event
-	seq      uint64
-	failures map[uint64]*proto.InstrError
-	changed  chan struct{} // closed and replaced at every completion
-	freed    bool
-	imports  map[string]imported // peers' allocations mapped for pages by reference
+	early     []*arrival
+	events    []proto.Event
+	seq       uint64
+	failures  map[uint64]*proto.InstrError
+	changed   chan struct{} // closed and replaced at every completion
+	freed     bool
+	imports   map[string]imported // peers' allocations mapped for pages by reference
 }
 
 func newJob(n *Node, id uint64, owner credentials.Identity, lease time.Duration, maxBytes uint64) *job {
