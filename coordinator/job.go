@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/acpp/acpp/coherence"
@@ -109,10 +111,12 @@ type nodeState struct {
 	enqSeq    uint64 // seq of the last entry queued
 	subSeq    uint64 // seq of the last entry submitted
 	instrs    map[uint64]instrRef
-	lost      bool
-	lastDone  map[int]time.Time // per device: when its last kernel finished
-	lastEnd   map[int]int64     // per device: when its last kernel finished, node clock (Unix ns)
-	lastSeen  time.Time         // the node's last answer on its completion feed
+	// catchingUp: a catchUp of this node's instructions is in flight.
+	catchingUp atomic.Bool
+	lost       bool
+	lastDone   map[int]time.Time // per device: when its last kernel finished
+	lastEnd    map[int]int64     // per device: when its last kernel finished, node clock (Unix ns)
+	lastSeen   time.Time         // the node's last answer on its completion feed
 	// drained: the node left after a drain; every send from it had
 	// finished, so nothing is in transit from it.
 	drained bool
@@ -688,6 +692,7 @@ func (j *Job) feed(ep *epoch, ns *nodeState, nj *nodeclient.Job) {
 	defer ep.wg.Done()
 	var after uint64
 	var failingSince time.Time
+	quiet := time.Now()
 	for {
 		ctx, cancel := context.WithTimeout(ep.ctx, j.cfg.PollInterval)
 		evs, err := nj.Events(ctx, after, 1024)
@@ -718,13 +723,74 @@ func (j *Job) feed(ep *epoch, ns *nodeState, nj *nodeclient.Job) {
 		j.mu.Lock()
 		ns.lastSeen = time.Now()
 		j.mu.Unlock()
-		if len(evs) > 0 {
-			after = evs[len(evs)-1].Seq
-			if !j.onEvents(ep, ns, evs) {
-				return
+		if len(evs) == 0 {
+			// Quiet: a node that dropped the last events of a burst
+			// shows no gap. Now and then, ask for what is still out.
+			if time.Since(quiet) >= catchUpQuiet {
+				quiet = time.Now()
+				j.catchUp(ep, ns, nj)
 			}
+			continue
+		}
+		quiet = time.Now()
+		// Events are numbered without gaps; a gap means the node
+		// dropped some (its client read too slowly: node.Config.FeedLimit).
+		gap := evs[0].Seq != after+1
+		for i := 1; i < len(evs) && !gap; i++ {
+			gap = evs[i].Seq != evs[i-1].Seq+1
+		}
+		after = evs[len(evs)-1].Seq
+		if !j.onEvents(ep, ns, evs) {
+			return
+		}
+		if gap {
+			j.cfg.Logger.Warn("a node's completion feed skipped events (the node dropped what this client did not read in time); asking for the state of its instructions", "node", ns.name)
+			j.catchUp(ep, ns, nj)
 		}
 	}
+}
+
+// catchUpQuiet is how long a node's feed may stay empty, while it still
+// runs instructions of the job, before the feed asks for their state
+// (catchUp): a node whose client read too slowly may have dropped the
+// last events of a burst.
+const catchUpQuiet = 5 * time.Second
+
+// catchUp asks ns, on a goroutine of its own (one at a time per node, so
+// the feed goes on), for the state of every instruction of the job it
+// still runs there, and records the finished ones as their events would
+// have been: after the feed skipped events, or stayed quiet a while.
+func (j *Job) catchUp(ep *epoch, ns *nodeState, nj *nodeclient.Job) {
+	if !ns.catchingUp.CompareAndSwap(false, true) {
+		return
+	}
+	ep.wg.Add(1) // the calling feed holds the epoch open meanwhile
+	go func() {
+		defer ep.wg.Done()
+		defer ns.catchingUp.Store(false)
+		j.mu.Lock()
+		ids := slices.Collect(maps.Keys(ns.instrs))
+		j.mu.Unlock()
+		if len(ids) == 0 {
+			return
+		}
+		ctx, cancel := context.WithTimeout(ep.ctx, j.cfg.PollInterval)
+		r, err := nj.Poll(ctx, ids...)
+		cancel()
+		if err != nil {
+			return // the feed goes on; the next gap or quiet spell asks again
+		}
+		evs := make([]proto.Event, 0, len(r.Done)+len(r.Failed))
+		for _, id := range r.Done {
+			evs = append(evs, proto.Event{ID: id})
+		}
+		for i := range r.Failed {
+			evs = append(evs, proto.Event{ID: r.Failed[i].ID, Err: &r.Failed[i]})
+		}
+		if len(evs) > 0 {
+			j.onEvents(ep, ns, evs)
+		}
+	}()
 }
 
 // onEvents records finished instructions; false when ns is lost.

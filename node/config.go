@@ -109,6 +109,14 @@ type Config struct {
 	// reports every completion at once. At most MaxReportGather.
 	ReportGather time.Duration
 
+	// FeedLimit bounds the completion events a job keeps that its client
+	// has not read yet (memory a client that stops reading would
+	// otherwise grow). Past it the node stops recording events; their
+	// numbers still advance, so the client sees the gap and asks for the
+	// instructions' state instead (coordinator: the feed's catch-up).
+	// 0 means DefaultFeedLimit; negative is refused.
+	FeedLimit int
+
 	// Cluster is the membership preset the node starts from; the node sets
 	// its Name, addresses, keys, devices and Join on it. Zero value:
 	// cluster.DefaultLANConfig().
@@ -150,6 +158,9 @@ func (c Config) withDefaults() Config {
 	if d.ReportGather == 0 {
 		d.ReportGather = DefaultReportGather
 	}
+	if d.FeedLimit == 0 {
+		d.FeedLimit = DefaultFeedLimit
+	}
 	if d.Cluster.Timing == (cluster.Timing{}) && d.Cluster.BindAddr == "" && d.Cluster.BindPort == 0 {
 		if d.Local {
 			d.Cluster = cluster.DefaultLocalConfig()
@@ -170,6 +181,9 @@ func (c Config) withDefaults() Config {
 	return d
 }
 
+// DefaultFeedLimit is Config.FeedLimit's default.
+const DefaultFeedLimit = 1 << 16
+
 // DefaultReportGather is Config.ReportGather's default. On a chain of
 // small command groups between two nodes on a 2-core machine it took
 // 10-15 % of each hop's CPU away (docs/PERFORMANCE.md, "Cluster hop").
@@ -182,6 +196,9 @@ const MaxReportGather = 100 * time.Millisecond
 // Validate reports every bad field at once.
 func (c Config) Validate() error {
 	var errs []error
+	if c.FeedLimit < 0 {
+		errs = append(errs, fmt.Errorf("FeedLimit %d: give a positive number of events, or 0 for %d", c.FeedLimit, DefaultFeedLimit))
+	}
 	if c.ReportGather > MaxReportGather {
 		errs = append(errs, fmt.Errorf("ReportGather %v: at most %v (0 means %v, negative reports each completion at once)", c.ReportGather, MaxReportGather, DefaultReportGather))
 	}

@@ -91,9 +91,6 @@ type arrival struct {
 	at, claimedAt, copyAt time.Time
 }
 
-// maxEvents bounds the unacknowledged completion events a job keeps.
-const maxEvents = 1 << 16
-
 // job is one job on this node. mu guards every field below it; it is never
 // held across a device call or network I/O.
 type job struct {
@@ -121,6 +118,8 @@ type job struct {
 	// costs no search (closing a job with 40,000 waiting uploads took a
 	// second with a search each, quadratic).
 	recvsDone int
+	// feedFull: events past Config.FeedLimit were not recorded (logged once).
+	feedFull bool
 	early     []*arrival
 	events    []proto.Event
 	seq       uint64
@@ -342,8 +341,11 @@ func (j *job) finishLocked(in *instr, err error) []*instr {
 		}
 		j.n.met.instrs.WithLabelValues(cur.in.Kind.String(), outcome).Inc()
 		j.n.met.pending.Dec()
-		if len(j.events) < maxEvents {
+		if len(j.events) < j.n.cfg.FeedLimit {
 			j.events = append(j.events, ev)
+		} else if !j.feedFull {
+			j.feedFull = true
+			j.n.log.Warn("a job's client reads its completions too slowly: the node stops recording them until it catches up; the client asks for the instructions' state instead", "job", jobID(j.id), "unread", len(j.events))
 		}
 		if cur.in.Kind == proto.InstrRecv || cur.in.Kind == proto.InstrUpload {
 			j.recvsDone++

@@ -1,0 +1,69 @@
+package coordinator_test
+
+import (
+	"context"
+	"encoding/binary"
+	"log/slog"
+	"math"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/acpp/acpp/coordinator"
+	"github.com/acpp/acpp/coordinator/coordtest"
+	"github.com/acpp/acpp/node"
+)
+
+// warnings counts the node log records at WARN and above whose message
+// holds a phrase.
+type warnings struct {
+	phrase string
+	n      atomic.Int32
+}
+
+func (w *warnings) Enabled(context.Context, slog.Level) bool { return true }
+func (w *warnings) Handle(_ context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn && strings.Contains(r.Message, w.phrase) {
+		w.n.Add(1)
+	}
+	return nil
+}
+func (w *warnings) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w *warnings) WithGroup(string) slog.Handler      { return w }
+
+// A node whose client reads its completions too slowly stops recording
+// them (node.Config.FeedLimit) rather than growing without bound; the
+// client's feed sees the gap in the events' numbers, or a quiet spell,
+// and asks for the instructions' state instead: every group completes
+// with the right data, nothing hangs (C5's "no hang").
+func TestFeedCatchesUpAfterNodeDroppedEvents(t *testing.T) {
+	w := &warnings{phrase: "reads its completions too slowly"}
+	c := coordtest.Start(t, 1, coordtest.Options{Modify: func(_ int, cfg *node.Config) {
+		cfg.FeedLimit = 4
+		cfg.ReportGather = 20e6 // 20 ms: completions pile up unread meanwhile
+		cfg.Logger = slog.New(w)
+	}})
+	ctx := testCtx(t)
+	j := openJob(t, c, nil)
+	const n, groups = 256, 64
+	bufs := make([]*coordinator.Buffer, groups)
+	for i := range bufs {
+		bufs[i], _ = j.NewBuffer(coordinator.BufferSpec{Range: coordinator.Dims{1, 1, n}, ElemSize: 4})
+		fill(t, j, bufs[i], n, float32(i), "n0/cpu:0")
+	}
+	if err := j.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if w.n.Load() == 0 {
+		t.Fatal("the node never dropped an event: the test did not test the catch-up")
+	}
+	for i, b := range bufs {
+		got, err := j.Read(ctx, b, coordinator.Dims{}, coordinator.Dims{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := math.Float32frombits(binary.LittleEndian.Uint32(got[4*(n-1):])); v != float32(i) {
+			t.Fatalf("buffer %d holds %v, want %d", i, v, i)
+		}
+	}
+}
