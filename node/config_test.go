@@ -20,12 +20,13 @@ func TestConfigValidateNamesEveryBadField(t *testing.T) {
 		JobLease:    -1,
 		MaxBytes:    10,
 		MaxJobBytes: 20,
+		FeedLimit:   -1,
 	}
 	err := cfg.Validate()
 	if !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("Validate = %v, want ErrInvalidConfig", err)
 	}
-	for _, field := range []string{"Name", "CredentialsDir", "GossipAddr", "Join", "Devices", "CPUWorkers", "JobLease", "MaxJobBytes"} {
+	for _, field := range []string{"Name", "CredentialsDir", "GossipAddr", "Join", "Devices", "CPUWorkers", "JobLease", "MaxJobBytes", "FeedLimit"} {
 		if !strings.Contains(err.Error(), field) {
 			t.Errorf("Validate error does not name %s:\n%v", field, err)
 		}
