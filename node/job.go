@@ -120,13 +120,13 @@ type job struct {
 	recvsDone int
 	// feedFull: events past Config.FeedLimit were not recorded (logged once).
 	feedFull bool
-	early     []*arrival
-	events    []proto.Event
-	seq       uint64
-	failures  map[uint64]*proto.InstrError
-	changed   chan struct{} // closed and replaced at every completion
-	freed     bool
-	imports   map[string]imported // peers' allocations mapped for pages by reference
+	early    []*arrival
+	events   []proto.Event
+	seq      uint64
+	failures map[uint64]*proto.InstrError
+	changed  chan struct{} // closed and replaced at every completion
+	freed    bool
+	imports  map[string]imported // peers' allocations mapped for pages by reference
 }
 
 func newJob(n *Node, id uint64, owner credentials.Identity, lease time.Duration, maxBytes uint64) *job {
