@@ -67,3 +67,39 @@ func TestFeedCatchesUpAfterNodeDroppedEvents(t *testing.T) {
 		}
 	}
 }
+
+// A long job does not make its nodes remember every instruction it ran:
+// the coordinator tells each node to forget the finished ones
+// (Submit.Forget) every forgetEvery instructions, once none still queued
+// names them.
+func TestNodesForgetFinishedInstructions(t *testing.T) {
+	c := coordtest.Start(t, 1, coordtest.Options{})
+	ctx := testCtx(t)
+	j := openJob(t, c, nil)
+	const n, groups = 64, 30000
+	b, _ := j.NewBuffer(coordinator.BufferSpec{Range: coordinator.Dims{1, 1, n}, ElemSize: 4})
+	for i := range groups {
+		if _, err := j.Submit(ctx, coordinator.Group{Kernel: "fill_f32", Range: coordinator.Dims{1, 1, n}, Device: "n0/cpu:0",
+			Args: []coordinator.Arg{coordinator.Acc(coordinator.Accessor{Buffer: b, Mode: coordinator.Write, NoInit: true}), coordinator.ScalarF32(float32(i))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	inv, err := c.Client().Inventory(ctx, "n0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ji := range inv.JobList {
+		if ji.ID != j.ID() {
+			continue
+		}
+		if ji.Known >= groups/3 {
+			t.Errorf("the node remembers %d instructions of a finished job of %d groups; want the finished ones forgotten", ji.Known, groups)
+		}
+		t.Logf("after %d groups the node remembers %d instructions", groups, ji.Known)
+		return
+	}
+	t.Fatalf("job %d not in n0's job list %+v", j.ID(), inv.JobList)
+}

@@ -107,10 +107,14 @@ type nodeState struct {
 
 	// Guarded by Job.mu.
 	nextInstr uint64
-	outbox    []*entry
-	enqSeq    uint64 // seq of the last entry queued
-	subSeq    uint64 // seq of the last entry submitted
-	instrs    map[uint64]instrRef
+	// low: every instruction below it finished (seen on the feed);
+	// forgot: the last mark set for Submit.Forget (forgetLocked);
+	// forgetMark: that mark, until the sender sends it.
+	low, forgot, forgetMark uint64
+	outbox                  []*entry
+	enqSeq                  uint64 // seq of the last entry queued
+	subSeq                  uint64 // seq of the last entry submitted
+	instrs                  map[uint64]instrRef
 	// catchingUp: a catchUp of this node's instructions is in flight.
 	catchingUp atomic.Bool
 	lost       bool
@@ -618,7 +622,19 @@ func (j *Job) sender(ep *epoch, ns *nodeState, nj *nodeclient.Job) {
 				ns.outbox[0] = nil
 				ns.outbox = ns.outbox[1:]
 			}
+			forget := ns.forgetMark
+			ns.forgetMark = 0
 			j.mu.Unlock()
+			if forget > 0 {
+				// After every batch taken before the mark was set: the
+				// node has linked their dependencies by now.
+				if err := nj.Forget(ep.ctx, forget); err != nil {
+					if ep.ctx.Err() == nil {
+						j.transportFailure(ep, ns, "submit", err)
+					}
+					return
+				}
+			}
 			if len(batch) == 0 {
 				break
 			}
@@ -743,11 +759,59 @@ func (j *Job) feed(ep *epoch, ns *nodeState, nj *nodeclient.Job) {
 		if !j.onEvents(ep, ns, evs) {
 			return
 		}
+		j.mu.Lock()
+		if m := ns.forgetLocked(); m > 0 {
+			ns.forgetMark = m
+			select {
+			case ns.wake <- struct{}{}:
+			default:
+			}
+		}
+		j.mu.Unlock()
 		if gap {
 			j.cfg.Logger.Warn("a node's completion feed skipped events (the node dropped what this client did not read in time); asking for the state of its instructions", "node", ns.name)
 			j.catchUp(ep, ns, nj)
 		}
 	}
+}
+
+// forgetEvery is how many finished instructions of a node the coordinator
+// lets the node remember before it tells it to forget them.
+const forgetEvery = 4096
+
+// forgetLocked returns the mark for Submit.Forget, or 0 when it is not yet
+// worth a message: every instruction below it has finished (the feed saw
+// it) and no instruction built but not yet sent names it (an entry
+// waiting at a gate was built while its dependencies were pending; later
+// entries are built after now, naming only instructions pending then, all
+// at or above the mark). The sender sends it after the batch it may be
+// sending now (whose entries left the outbox before the mark was set).
+func (ns *nodeState) forgetLocked() uint64 {
+	if ns.low == 0 {
+		ns.low = 1 // IDs start at 1
+	}
+	for ns.low <= ns.nextInstr {
+		if _, pending := ns.instrs[ns.low]; pending {
+			break
+		}
+		ns.low++
+	}
+	if ns.low < ns.forgot+forgetEvery {
+		return 0
+	}
+	mark := ns.low
+	for _, e := range ns.outbox {
+		for _, in := range e.instrs {
+			for _, d := range in.Deps {
+				mark = min(mark, d)
+			}
+		}
+	}
+	if mark <= ns.forgot {
+		return 0
+	}
+	ns.forgot = mark
+	return mark
 }
 
 // catchUpQuiet is how long a node's feed may stay empty, while it still

@@ -476,6 +476,7 @@ func (j *Job) restart(r *recovery) ([]GroupID, error) {
 	j.lineage = map[coherence.BufferID][]writeRec{}
 	for _, ns := range j.nodes {
 		ns.outbox, ns.instrs, ns.enqSeq, ns.subSeq, ns.nextInstr = nil, map[uint64]instrRef{}, 0, 0, 0
+		ns.low, ns.forgot = 0, 0 // the next epoch's node jobs number from 1 again
 	}
 	ck := j.res.ckpt
 	j.bufs = map[coherence.BufferID]*Buffer{}
