@@ -117,6 +117,14 @@ type Config struct {
 	// 0 means DefaultFeedLimit; negative is refused.
 	FeedLimit int
 
+	// MaxJobInstrs bounds the instruction records one job keeps on the
+	// node: those not finished, and finished ones its client has not let
+	// the node forget (Submit.Forget; the coordinator does every 4096).
+	// A batch past it is refused (CodeTooLarge), so that a client that
+	// submits without end cannot exhaust the node's memory. 0 means
+	// DefaultMaxJobInstrs; negative is refused.
+	MaxJobInstrs int
+
 	// Cluster is the membership preset the node starts from; the node sets
 	// its Name, addresses, keys, devices and Join on it. Zero value:
 	// cluster.DefaultLANConfig().
@@ -161,6 +169,9 @@ func (c Config) withDefaults() Config {
 	if d.FeedLimit == 0 {
 		d.FeedLimit = DefaultFeedLimit
 	}
+	if d.MaxJobInstrs == 0 {
+		d.MaxJobInstrs = DefaultMaxJobInstrs
+	}
 	if d.Cluster.Timing == (cluster.Timing{}) && d.Cluster.BindAddr == "" && d.Cluster.BindPort == 0 {
 		if d.Local {
 			d.Cluster = cluster.DefaultLocalConfig()
@@ -181,6 +192,11 @@ func (c Config) withDefaults() Config {
 	return d
 }
 
+// DefaultMaxJobInstrs is Config.MaxJobInstrs's default: a few hundred MB
+// of records at most, far above what a coordinator keeps out (its window
+// of groups, and finished instructions until it lets the node forget).
+const DefaultMaxJobInstrs = 1 << 20
+
 // DefaultFeedLimit is Config.FeedLimit's default.
 const DefaultFeedLimit = 1 << 16
 
@@ -196,6 +212,9 @@ const MaxReportGather = 100 * time.Millisecond
 // Validate reports every bad field at once.
 func (c Config) Validate() error {
 	var errs []error
+	if c.MaxJobInstrs < 0 {
+		errs = append(errs, fmt.Errorf("MaxJobInstrs %d: give a positive number of instructions, or 0 for %d", c.MaxJobInstrs, DefaultMaxJobInstrs))
+	}
 	if c.FeedLimit < 0 {
 		errs = append(errs, fmt.Errorf("FeedLimit %d: give a positive number of events, or 0 for %d", c.FeedLimit, DefaultFeedLimit))
 	}

@@ -307,3 +307,36 @@ func TestHostileClientLeavesNodeUp(t *testing.T) {
 	})
 	serves(t, c, 107)
 }
+
+// A job keeps at most Config.MaxJobInstrs instruction records: a batch past
+// it is refused (CodeTooLarge) instead of growing the node's memory
+// without end, and once the client lets the node forget finished ones,
+// the job goes on.
+func TestJobInstructionsBounded(t *testing.T) {
+	nodes := startNodes(t, 1, func(_ int, cfg *node.Config) { cfg.MaxJobInstrs = 64 })
+	c := startClient(t, credDir, "alice", nodes...)
+	ctx := testCtx(t)
+	j := openJob(t, c, "n0", 1)
+	rng := [3]uint64{1, 1, 16}
+	batch := []proto.Instr{{ID: 1, Kind: proto.InstrAlloc, Buffer: 1, Range: rng, ElemSize: 4}}
+	for id := uint64(2); id <= 60; id++ {
+		batch = append(batch, proto.Instr{ID: id, Kind: proto.InstrFill, Deps: []uint64{id - 1}, Buffer: 1, Pattern: []byte{byte(id), 0, 0, 0}})
+	}
+	submit(t, j, batch...)
+	wait(t, j, 60)
+	more := func(from uint64) []proto.Instr {
+		var out []proto.Instr
+		for id := from; id < from+10; id++ {
+			out = append(out, proto.Instr{ID: id, Kind: proto.InstrFill, Buffer: 1, Pattern: []byte{1, 0, 0, 0}})
+		}
+		return out
+	}
+	_, err := j.Submit(ctx, more(61)...)
+	wantCode(t, "a batch past MaxJobInstrs", err, proto.CodeTooLarge, "holds 60 instructions", "Submit.Forget")
+	if err := j.Forget(ctx, 60); err != nil {
+		t.Fatal(err)
+	}
+	submit(t, j, more(61)...)
+	wait(t, j, 70)
+	serves(t, c, 2)
+}

@@ -193,6 +193,10 @@ func (j *job) submit(batch []proto.Instr, forget uint64) (int, error) {
 		j.mu.Unlock()
 		return 0, reply(proto.CodeNoJob, "job %d is closed: %v", j.id, j.closed)
 	}
+	if held, limit := len(j.instrs), j.n.cfg.MaxJobInstrs; held+len(batch) > limit {
+		j.mu.Unlock()
+		return 0, reply(proto.CodeTooLarge, "job %d holds %d instructions and this batch adds %d, more than this node keeps for one job (%d): let it forget finished ones (Submit.Forget) and wait for pending ones before submitting more", j.id, held, len(batch), limit)
+	}
 	seen := map[uint64]bool{}
 	for i := range batch {
 		in := &batch[i]
