@@ -292,7 +292,7 @@ func (t *Transport) handlerContext(parent context.Context, timeout int64) (conte
 func (t *Transport) handleStream(c *conn, s *quic.Stream) {
 	defer t.wg.Done()
 	s.SetReadDeadline(time.Now().Add(t.cfg.IdleTimeout))
-	env, body, err := readFrame(s, t.cfg.MaxFrameSize)
+	env, body, release, err := t.readRequest(s)
 	if err != nil {
 		if errors.Is(err, ErrFrameTooLarge) || errors.Is(err, ErrMalformed) {
 			t.log.Warn("bad request frame", "peer", c.peer.String(), "error", err)
@@ -305,13 +305,15 @@ func (t *Transport) handleStream(c *conn, s *quic.Stream) {
 		return
 	}
 	if env.Type == proto.MsgPages {
+		release() // a page header; the pages go straight into allocations
 		t.receivePages(c, s, env, body)
 		return
 	}
 	if env.Session {
-		t.serveSession(c, s, env, body)
+		t.serveSession(c, s, env, body, release)
 		return
 	}
+	defer release()
 	if err := expectEOF(s); err != nil {
 		s.CancelRead(quicCodeCanceled)
 		s.CancelWrite(quicCodeCanceled)

@@ -79,6 +79,16 @@ type Config struct {
 	// ones wait. Zero means 1024.
 	MaxIncomingStreams int64
 
+	// MaxRequestBytes bounds the memory of the requests this transport
+	// reads and serves at once, from all peers together: each costs its
+	// frame's bytes plus what decoding it may make (requestCost). A
+	// request whose frame does not fit waits for room (for up to
+	// IdleTimeout; then it is refused, "busy"). Without it, 1024 streams
+	// of one connection with a 16 MiB frame each would hold 16 GiB before
+	// a handler ran. Zero means 512 MiB; it must hold at least one
+	// request of MaxFrameSize.
+	MaxRequestBytes int64
+
 	// Software describes the build in handshakes, for peers' logs.
 	// Empty means "acpp".
 	Software string
@@ -145,6 +155,9 @@ func (c *Config) withDefaults() Config {
 	if d.MaxIncomingStreams == 0 {
 		d.MaxIncomingStreams = 1024
 	}
+	if d.MaxRequestBytes == 0 {
+		d.MaxRequestBytes = max(512<<20, requestCost(d.MaxFrameSize))
+	}
 	if d.Software == "" {
 		d.Software = "acpp"
 	}
@@ -181,6 +194,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxIncomingStreams < 0 {
 		errs = append(errs, fmt.Errorf("MaxIncomingStreams (%d) must be >= 0", c.MaxIncomingStreams))
+	}
+	if frame := c.withDefaults().MaxFrameSize; c.MaxRequestBytes != 0 && c.MaxRequestBytes < requestCost(frame) {
+		errs = append(errs, fmt.Errorf("MaxRequestBytes (%d) must hold one request of MaxFrameSize (%d bytes: %d with what decoding it may make), or be 0 for the default", c.MaxRequestBytes, frame, requestCost(frame)))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("transport: invalid config: %w", err)

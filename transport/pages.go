@@ -529,9 +529,11 @@ type assembly struct {
 func (t *Transport) receivePages(c *conn, s *quic.Stream, env proto.Envelope, body []byte) {
 	for t.receiveSegment(c, s, env, body) {
 		var ok bool
-		if env, body, ok = t.nextSessionFrame(c, s, proto.MsgPages); !ok {
+		var release func()
+		if env, body, release, ok = t.nextSessionFrame(c, s, proto.MsgPages); !ok {
 			return
 		}
+		release() // a page header; the pages go straight into allocations
 	}
 }
 

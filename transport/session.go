@@ -175,15 +175,16 @@ func (ss *Session) Close() error {
 // one after another, each with its type's handler, until the caller closes
 // its side, breaks the stream, or sends nothing for the idle timeout. Every
 // request of a session has the type of its first.
-func (t *Transport) serveSession(c *conn, s *quic.Stream, env proto.Envelope, body []byte) {
+func (t *Transport) serveSession(c *conn, s *quic.Stream, env proto.Envelope, body []byte, release func()) {
 	for {
 		s.SetReadDeadline(time.Time{})
-		if !t.serveRequest(c, s, env, body, false) {
+		ok := t.serveRequest(c, s, env, body, false)
+		release()
+		if !ok {
 			s.CancelRead(quicCodeCanceled)
 			return
 		}
-		var ok bool
-		if env, body, ok = t.nextSessionFrame(c, s, env.Type); !ok {
+		if env, body, release, ok = t.nextSessionFrame(c, s, env.Type); !ok {
 			return
 		}
 	}
@@ -194,18 +195,22 @@ func (t *Transport) serveSession(c *conn, s *quic.Stream, env proto.Envelope, bo
 // for the idle timeout, or a frame that is not the session's) it ends the
 // stream and reports false. An idle stream ends with quicCodeIdle: nothing
 // after it was read.
-func (t *Transport) nextSessionFrame(c *conn, s *quic.Stream, typ proto.MsgType) (proto.Envelope, []byte, bool) {
+func (t *Transport) nextSessionFrame(c *conn, s *quic.Stream, typ proto.MsgType) (proto.Envelope, []byte, func(), bool) {
 	s.SetReadDeadline(time.Now().Add(t.cfg.IdleTimeout))
 	var hdr [frameHeaderLen]byte
 	var env proto.Envelope
 	var body []byte
+	release := func() {}
 	_, err := io.ReadFull(s, hdr[:])
 	if err == nil {
 		// The frame has begun: its rest gets an idle timeout of its own,
 		// so that one that straddles the first deadline is read whole
 		// (quic-go checks the deadline before buffered data).
 		s.SetReadDeadline(time.Now().Add(t.cfg.IdleTimeout))
-		env, body, err = readFrameBody(s, hdr, t.cfg.MaxFrameSize)
+		var rel func()
+		if env, body, rel, err = t.readRequestBody(s, hdr); err == nil {
+			release = rel
+		}
 	}
 	var ne net.Error
 	switch {
@@ -226,7 +231,8 @@ func (t *Transport) nextSessionFrame(c *conn, s *quic.Stream, typ proto.MsgType)
 		s.CancelRead(quicCodeRefused)
 	default:
 		s.SetReadDeadline(time.Time{})
-		return env, body, true
+		return env, body, release, true
 	}
-	return env, body, false
+	release()
+	return env, body, release, false
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"golang.org/x/sync/semaphore"
 	"io"
 	"log/slog"
 	"net"
@@ -38,8 +39,9 @@ type Transport struct {
 	wg     sync.WaitGroup
 
 	nextTransfer atomic.Uint64
-	streamsIn    atomic.Int64 // request streams accepted (tests: a session's calls share one)
-	stats        sync.Map     // peer identity string → *peerCounters
+	reqRoom      *semaphore.Weighted // Config.MaxRequestBytes (takeRequestRoom)
+	streamsIn    atomic.Int64        // request streams accepted (tests: a session's calls share one)
+	stats        sync.Map            // peer identity string → *peerCounters
 
 	hmu      sync.RWMutex // guards handlers and pages
 	handlers map[proto.MsgType]Handler
@@ -96,6 +98,7 @@ func Start(cfg Config) (*Transport, error) {
 		dials:    map[string]*dialCall{},
 		all:      map[*conn]struct{}{},
 		reached:  map[string]string{},
+		reqRoom:  semaphore.NewWeighted(cfg.MaxRequestBytes),
 	}
 	t.self.Instance = cfg.Instance
 	t.ctx, t.cancel = context.WithCancelCause(context.Background())
