@@ -376,15 +376,8 @@ func TestKernelMisuseIsAClearPanic_A3(t *testing.T) {
 // acpp.Queue on the CPU backend with accessors of each variant their
 // declarations ask for, and give the reference results.
 func TestBuiltinsOnTheEmbeddedRuntime_A2(t *testing.T) {
-	if err := Register(); err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	q, err := acpp.NewQueue(ctx, acpp.WithKind(acpp.CPU))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
+	q := cpuQueue(t)
 	const rows, cols = 40, 50
 	r := rand.New(rand.NewPCG(11, 12))
 	grid := randF32(r, rows*cols)
@@ -451,15 +444,7 @@ func TestBuiltinsOnTheEmbeddedRuntime_A2(t *testing.T) {
 // is submitted, wrapping device.ErrBadArg with what to pass, and by the
 // backend for a launch that bypasses the API (device.CheckLaunch).
 func TestMisusedLaunchesRefused_A3(t *testing.T) {
-	if err := Register(); err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	q, err := acpp.NewQueue(ctx, acpp.WithKind(acpp.CPU))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
+	q := cpuQueue(t)
 	in, _ := acpp.NewBuffer[float32](q, acpp.R1(1024))
 	out, _ := acpp.NewBuffer[float32](q, acpp.R1(1024))
 	bins, _ := acpp.NewBuffer[uint32](q, acpp.R1(16))
@@ -492,8 +477,23 @@ func TestMisusedLaunchesRefused_A3(t *testing.T) {
 	// as a node is).
 	k, _ := Kernel("reduce_sum_f32")
 	nd := device.NDRange{Global: [3]int{1, 1, 12}, Local: [3]int{1, 1, 12}}
-	err = device.CheckLaunch(&k, nd, []device.Arg{{Kind: device.ArgPointer}, {Kind: device.ArgPointer}, {Kind: device.ArgScalar, Scalar: make([]byte, 8)}, {Kind: device.ArgLocal, LocalBytes: 48}})
+	err := device.CheckLaunch(&k, nd, []device.Arg{{Kind: device.ArgPointer}, {Kind: device.ArgPointer}, {Kind: device.ArgScalar, Scalar: make([]byte, 8)}, {Kind: device.ArgLocal, LocalBytes: 48}})
 	if !errors.Is(err, device.ErrBadArg) {
 		t.Errorf("CheckLaunch of reduce_sum_f32 over 12 items = %v, want ErrBadArg", err)
 	}
+}
+
+// cpuQueue registers the built-ins and opens a queue on the CPU, closed
+// when t ends.
+func cpuQueue(t *testing.T) *acpp.Queue {
+	t.Helper()
+	if err := Register(); err != nil {
+		t.Fatal(err)
+	}
+	q, err := acpp.NewQueue(context.Background(), acpp.WithKind(acpp.CPU))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	return q
 }
