@@ -28,6 +28,9 @@ type Endpoint struct {
 // while no page is open. Package queueview serves a Go program's Queue
 // this way.
 func Serve(ctx context.Context, addr string, cfg Config) (*Endpoint, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("liveview: %s: %w (is the port in use? pass host:port, e.g. 127.0.0.1:8090)", addr, err)

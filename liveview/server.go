@@ -5,6 +5,8 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -30,6 +32,17 @@ type Config struct {
 	Interval time.Duration
 	// Logger receives the server's events; nil discards them.
 	Logger *slog.Logger
+}
+
+// check refuses a Config without Snapshot or with a negative Interval.
+func (c Config) check() error {
+	if c.Snapshot == nil {
+		return errors.New("liveview: Config.Snapshot is nil; give the function that takes a view")
+	}
+	if c.Interval < 0 {
+		return fmt.Errorf("liveview: Config.Interval %v is negative; give 0 (%v) or more", c.Interval, DefaultInterval)
+	}
+	return nil
 }
 
 // Server serves the page, its event stream and the view as JSON. Start
@@ -58,8 +71,13 @@ type sample struct {
 	bytes map[[2]string]int64
 }
 
-// Start starts the server's loop.
+// Start starts the server's loop. A Config without Snapshot is a
+// programmer's error: Start panics at once, rather than the server's
+// goroutine at the first view (Serve returns it as an error).
 func Start(cfg Config) *Server {
+	if err := cfg.check(); err != nil {
+		panic(err)
+	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
 	}

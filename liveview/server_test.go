@@ -2,6 +2,7 @@ package liveview
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -168,4 +169,24 @@ func TestCloseEndsStreams(t *testing.T) {
 		t.Fatal("stream still open 5 s after Close")
 	}
 	r.Body.Close()
+}
+
+// TestConfigRefused: Serve refuses a Config without Snapshot or with a
+// negative Interval, before it listens (the server's goroutine used to
+// panic at the first view); Start panics at once.
+func TestConfigRefused(t *testing.T) {
+	for _, cfg := range []Config{{}, {Snapshot: func() View { return View{} }, Interval: -time.Second}} {
+		if e, err := Serve(context.Background(), "127.0.0.1:0", cfg); err == nil || !strings.Contains(err.Error(), "liveview: Config.") {
+			if e != nil {
+				e.Close()
+			}
+			t.Errorf("Serve(%+v) = %v, want an error naming the field", cfg, err)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("Start without Snapshot did not panic")
+		}
+	}()
+	Start(Config{})
 }
