@@ -28,6 +28,9 @@ type Endpoint struct {
 // while no page is open. Package queueview serves a Go program's Queue
 // this way.
 func Serve(ctx context.Context, addr string, cfg Config) (*Endpoint, error) {
+	if ctx == nil {
+		return nil, errors.New("liveview: Serve got a nil context; pass context.Background() or one that ends the view")
+	}
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}

@@ -183,6 +183,10 @@ func TestConfigRefused(t *testing.T) {
 			t.Errorf("Serve(%+v) = %v, want an error naming the field", cfg, err)
 		}
 	}
+	//lint:ignore SA1012 a nil context is what is tested
+	if _, err := Serve(nil, "127.0.0.1:0", Config{Snapshot: func() View { return View{} }}); err == nil { //nolint:staticcheck
+		t.Error("Serve(nil, …) succeeded, want an error")
+	}
 	defer func() {
 		if recover() == nil {
 			t.Error("Start without Snapshot did not panic")

@@ -159,5 +159,8 @@ func Members(q *acpp.Queue) []liveview.Member {
 // the page shows the queue done and its buffers gone. The view has no
 // authentication: bind it to loopback.
 func Serve(ctx context.Context, q *acpp.Queue, addr string, cfg Config) (*liveview.Endpoint, error) {
+	if q == nil {
+		return nil, errors.New("queueview: Serve got a nil queue")
+	}
 	return liveview.Serve(ctx, addr, liveview.Config{Snapshot: Snapshot(q, cfg), Interval: cfg.Interval, Logger: cfg.Logger})
 }
