@@ -27,8 +27,11 @@ type accessConfig struct {
 func NoInit(c *accessConfig) { c.noInit = true }
 
 // Within limits an access region (the pages coherence makes up to date
-// and orders on) to rng at offset off. A raw accessor's indexing still
-// ignores the offset (V3); a host accessor (HostAccess, HostRead) and
+// and orders on) to rng at offset off. Of the accessor constructors only
+// the raw ones (ReadRaw, WriteRaw, ReadWriteRaw) take it, and their
+// indexing still ignores the offset (V3); the unranged and ranged ones
+// refuse it (ErrOption: use a ranged constructor for a region). A host
+// accessor (HostAccess, HostRead) and
 // Buffer.Read and Buffer.Write index relative to it and hold only the
 // region (T3). The region must lie inside the buffer.
 func Within(off ID, rng Range) AccessOption {
@@ -60,7 +63,8 @@ func sliceOf[T any](m *device.Mem) []T {
 
 // access declares a requirement of h on b and returns it (nil after
 // recording an error in h).
-func access[T any](h *Handler, b *Buffer[T], mode coherence.Mode, ranged bool, off ID, rng Range, opts []AccessOption) *req {
+func access[T any](h *Handler, b *Buffer[T], mode coherence.Mode, shape accShape, off ID, rng Range, opts []AccessOption) *req {
+	ranged := shape == accRanged
 	h.live("an accessor constructor (Read, Write, ReadRange, Require, …)")
 	var cfg accessConfig
 	if len(opts) > 0 {
@@ -84,6 +88,18 @@ func access[T any](h *Handler, b *Buffer[T], mode coherence.Mode, ranged bool, o
 	}
 	if cfg.noInit && mode == coherence.Read {
 		h.fail(fmt.Errorf("%w: a read accessor cannot be NoInit (it would read data it never asked for)", ErrMode))
+		return nil
+	}
+	if cfg.within && shape != accRaw {
+		// An unranged accessor indexes, reads (Copy, All) and reports
+		// (Range) the whole buffer, and a ranged one has its constructor's
+		// region: a narrower declaration would leave the rest stale while
+		// the accessor hands it out (or override the constructor's region).
+		ctor := "use ReadRange, WriteRange or ReadWriteRange for a region, or a Raw constructor to narrow what it declares"
+		if ranged {
+			ctor = "its region is the constructor's range and offset"
+		}
+		h.fail(fmt.Errorf("%w: Within cannot apply to a %s accessor: %s", ErrOption, shape, ctor))
 		return nil
 	}
 	if cfg.within {
@@ -117,6 +133,19 @@ func access[T any](h *Handler, b *Buffer[T], mode coherence.Mode, ranged bool, o
 		return nil
 	}
 	return r
+}
+
+// accShape is the variant an accessor constructor makes.
+type accShape uint8
+
+const (
+	accUnranged accShape = iota // Read, Write, ReadWrite
+	accRanged                   // ReadRange, WriteRange, ReadWriteRange
+	accRaw                      // ReadRaw, WriteRaw, ReadWriteRaw
+)
+
+func (s accShape) String() string {
+	return [...]string{"unranged", "ranged", "raw"}[s]
 }
 
 // region checks an access region of b (offset off, range rng, in b's
@@ -520,57 +549,57 @@ func offsetOf(rq *req, o [3]int) ID {
 
 // Read declares a read-only accessor of the whole buffer: UnrangedRO.
 func Read[T any](h *Handler, b *Buffer[T], opts ...AccessOption) UnrangedRO[T] {
-	rq := access(h, b, coherence.Read, false, ID{}, Range{}, opts)
+	rq := access(h, b, coherence.Read, accUnranged, ID{}, Range{}, opts)
 	return UnrangedRO[T]{view[T](rq, false), rq}
 }
 
 // Write declares a write accessor of the whole buffer: Unranged. Without
 // NoInit the current contents are made available first.
 func Write[T any](h *Handler, b *Buffer[T], opts ...AccessOption) Unranged[T] {
-	rq := access(h, b, coherence.Write, false, ID{}, Range{}, opts)
+	rq := access(h, b, coherence.Write, accUnranged, ID{}, Range{}, opts)
 	return Unranged[T]{view[T](rq, false), rq}
 }
 
 // ReadWrite declares a read-write accessor of the whole buffer: Unranged.
 func ReadWrite[T any](h *Handler, b *Buffer[T], opts ...AccessOption) Unranged[T] {
-	rq := access(h, b, coherence.ReadWrite, false, ID{}, Range{}, opts)
+	rq := access(h, b, coherence.ReadWrite, accUnranged, ID{}, Range{}, opts)
 	return Unranged[T]{view[T](rq, false), rq}
 }
 
 // ReadRange declares a read-only accessor of rng at off: RangedRO.
 func ReadRange[T any](h *Handler, b *Buffer[T], rng Range, off ID, opts ...AccessOption) RangedRO[T] {
-	rq := access(h, b, coherence.Read, true, off, rng, opts)
+	rq := access(h, b, coherence.Read, accRanged, off, rng, opts)
 	return RangedRO[T]{view[T](rq, true), rq}
 }
 
 // WriteRange declares a write accessor of rng at off: Ranged.
 func WriteRange[T any](h *Handler, b *Buffer[T], rng Range, off ID, opts ...AccessOption) Ranged[T] {
-	rq := access(h, b, coherence.Write, true, off, rng, opts)
+	rq := access(h, b, coherence.Write, accRanged, off, rng, opts)
 	return Ranged[T]{view[T](rq, true), rq}
 }
 
 // ReadWriteRange declares a read-write accessor of rng at off: Ranged.
 func ReadWriteRange[T any](h *Handler, b *Buffer[T], rng Range, off ID, opts ...AccessOption) Ranged[T] {
-	rq := access(h, b, coherence.ReadWrite, true, off, rng, opts)
+	rq := access(h, b, coherence.ReadWrite, accRanged, off, rng, opts)
 	return Ranged[T]{view[T](rq, true), rq}
 }
 
 // ReadRaw declares a read-only raw accessor (SYCL read_only_raw). Use Within
 // to narrow its access region.
 func ReadRaw[T any](h *Handler, b *Buffer[T], opts ...AccessOption) RawRO[T] {
-	rq := access(h, b, coherence.Read, false, ID{}, Range{}, opts)
+	rq := access(h, b, coherence.Read, accRaw, ID{}, Range{}, opts)
 	return RawRO[T]{p: rqSlice[T](rq), rq: rq}
 }
 
 // WriteRaw declares a write raw accessor (write_only_raw).
 func WriteRaw[T any](h *Handler, b *Buffer[T], opts ...AccessOption) Raw[T] {
-	rq := access(h, b, coherence.Write, false, ID{}, Range{}, opts)
+	rq := access(h, b, coherence.Write, accRaw, ID{}, Range{}, opts)
 	return Raw[T]{p: rqSlice[T](rq), rq: rq}
 }
 
 // ReadWriteRaw declares a read-write raw accessor (read_write_raw).
 func ReadWriteRaw[T any](h *Handler, b *Buffer[T], opts ...AccessOption) Raw[T] {
-	rq := access(h, b, coherence.ReadWrite, false, ID{}, Range{}, opts)
+	rq := access(h, b, coherence.ReadWrite, accRaw, ID{}, Range{}, opts)
 	return Raw[T]{p: rqSlice[T](rq), rq: rq}
 }
 
@@ -722,7 +751,7 @@ func (ph Placeholder[T]) Require(h *Handler) Unranged[T] {
 	if !ph.noInit.check(h, "WritePlaceholderRange or ReadWritePlaceholderRange") {
 		return Unranged[T]{}
 	}
-	rq := access(h, ph.b, ph.mode, false, ID{}, Range{}, opts(ph.noInit))
+	rq := access(h, ph.b, ph.mode, accUnranged, ID{}, Range{}, opts(ph.noInit))
 	return Unranged[T]{view[T](rq, false), rq}
 }
 
@@ -735,7 +764,7 @@ func (ph RangedPlaceholder[T]) Require(h *Handler) Ranged[T] {
 	if !ph.noInit.check(h, "the constructor's range and offset") {
 		return Ranged[T]{}
 	}
-	rq := access(h, ph.b, ph.mode, true, ph.off, ph.rng, opts(ph.noInit))
+	rq := access(h, ph.b, ph.mode, accRanged, ph.off, ph.rng, opts(ph.noInit))
 	return Ranged[T]{view[T](rq, true), rq}
 }
 

@@ -434,7 +434,11 @@ func TestSplitRefusesBadInput_C4(t *testing.T) {
 			h.ParallelFor(R1(8), func(it Item) { w.Set(it.ID(0), 1) })
 			return nil
 		}, []SubmitOption{Split()}, ErrSplit, "without a range or Within"},
-		{"within", pf(Within(I1(0), R1(8)), one), []SubmitOption{Split()}, ErrSplit, "without a range or Within"},
+		{"within", func(h *Handler) error {
+			w := WriteRaw(h, b, Within(I1(0), R1(8)), one)
+			h.ParallelFor(R1(8), func(it Item) { w.Set(it.ID(0), 1) })
+			return nil
+		}, []SubmitOption{Split()}, ErrSplit, "without a range or Within"},
 		{"one-to-one across dimensions", func(h *Handler) error {
 			w := Write(h, b2, one)
 			h.ParallelFor(R1(64), func(it Item) { w.Set(it.ID(0), 1) })

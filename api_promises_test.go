@@ -1,0 +1,56 @@
+package acpp
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// Within narrows what a raw accessor declares (V3). An unranged accessor
+// indexes, copies and reports the whole buffer, and a ranged one has its
+// constructor's region, so Within cannot apply to either: it is refused
+// with ErrOption instead of declaring less than the accessor hands out (or
+// silently replacing the constructor's region), as it did.
+func TestWithinOnlyOnRawAccessors_V3(t *testing.T) {
+	q := newQueue(t)
+	b := must(NewBuffer[float32](q, R1(16)))
+	w := Within(I1(4), R1(4))
+	for name, tc := range map[string]struct {
+		declare func(h *Handler)
+		msg     string
+	}{
+		"Read":           {func(h *Handler) { Read(h, b, w) }, "Within cannot apply to a unranged accessor"},
+		"Write":          {func(h *Handler) { Write(h, b, w) }, "use ReadRange, WriteRange or ReadWriteRange"},
+		"ReadWrite":      {func(h *Handler) { ReadWrite(h, b, w) }, "or a Raw constructor"},
+		"ReadRange":      {func(h *Handler) { ReadRange(h, b, R1(2), I1(0), w) }, "its region is the constructor's"},
+		"WriteRange":     {func(h *Handler) { WriteRange(h, b, R1(2), I1(0), w) }, "ranged accessor"},
+		"ReadWriteRange": {func(h *Handler) { ReadWriteRange(h, b, R1(2), I1(0), w) }, "ranged accessor"},
+	} {
+		_, err := q.Submit(func(h *Handler) error {
+			tc.declare(h)
+			h.SingleTask(func() {})
+			return nil
+		})
+		if !errors.Is(err, ErrOption) || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%s with Within: Submit = %v, want ErrOption containing %q", name, err, tc.msg)
+		}
+	}
+	for name, declare := range map[string]func(h *Handler){
+		"ReadRaw":      func(h *Handler) { ReadRaw(h, b, w) },
+		"WriteRaw":     func(h *Handler) { WriteRaw(h, b, w) },
+		"ReadWriteRaw": func(h *Handler) { ReadWriteRaw(h, b, w) },
+	} {
+		ev, err := q.Submit(func(h *Handler) error {
+			declare(h)
+			h.SingleTask(func() {})
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%s with Within: %v", name, err)
+		}
+		if err := ev.Wait(context.Background()); err != nil {
+			t.Fatalf("%s with Within: %v", name, err)
+		}
+	}
+}
