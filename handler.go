@@ -731,6 +731,13 @@ type spaceArg struct {
 }
 
 func (s spaceArg) kernelArg(c argCtx) (device.Arg, error) {
+	if s.inner == nil {
+		what := "Generic"
+		if s.cast {
+			what = "Cast"
+		}
+		return device.Arg{}, fmt.Errorf("%w: %s of a nil argument", device.ErrBadArg, what)
+	}
 	a, err := s.inner.kernelArg(c)
 	if err != nil {
 		return a, err

@@ -45,20 +45,31 @@ func (p PrivatePtr[T]) Generic() GenericPtr[T] { return GenericPtr[T]{p.p, devic
 // Space is the space the memory really is in.
 func (g GenericPtr[T]) Space() device.AddrSpace { return g.space }
 
-// ToGlobal converts explicitly back; ok is false if the memory is not global.
+// ToGlobal converts explicitly back; ok is false if the memory is not
+// global, and the pointer is then the zero one (it points to nothing).
 func (g GenericPtr[T]) ToGlobal() (GlobalPtr[T], bool) {
-	return GlobalPtr[T]{g.p}, g.space == device.Global
+	if g.space != device.Global {
+		return GlobalPtr[T]{}, false
+	}
+	return GlobalPtr[T]{g.p}, true
 }
 
-// ToLocal converts explicitly back; ok is false if the memory is not local.
+// ToLocal converts explicitly back; ok is false if the memory is not
+// local, and the pointer is then the zero one.
 func (g GenericPtr[T]) ToLocal() (LocalPtr[T], bool) {
-	return LocalPtr[T]{g.p}, g.space == device.Local
+	if g.space != device.Local {
+		return LocalPtr[T]{}, false
+	}
+	return LocalPtr[T]{g.p}, true
 }
 
 // ToPrivate converts explicitly back; ok is false if the memory is not
-// private.
+// private, and the pointer is then the zero one.
 func (g GenericPtr[T]) ToPrivate() (PrivatePtr[T], bool) {
-	return PrivatePtr[T]{g.p}, g.space == device.Private
+	if g.space != device.Private {
+		return PrivatePtr[T]{}, false
+	}
+	return PrivatePtr[T]{g.p}, true
 }
 
 // At reads element i.

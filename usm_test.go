@@ -97,6 +97,8 @@ func TestAddressSpaces_A1_A2_A4(t *testing.T) {
 		{"cast cannot change the real space", Cast(Generic(hostp), device.GlobalDevice), "points to global_host memory"},
 		{"global to global_device by cast", Cast(Cast(Generic(devp), device.Global), device.GlobalDevice), ""},
 		{"named spaces convert implicitly to generic only", Cast(devp, device.Local), "cannot be cast"},
+		{"Generic of nil (it panicked)", Generic(nil), "Generic of a nil argument"},
+		{"Cast of nil", Cast(nil, device.GlobalDevice), "Cast of a nil argument"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -121,8 +123,16 @@ func TestAddressSpaces_A1_A2_A4(t *testing.T) {
 func TestGoPointerSpaces_A4(t *testing.T) {
 	g := GlobalPtr[int]{p: make([]int, 2)}
 	gen := g.Generic()
-	if _, ok := gen.ToLocal(); ok {
+	// A failed conversion gives the zero pointer, not one to the memory
+	// (it did: a caller ignoring ok used global memory as local).
+	if l, ok := gen.ToLocal(); ok || l.p != nil {
 		t.Error("a generic pointer to global memory became local")
+	}
+	if p, ok := gen.ToPrivate(); ok || p.p != nil {
+		t.Error("a generic pointer to global memory became private")
+	}
+	if g2, ok := (LocalPtr[int]{p: make([]int, 1)}).Generic().ToGlobal(); ok || g2.p != nil {
+		t.Error("a generic pointer to local memory became global")
 	}
 	back, ok := gen.ToGlobal()
 	if !ok {
