@@ -54,3 +54,32 @@ func TestWithinOnlyOnRawAccessors_V3(t *testing.T) {
 		}
 	}
 }
+
+// A nil buffer (what a failed NewBuffer returns) is an error in every
+// Buffer method that returns one, as it is for accessors and Read/Write;
+// Reshape, Reinterpret, WriteBack, Release, USM and Close panicked.
+func TestNilBufferIsAnError(t *testing.T) {
+	ctx := context.Background()
+	var b *Buffer[float32]
+	for name, call := range map[string]func() error{
+		"Reshape":     func() error { _, err := b.Reshape(R1(1)); return err },
+		"Reinterpret": func() error { _, err := Reinterpret[uint32](b, R1(1)); return err },
+		"WriteBack":   func() error { return b.WriteBack(ctx) },
+		"Release":     func() error { return b.Release(ctx, DeviceID{Kind: CPU}) },
+		"USM":         func() error { _, err := b.USM(DeviceID{Kind: CPU}); return err },
+		"Close":       func() error { return b.Close() },
+		"Read":        func() error { _, err := b.Read(ctx); return err },
+		"Write":       func() error { return b.Write(ctx, nil) },
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("%s of a nil buffer panicked: %v", name, r)
+				}
+			}()
+			if err := call(); !errors.Is(err, ErrBadRange) || !strings.Contains(err.Error(), "nil buffer") {
+				t.Errorf("%s of a nil buffer = %v, want ErrBadRange saying nil buffer", name, err)
+			}
+		}()
+	}
+}

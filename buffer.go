@@ -216,6 +216,9 @@ func (b *Buffer[T]) elem() int {
 // element count (P5). Accessors of the view may cover a larger page range
 // than the elements they touch.
 func (b *Buffer[T]) Reshape(r Range) (*Buffer[T], error) {
+	if b == nil || b.st == nil {
+		return nil, errNilBuffer("Reshape")
+	}
 	if err := r.valid(); err != nil {
 		return nil, err
 	}
@@ -228,6 +231,9 @@ func (b *Buffer[T]) Reshape(r Range) (*Buffer[T], error) {
 // Reinterpret returns a view of b's bytes as elements of U with range r
 // (P5); r.Count()*sizeof(U) must equal b's size in bytes.
 func Reinterpret[U, T any](b *Buffer[T], r Range) (*Buffer[U], error) {
+	if b == nil || b.st == nil {
+		return nil, errNilBuffer("Reinterpret")
+	}
 	es, err := elemSize[U]()
 	if err != nil {
 		return nil, err
@@ -257,6 +263,9 @@ func (b *Buffer[T]) WriteBack(ctx context.Context) error {
 	if err := checkCtx(ctx, "Buffer.WriteBack"); err != nil {
 		return err
 	}
+	if b == nil || b.st == nil {
+		return errNilBuffer("WriteBack")
+	}
 	if b.st.isClosed() {
 		return ErrBufferClosed
 	}
@@ -268,6 +277,9 @@ func (b *Buffer[T]) WriteBack(ctx context.Context) error {
 // Views share their owner's data: closing a view only forgets the view.
 // Calling Close twice is safe.
 func (b *Buffer[T]) Close() error {
+	if b == nil || b.st == nil {
+		return errNilBuffer("Close")
+	}
 	if b.view {
 		return nil
 	}
@@ -295,6 +307,9 @@ func (b *Buffer[T]) Release(ctx context.Context, id DeviceID) error {
 	if err := checkCtx(ctx, "Buffer.Release"); err != nil {
 		return err
 	}
+	if b == nil || b.st == nil {
+		return errNilBuffer("Release")
+	}
 	if b.st.isClosed() {
 		return ErrBufferClosed
 	}
@@ -307,6 +322,9 @@ func (b *Buffer[T]) Release(ctx context.Context, id DeviceID) error {
 // are not ordered with the buffer's command groups: synchronise yourself
 // (Wait on their events).
 func (b *Buffer[T]) USM(id DeviceID) (USM[T], error) {
+	if b == nil || b.st == nil {
+		return USM[T]{}, errNilBuffer("USM")
+	}
 	if b.st.isClosed() {
 		return USM[T]{}, ErrBufferClosed
 	}
@@ -315,4 +333,10 @@ func (b *Buffer[T]) USM(id DeviceID) (USM[T], error) {
 		return USM[T]{}, err
 	}
 	return USM[T]{mem: m, n: b.st.geo.Bytes() / b.elem()}, nil
+}
+
+// errNilBuffer is the error of a Buffer method called on a nil buffer (a
+// failed NewBuffer's result): ErrBadRange, as accessors of one are.
+func errNilBuffer(method string) error {
+	return fmt.Errorf("%w: Buffer.%s of a nil buffer", ErrBadRange, method)
 }
