@@ -83,3 +83,24 @@ func TestNilBufferIsAnError(t *testing.T) {
 		}()
 	}
 }
+
+// CopyData applies to NewBufferFrom only; NewBuffer (no data) and
+// NewBufferOver (the USM allocation is used in place) accepted and
+// ignored it.
+func TestCopyDataOnlyForNewBufferFrom(t *testing.T) {
+	q := newQueue(t)
+	if _, err := NewBuffer[float32](q, R1(8), CopyData()); !errors.Is(err, ErrOption) || !strings.Contains(err.Error(), "CopyData") {
+		t.Errorf("NewBuffer with CopyData = %v, want ErrOption naming CopyData", err)
+	}
+	p := must(Malloc[float32](q, 8, USMHost))
+	if _, err := NewBufferOver(q, p, R1(8), CopyData()); !errors.Is(err, ErrOption) || !strings.Contains(err.Error(), "CopyData") {
+		t.Errorf("NewBufferOver with CopyData = %v, want ErrOption naming CopyData", err)
+	}
+	if err := Free(q, p); err != nil { // no buffer was made over it
+		t.Errorf("Free = %v", err)
+	}
+	b := must(NewBufferFrom(q, make([]float32, 8), R1(8), CopyData()))
+	if err := b.Close(); err != nil {
+		t.Error(err)
+	}
+}

@@ -59,7 +59,7 @@ func PageSize(size ...int) BufferOption {
 
 // CopyData makes NewBufferFrom copy the slice into a buffer-owned host
 // allocation (B5) instead of using it in place; there is then no
-// write-back.
+// write-back. NewBuffer and NewBufferOver refuse it (ErrOption).
 func CopyData() BufferOption { return func(c *bufferConfig) { c.copyIn = true } }
 
 func elemSize[T any]() (int, error) {
@@ -146,6 +146,9 @@ func NewBuffer[T any](q *Queue, r Range, opts ...BufferOption) (*Buffer[T], erro
 	if err != nil {
 		return nil, err
 	}
+	if cfg.copyIn {
+		return nil, fmt.Errorf("%w: NewBuffer has no data to copy; CopyData applies to NewBufferFrom only: drop it", ErrOption)
+	}
 	st := &bufState{q: q, geo: geo, dims: r.dims}
 	if err := q.addBuffer(st, engine.BufferSpec{Name: cfg.name}); err != nil {
 		return nil, err
@@ -182,6 +185,9 @@ func NewBufferOver[T any](q *Queue, p USM[T], r Range, opts ...BufferOption) (*B
 	cfg, _, geo, err := bufferSetup[T](q, r, opts)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.copyIn {
+		return nil, fmt.Errorf("%w: NewBufferOver uses the USM allocation in place; CopyData applies to NewBufferFrom only: drop it (or Memcpy into a Malloc of your own first)", ErrOption)
 	}
 	if p.mem == nil || p.n < r.Count() {
 		return nil, fmt.Errorf("%w: USM allocation holds %d elements, range %v needs %d", ErrBadRange, p.n, r, r.Count())

@@ -55,7 +55,7 @@ func newBuf(q *acpp.Queue, s *jobfile.Buffer, data []byte, copyData bool) (buf, 
 	if s.PageSize != nil {
 		opts = append(opts, acpp.PageSize(s.PageSize...))
 	}
-	if copyData {
+	if copyData && data != nil { // NewBuffer, without data, refuses CopyData
 		opts = append(opts, acpp.CopyData())
 	}
 	switch s.Type {
