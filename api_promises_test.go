@@ -104,3 +104,20 @@ func TestCopyDataOnlyForNewBufferFrom(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// Map(nil) is refused (ErrSplit, saying Map(nil)): unsplit it was ignored,
+// split it read as an accessor declared without Map.
+func TestMapNilRefused_C4(t *testing.T) {
+	q := newQueue(t, WithCPUDevices(2))
+	b := must(NewBuffer[float32](q, R1(16)))
+	for name, opts := range map[string][]SubmitOption{"unsplit": nil, "split": {Split()}} {
+		_, err := q.Submit(func(h *Handler) error {
+			a := Write(h, b, Map(nil))
+			h.ParallelFor(R1(16), func(it Item) { a.Set(it.ID(0), 1) })
+			return nil
+		}, opts...)
+		if !errors.Is(err, ErrSplit) || !strings.Contains(err.Error(), "Map(nil)") && name == "split" {
+			t.Errorf("%s group with Map(nil): Submit = %v, want ErrSplit naming Map(nil)", name, err)
+		}
+	}
+}

@@ -233,6 +233,9 @@ func (f MapFunc) forBuffer(kd, bd int) (partition.RangeMapper, error) {
 // ReadWrite and the Raw constructors take it (a ranged accessor's region
 // is its own), and only in a group submitted with Split.
 func Map(m RangeMapper) AccessOption {
+	if m == nil { // refused at Submit, never taken for no mapper
+		m = builtin{name: "nil", err: fmt.Errorf("%w: Map(nil): give a range mapper (OneToOne, Neighbourhood, All, Fixed or a MapFunc)", ErrSplit)}
+	}
 	return func(c *accessConfig) { c.mapper = m }
 }
 
