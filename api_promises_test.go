@@ -121,3 +121,42 @@ func TestMapNilRefused_C4(t *testing.T) {
 		}
 	}
 }
+
+// A USM pointer into an allocation Free freed is refused wherever the
+// memory would be used (it was used: a fill after Free ran), and the zero
+// pointer's Kind, Device and Addr are zero (they panicked).
+func TestUSMUseAfterFreeRefused_B3(t *testing.T) {
+	ctx := context.Background()
+	q := newQueue(t)
+	p := must(Malloc[float32](q, 8, USMHost))
+	d := must(Malloc[float32](q, 8, USMHost))
+	inner := p.Add(2)
+	if err := Free(q, p); err != nil {
+		t.Fatal(err)
+	}
+	registerTestKernels()
+	for name, use := range map[string]func() error{
+		"FillUSM":           func() error { _, err := FillUSM(q, p, 1, 8); return err },
+		"Memset of Add":     func() error { _, err := Memset(q, inner, 0, 2); return err },
+		"Memcpy from":       func() error { _, err := Memcpy(q, d, p, 8); return err },
+		"Memcpy to":         func() error { _, err := Memcpy(q, p, d, 8); return err },
+		"Host":              func() error { _, err := p.Host(); return err },
+		"NewBufferOver":     func() error { _, err := NewBufferOver(q, p, R1(8)); return err },
+		"a kernel argument": func() error {
+			_, err := q.Submit(func(h *Handler) error { h.Launch("acpptest.devptr", R1(1), p); return nil })
+			return err
+		},
+	} {
+		if err := use(); !errors.Is(err, ErrBadRange) || !strings.Contains(err.Error(), "Free freed") {
+			t.Errorf("%s after Free = %v, want ErrBadRange saying Free freed it", name, err)
+		}
+	}
+	ev, err := FillUSM(q, d, 2, 8) // the live one still works
+	if err != nil || ev.Wait(ctx) != nil {
+		t.Fatalf("FillUSM of a live allocation: %v", err)
+	}
+	var z USM[float32]
+	if z.Kind() != 0 || z.Device() != (DeviceID{}) || z.Addr() != 0 || z.Len() != 0 {
+		t.Errorf("zero USM: Kind %v, Device %v, Addr %d, Len %d", z.Kind(), z.Device(), z.Addr(), z.Len())
+	}
+}

@@ -189,6 +189,11 @@ func NewBufferOver[T any](q *Queue, p USM[T], r Range, opts ...BufferOption) (*B
 	if cfg.copyIn {
 		return nil, fmt.Errorf("%w: NewBufferOver uses the USM allocation in place; CopyData applies to NewBufferFrom only: drop it (or Memcpy into a Malloc of your own first)", ErrOption)
 	}
+	if p.mem != nil {
+		if err := p.check("NewBufferOver"); err != nil {
+			return nil, err
+		}
+	}
 	if p.mem == nil || p.n < r.Count() {
 		return nil, fmt.Errorf("%w: USM allocation holds %d elements, range %v needs %d", ErrBadRange, p.n, r, r.Count())
 	}

@@ -1,8 +1,10 @@
 package acpp
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/acpp/acpp/device"
@@ -20,9 +22,25 @@ const (
 // Malloc, or a buffer's allocation (Buffer.USM). USM operations are ordered
 // only by the events you pass to After.
 type USM[T any] struct {
-	mem *device.Mem
-	off int // elements
-	n   int // elements
+	mem  *device.Mem
+	off  int       // elements
+	n    int       // elements
+	live *usmState // Malloc's allocations: whether Free freed it (nil for a buffer's)
+}
+
+// usmState is shared by the pointers into one Malloc allocation.
+type usmState struct{ freed atomic.Bool }
+
+// check refuses a nil pointer and one into a freed allocation: what uses
+// the memory (a copy, a fill, a kernel, a buffer, Host) calls it first.
+func (p USM[T]) check(what string) error {
+	if p.mem == nil {
+		return fmt.Errorf("%w: %s of a nil USM pointer", ErrBadRange, what)
+	}
+	if p.live != nil && p.live.freed.Load() {
+		return fmt.Errorf("%w: %s of a USM allocation that Free freed (%s memory on %s)", ErrBadRange, what, p.mem.Kind, p.mem.Device)
+	}
+	return nil
 }
 
 // Malloc allocates n elements of kind on the queue's default device, or on
@@ -48,7 +66,7 @@ func Malloc[T any](q *Queue, n int, kind device.MemKind, opts ...SubmitOption) (
 	if err != nil {
 		return USM[T]{}, err
 	}
-	return USM[T]{mem: m, n: n}, nil
+	return USM[T]{mem: m, n: n, live: new(usmState)}, nil
 }
 
 // Free frees p's allocation. p must be the pointer Malloc of this queue
@@ -66,21 +84,42 @@ func Free[T any](q *Queue, p USM[T]) error {
 	if p.off != 0 {
 		return fmt.Errorf("%w: Free of a pointer %d elements into its allocation (from Add); free the pointer Malloc returned", ErrBadRange, p.off)
 	}
-	return q.eng.Free(p.mem)
+	if err := q.eng.Free(p.mem); err != nil {
+		return err
+	}
+	if p.live != nil {
+		p.live.freed.Store(true)
+	}
+	return nil
 }
 
 // Len is the number of elements from the pointer to the allocation's end.
 func (p USM[T]) Len() int { return p.n }
 
 // Kind is the allocation's USM kind.
-func (p USM[T]) Kind() device.MemKind { return p.mem.Kind }
+// The zero pointer's is the zero MemKind.
+func (p USM[T]) Kind() device.MemKind {
+	if p.mem == nil {
+		return 0
+	}
+	return p.mem.Kind
+}
 
 // Device is the device the allocation belongs to.
-func (p USM[T]) Device() DeviceID { return p.mem.Device }
+// The zero pointer's is the zero DeviceID.
+func (p USM[T]) Device() DeviceID {
+	if p.mem == nil {
+		return DeviceID{}
+	}
+	return p.mem.Device
+}
 
 // Addr is the device address of the first element; stable for the
-// allocation's life (B2).
+// allocation's life (B2). The zero pointer's is 0.
 func (p USM[T]) Addr() uint64 {
+	if p.mem == nil {
+		return 0
+	}
 	var z T
 	return p.mem.Addr + uint64(p.off)*uint64(unsafe.Sizeof(z))
 }
@@ -90,12 +129,18 @@ func (p USM[T]) Add(i int) USM[T] {
 	if i < 0 || i > p.n {
 		panic(fmt.Sprintf("acpp: USM.Add(%d) outside the allocation of %d elements", i, p.n))
 	}
-	return USM[T]{mem: p.mem, off: p.off + i, n: p.n - i}
+	return USM[T]{mem: p.mem, off: p.off + i, n: p.n - i, live: p.live}
 }
 
 // Host is the memory as a slice, when the host can touch it (host and
-// shared USM; device USM of a CPU device).
+// shared USM; device USM of a CPU device). A pointer into a freed
+// allocation is ErrBadRange.
 func (p USM[T]) Host() ([]T, error) {
+	if p.mem != nil {
+		if err := p.check("Host"); err != nil {
+			return nil, err
+		}
+	}
 	if p.mem == nil || p.mem.Host == nil {
 		return nil, ErrNotHostVisible
 	}
@@ -108,8 +153,8 @@ func (p USM[T]) byteOff() int {
 }
 
 func (p USM[T]) kernelArg(argCtx) (device.Arg, error) {
-	if p.mem == nil {
-		return device.Arg{}, fmt.Errorf("%w: nil USM pointer", ErrBadRange)
+	if err := p.check("a kernel argument"); err != nil {
+		return device.Arg{}, err
 	}
 	var z T
 	return device.Arg{Kind: device.ArgPointer, Space: p.mem.Space(), Mem: p.mem, Offset: p.byteOff(), ElemSize: int(unsafe.Sizeof(z))}, nil
@@ -148,8 +193,8 @@ func Memcpy[T any](q *Queue, dst, src USM[T], n int, opts ...SubmitOption) (*Eve
 	if err != nil {
 		return nil, err
 	}
-	if dst.mem == nil || src.mem == nil {
-		return nil, fmt.Errorf("%w: nil USM pointer", ErrBadRange)
+	if err := errors.Join(dst.check("Memcpy's destination"), src.check("Memcpy's source")); err != nil {
+		return nil, err
 	}
 	if n < 0 || n > dst.n || n > src.n {
 		return nil, fmt.Errorf("%w: Memcpy of %d elements (source has %d, destination %d)", ErrBadRange, n, src.n, dst.n)
@@ -175,6 +220,9 @@ func Memset[T any](q *Queue, p USM[T], b byte, n int, opts ...SubmitOption) (*Ev
 	if err != nil {
 		return nil, err
 	}
+	if err := p.check("Memset"); err != nil {
+		return nil, err
+	}
 	var z T
 	return q.fillUSM("memset", p.mem, p.byteOff(), n, p.n, int(unsafe.Sizeof(z)), []byte{b}, cfg)
 }
@@ -184,6 +232,9 @@ func Memset[T any](q *Queue, p USM[T], b byte, n int, opts ...SubmitOption) (*Ev
 func FillUSM[T any](q *Queue, p USM[T], v T, n int, opts ...SubmitOption) (*Event, error) {
 	cfg, err := usmOptions("FillUSM", opts)
 	if err != nil {
+		return nil, err
+	}
+	if err := p.check("FillUSM"); err != nil {
 		return nil, err
 	}
 	es := int(unsafe.Sizeof(v))
