@@ -67,7 +67,11 @@ func (s *Split) Cut(off, rng, local Dims, devs int) ([]Chunk, []int, error) {
 	}
 	perDevice := !s.Interleave && n%devs == 0
 	if s.Borders > 0 && !perDevice {
-		return nil, nil, fmt.Errorf("%w: Split.Borders cuts the borders off each device's block: it needs whole blocks per device (Chunks 0 or a multiple of %d, not %d, and no Interleave)", ErrBadSplit, devs, n)
+		why := "Interleave deals chunks out one by one"
+		if n%devs != 0 {
+			why = fmt.Sprintf("Chunks is %d, not a multiple of the %d devices", n, devs)
+		}
+		return nil, nil, fmt.Errorf("%w: Split.Borders cuts the borders off each device's block: it needs whole blocks per device (Chunks 0 or a multiple of the devices, and no Interleave), but %s", ErrBadSplit, why)
 	}
 	if !perDevice {
 		chunks, _, err := splitRange(off, rng, local, s.Along, n)
