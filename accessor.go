@@ -70,7 +70,9 @@ func access[T any](h *Handler, b *Buffer[T], mode coherence.Mode, shape accShape
 	if len(opts) > 0 {
 		c := new(accessConfig)
 		for _, o := range opts {
-			o(c)
+			if o != nil { // a nil option is none, as in onlyOptions
+				o(c)
+			}
 		}
 		cfg = *c
 	}
@@ -676,7 +678,9 @@ const (
 func propsOf(opts []AccessOption) phProps {
 	var c accessConfig
 	for _, o := range opts {
-		o(&c)
+		if o != nil { // a nil option is none, as in onlyOptions
+			o(&c)
+		}
 	}
 	var p phProps
 	if c.noInit {

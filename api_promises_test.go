@@ -136,12 +136,12 @@ func TestUSMUseAfterFreeRefused_B3(t *testing.T) {
 	}
 	registerTestKernels()
 	for name, use := range map[string]func() error{
-		"FillUSM":           func() error { _, err := FillUSM(q, p, 1, 8); return err },
-		"Memset of Add":     func() error { _, err := Memset(q, inner, 0, 2); return err },
-		"Memcpy from":       func() error { _, err := Memcpy(q, d, p, 8); return err },
-		"Memcpy to":         func() error { _, err := Memcpy(q, p, d, 8); return err },
-		"Host":              func() error { _, err := p.Host(); return err },
-		"NewBufferOver":     func() error { _, err := NewBufferOver(q, p, R1(8)); return err },
+		"FillUSM":       func() error { _, err := FillUSM(q, p, 1, 8); return err },
+		"Memset of Add": func() error { _, err := Memset(q, inner, 0, 2); return err },
+		"Memcpy from":   func() error { _, err := Memcpy(q, d, p, 8); return err },
+		"Memcpy to":     func() error { _, err := Memcpy(q, p, d, 8); return err },
+		"Host":          func() error { _, err := p.Host(); return err },
+		"NewBufferOver": func() error { _, err := NewBufferOver(q, p, R1(8)); return err },
 		"a kernel argument": func() error {
 			_, err := q.Submit(func(h *Handler) error { h.Launch("acpptest.devptr", R1(1), p); return nil })
 			return err
@@ -158,5 +158,31 @@ func TestUSMUseAfterFreeRefused_B3(t *testing.T) {
 	var z USM[float32]
 	if z.Kind() != 0 || z.Device() != (DeviceID{}) || z.Addr() != 0 || z.Len() != 0 {
 		t.Errorf("zero USM: Kind %v, Device %v, Addr %d, Len %d", z.Kind(), z.Device(), z.Addr(), z.Len())
+	}
+}
+
+// A nil option is no option, as it was already for USM calls
+// (onlyOptions); queue, buffer, submit, accessor, placeholder and host
+// access options panicked on one.
+func TestNilOptionsAreNone(t *testing.T) {
+	ctx := context.Background()
+	q := newQueue(t, nil)
+	b := must(NewBuffer[float32](q, R1(8), nil))
+	ev := must(q.Submit(func(h *Handler) error {
+		a := Write(h, b, nil, NoInit)
+		p := ReadWritePlaceholder(b, nil).Require(h)
+		h.SingleTask(func() { a.Set(0, 1); p.Set(1, 2) })
+		return nil
+	}, nil))
+	if err := ev.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ha := must(HostRead(ctx, b, nil))
+	if ha.At(0) != 1 || ha.At(1) != 2 {
+		t.Errorf("HostRead = %v", ha.Copy())
+	}
+	ha.Close()
+	if _, err := Connect(ctx, nil, nil); err == nil || strings.Contains(err.Error(), "nil pointer") {
+		t.Errorf("Connect with a nil option = %v", err)
 	}
 }

@@ -129,7 +129,9 @@ func (q *Queue) addBuffer(st *bufState, spec engine.BufferSpec) error {
 func bufferSetup[T any](q *Queue, r Range, opts []BufferOption) (bufferConfig, int, coherence.Geometry, error) {
 	var cfg bufferConfig
 	for _, o := range opts {
-		o(&cfg)
+		if o != nil { // a nil option is none, as in onlyOptions
+			o(&cfg)
+		}
 	}
 	es, err := elemSize[T]()
 	if err != nil {

@@ -150,7 +150,9 @@ func Connect(ctx context.Context, addrs []string, opts ...Option) (*Queue, error
 	}
 	var cfg queueConfig
 	for _, o := range opts {
-		o(&cfg)
+		if o != nil { // a nil option is none, as in onlyOptions
+			o(&cfg)
+		}
 	}
 	var errs []error
 	if cfg.cpus != 0 || cfg.workers != 0 || len(cfg.devices) > 0 {

@@ -248,7 +248,9 @@ func (q *Queue) Submit(cgf func(h *Handler) error, opts ...SubmitOption) (*Event
 	if len(opts) > 0 {
 		c := new(submitConfig)
 		for _, o := range opts {
-			o(c)
+			if o != nil { // a nil option is none, as in onlyOptions
+				o(c)
+			}
 		}
 		cfg = *c
 	}

@@ -94,7 +94,9 @@ func HostAccess[T any](ctx context.Context, b *Buffer[T], mode Mode, opts ...Acc
 func hostRegion[T any](b *Buffer[T], mode Mode, opts []AccessOption) (off, rng coherence.Dims, noInit bool, err error) {
 	var cfg accessConfig
 	for _, o := range opts {
-		o(&cfg)
+		if o != nil { // a nil option is none, as in onlyOptions
+			o(&cfg)
+		}
 	}
 	if cfg.noInit && mode == ModeRead {
 		return off, rng, false, fmt.Errorf("%w: a host read cannot be NoInit (NoInit means the contents are not needed); drop NoInit", ErrMode)

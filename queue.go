@@ -147,7 +147,9 @@ func NewQueue(ctx context.Context, opts ...Option) (*Queue, error) {
 	}
 	var cfg queueConfig
 	for _, o := range opts {
-		o(&cfg)
+		if o != nil { // a nil option is none, as in onlyOptions
+			o(&cfg)
+		}
 	}
 	if cfg.cluster != nil {
 		return nil, fmt.Errorf("%w: WithCredentials, WithClientCredentials, WithNodes, WithLabels, WithNodeLoss, WithCheckpoints and WithCoordinator apply to Connect only", ErrOption)
