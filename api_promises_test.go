@@ -3,6 +3,7 @@ package acpp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -184,5 +185,32 @@ func TestNilOptionsAreNone(t *testing.T) {
 	ha.Close()
 	if _, err := Connect(ctx, nil, nil); err == nil || strings.Contains(err.Error(), "nil pointer") {
 		t.Errorf("Connect with a nil option = %v", err)
+	}
+}
+
+// A MapFunc that panics fails the split group with ErrSplit naming the
+// panic; the panic went up through Submit (and on a cluster queue would
+// have ended the coordinator's goroutine).
+func TestMapFuncPanicIsAnError_C4(t *testing.T) {
+	q := newQueue(t, WithCPUDevices(2))
+	b := must(NewBuffer[float32](q, R1(16)))
+	err := func() (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("panicked: %v", p)
+			}
+		}()
+		ev, err := q.Submit(func(h *Handler) error {
+			a := Write(h, b, Map(MapFunc(func(Chunk, Range) (ID, Range) { panic("mapper bug") })))
+			h.ParallelFor(R1(16), func(it Item) { a.Set(it.ID(0), 1) })
+			return nil
+		}, Split())
+		if err != nil {
+			return err
+		}
+		return ev.Wait(context.Background())
+	}()
+	if !errors.Is(err, ErrSplit) || !strings.Contains(err.Error(), "range mapper panicked") || !strings.Contains(err.Error(), "mapper bug") {
+		t.Errorf("split with a panicking MapFunc = %v, want ErrSplit naming the panic", err)
 	}
 }

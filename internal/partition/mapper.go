@@ -67,8 +67,15 @@ func Fixed(offset, rng Dims) RangeMapper { return fixed{offset, rng} }
 
 // MapAccess applies m to chunk c for a buffer of range buf and clips the
 // result to the buffer. An empty region (after clipping) is allowed; a
-// negative extent from m is an error wrapping ErrBadSplit.
+// negative extent from m is an error wrapping ErrBadSplit, and so is a
+// panic in m (a custom mapper runs on whatever goroutine splits the group:
+// a planner's or the coordinator's, where a panic would end the program).
 func MapAccess(m RangeMapper, c Chunk, buf Dims) (off, rng Dims, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			off, rng, err = Dims{}, Dims{}, fmt.Errorf("%w: range mapper panicked for chunk %v+%v: %v", ErrBadSplit, c.Offset, c.Range, p)
+		}
+	}()
 	o, r := m.Map(c, buf)
 	var lo, hi Dims
 	for d := range 3 {
