@@ -2,7 +2,9 @@ package acpp
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -196,8 +198,11 @@ func TestExplicitRelease_B1(t *testing.T) {
 	if v := hostValues(t, b); v[0] != 8 {
 		t.Fatalf("v[0] = %v, want 8", v[0])
 	}
-	if err := b.Release(ctx, cpuID); err == nil {
-		t.Error("Release of the host allocation succeeded; want an error that says to Close")
+	if err := b.Release(ctx, cpuID); !errors.Is(err, ErrMode) || !strings.Contains(err.Error(), "Close the buffer") {
+		t.Errorf("Release of the host allocation = %v; want ErrMode that says to Close (API.md)", err)
+	}
+	if err := b.Release(ctx, DeviceID{Kind: CUDA, Index: 5}); !errors.Is(err, ErrNoDevice) {
+		t.Errorf("Release on a device the queue lacks = %v; want ErrNoDevice (API.md)", err)
 	}
 	// Allocations live until the buffer goes, then are freed (B1).
 	if err := b.Close(); err != nil {
