@@ -137,3 +137,27 @@ func TestKernelsOnCluster(t *testing.T) {
 		t.Errorf("onCluster without saxpy = %q, %v", line, missing)
 	}
 }
+
+// check --cluster counts the kernels launched inside repeat blocks too:
+// the Jacobi example launches jacobi2d only inside its repeat, and a
+// cluster without it must be refused, not called valid.
+func TestKernelsOnClusterInsideRepeat(t *testing.T) {
+	job, err := Load("../../../examples/jobs/jacobi.yaml", map[string]string{"n": "16", "iters": "2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := kernelSource{members: []string{"n1", "n2"}, on: map[string][]string{"jacobi2d": {"n1", "n2"}}}
+	line, missing := src.onCluster(job)
+	if line != "jacobi2d on every node" || len(missing) != 0 {
+		t.Errorf("onCluster = %q, %v; want jacobi2d on every node", line, missing)
+	}
+	src.on["jacobi2d"] = []string{"n2"}
+	if line, _ := src.onCluster(job); line != "jacobi2d on n2" {
+		t.Errorf("onCluster with jacobi2d on n2 only = %q", line)
+	}
+	src.on["jacobi2d"] = nil
+	line, missing = src.onCluster(job)
+	if len(missing) != 1 || !strings.Contains(missing[0], "kernel jacobi2d is on no node") {
+		t.Errorf("onCluster without jacobi2d = %q, %v; want it missing", line, missing)
+	}
+}
