@@ -375,15 +375,15 @@ func newCheckCmd(env Env) *cobra.Command {
 				where, hostOut = "the cluster", hostBudget()
 				mems, missing, err = clusterBudgets(cmd.Context(), cc)
 			} else {
-				var ids []device.ID
-				mems, ids, err = machineBudgets(cmd.Context(), limit, devices)
+				var infos []device.Info
+				mems, infos, err = machineBudgets(cmd.Context(), limit, devices)
 				for i := range mems {
 					if mems[i].Host {
 						hostOut = &mems[i]
 					}
 				}
 				if err == nil {
-					err = checkStepDevices(job, ids)
+					err = checkStepDevices(job, infos)
 				}
 			}
 			if err != nil {

@@ -96,7 +96,7 @@ func fit(job *jobfile.Job, mems []memBudget, where string, hostOut *memBudget) [
 
 // machineBudgets are the memory budgets of this machine's devices under
 // limit, as an embedded run would have them.
-func machineBudgets(ctx context.Context, limit acpp.MemoryLimit, devices []string) ([]memBudget, []device.ID, error) {
+func machineBudgets(ctx context.Context, limit acpp.MemoryLimit, devices []string) ([]memBudget, []device.Info, error) {
 	opts := []acpp.Option{acpp.WithMemoryLimit(limit), acpp.WithLogger(slog.New(slog.DiscardHandler))}
 	for _, d := range devices {
 		o, err := deviceOption(d)
@@ -110,10 +110,7 @@ func machineBudgets(ctx context.Context, limit acpp.MemoryLimit, devices []strin
 		return nil, nil, fmt.Errorf("open the local devices: %w", err)
 	}
 	defer q.Close()
-	var ids []device.ID
-	for _, d := range q.Devices() {
-		ids = append(ids, d.ID)
-	}
+	infos := q.Devices()
 	var out []memBudget
 	for _, b := range q.MemoryBudgets() {
 		name := b.Device.String()
@@ -122,26 +119,53 @@ func machineBudgets(ctx context.Context, limit acpp.MemoryLimit, devices []strin
 		}
 		out = append(out, memBudget{Name: name, Host: b.Host, Budget: b.Budget, How: b.How})
 	}
-	return out, ids, nil
+	return out, infos, nil
 }
 
 // checkStepDevices refuses steps (and kernel initialisations) pinned to
-// a device the embedded run would not have (ids), as run would when it
-// reaches them, after the steps before had run.
-func checkStepDevices(job *jobfile.Job, ids []device.ID) error {
+// a device the embedded run would not have (infos), and kernel steps
+// whose kernel none of those devices runs (a job's own PTX or CUDA C
+// kernel on a machine without a GPU), as run would when it reaches them,
+// after the steps before had run.
+func checkStepDevices(job *jobfile.Job, infos []device.Info) error {
 	var have []string
-	for _, id := range ids {
-		have = append(have, id.String())
+	var ids []device.ID
+	for _, d := range infos {
+		have = append(have, d.ID.String())
+		ids = append(ids, d.ID)
+	}
+	own := map[string]bool{}
+	for _, k := range job.Kernels {
+		own[k.Name] = true
+	}
+	// runs says whether d runs the step's kernel: a job's own kernel is
+	// PTX (or CUDA C compiled to PTX) only.
+	runs := func(s *jobfile.Step, d device.Info) bool {
+		if own[s.Kernel] {
+			return d.Caps.Runs(device.FormPTX)
+		}
+		k, err := device.Kernels.Lookup(s.Kernel)
+		return err != nil || d.Caps.RunsKernel(k) // an unknown kernel is reported by the parser
 	}
 	var errs jobfile.Errors
 	eachDeclaredStep(job, func(s *jobfile.Step) {
-		if s.Device == "" {
+		if s.Device != "" {
+			id, err := jobfile.ParseDevice(s.Device)
+			if err != nil {
+				return
+			}
+			i := slices.Index(ids, id)
+			if i < 0 {
+				errs = append(errs, job.At(s.LineOf("device"), s.Path+".device", fmt.Errorf("no device %s here (devices: %s); pin the step to one of them, leave device: out, or run it with --cluster", id, strings.Join(have, ", "))))
+			} else if s.Kind == jobfile.KernelStep && !runs(s, infos[i]) {
+				errs = append(errs, job.At(s.LineOf("device"), s.Path+".device", fmt.Errorf("%s does not run kernel %q (no implementation for it); pin the step to a device that does, or leave device: out", id, s.Kernel)))
+			}
 			return
 		}
-		id, err := jobfile.ParseDevice(s.Device)
-		if err == nil && !slices.Contains(ids, id) {
-			errs = append(errs, job.At(s.LineOf("device"), s.Path+".device", fmt.Errorf("no device %s here (devices: %s); pin the step to one of them, leave device: out, or run it with --cluster", id, strings.Join(have, ", "))))
+		if s.Kind != jobfile.KernelStep || slices.ContainsFunc(infos, func(d device.Info) bool { return runs(s, d) }) {
+			return
 		}
+		errs = append(errs, job.At(s.Line, s.Path, fmt.Errorf("no device here runs kernel %q (devices: %s): it has no implementation for them; run it on a machine with a device that does (a job's own PTX or CUDA C kernel needs a CUDA GPU) or with --cluster", s.Kernel, strings.Join(have, ", "))))
 	})
 	if len(errs) > 0 {
 		return errs

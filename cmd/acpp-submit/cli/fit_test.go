@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -135,5 +137,79 @@ func TestKernelsOnCluster(t *testing.T) {
 	line, missing = src.onCluster(job)
 	if !strings.Contains(line, "saxpy on no node") || len(missing) != 1 || !strings.Contains(missing[0], "kernel saxpy is on no node (asked n1, n2") {
 		t.Errorf("onCluster without saxpy = %q, %v", line, missing)
+	}
+}
+
+// check --cluster counts the kernels launched inside repeat blocks too:
+// the Jacobi example launches jacobi2d only inside its repeat, and a
+// cluster without it must be refused, not called valid.
+func TestKernelsOnClusterInsideRepeat(t *testing.T) {
+	job, err := Load("../../../examples/jobs/jacobi.yaml", map[string]string{"n": "16", "iters": "2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := kernelSource{members: []string{"n1", "n2"}, on: map[string][]string{"jacobi2d": {"n1", "n2"}}}
+	line, missing := src.onCluster(job)
+	if line != "jacobi2d on every node" || len(missing) != 0 {
+		t.Errorf("onCluster = %q, %v; want jacobi2d on every node", line, missing)
+	}
+	src.on["jacobi2d"] = []string{"n2"}
+	if line, _ := src.onCluster(job); line != "jacobi2d on n2" {
+		t.Errorf("onCluster with jacobi2d on n2 only = %q", line)
+	}
+	src.on["jacobi2d"] = nil
+	line, missing = src.onCluster(job)
+	if len(missing) != 1 || !strings.Contains(missing[0], "kernel jacobi2d is on no node") {
+		t.Errorf("onCluster without jacobi2d = %q, %v; want it missing", line, missing)
+	}
+}
+
+// check refuses a job whose kernel no device of this machine runs (a
+// job's own PTX kernel with only the CPU), at the step's line, as run
+// does on reaching the step, instead of calling it valid and fitting
+// (examples/jobs/cuda_source.yaml on a machine without a GPU).
+func TestCheckRefusesKernelNoLocalDeviceRuns(t *testing.T) {
+	dir := t.TempDir()
+	mod, err := os.ReadFile("../../../cuda/kernels/ptx/saxpy.ptx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "my.ptx"), mod, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	job := func(pin string) string {
+		return `kernels:
+  mysaxpy:
+    ptx: my.ptx
+    entry: saxpy
+    params:
+      - {name: a, kind: scalar, type: float32}
+      - {name: x, kind: pointer, type: float32, const: true}
+      - {name: y, kind: pointer, type: float32}
+buffers:
+  x: {type: float32, range: [8], init: {value: 1}}
+  y: {type: float32, range: [8], init: {value: 1}}
+steps:
+  - kernel: mysaxpy
+    scalars: {a: 2}
+    accessors: [{buffer: x, mode: read}, {buffer: y, mode: read_write}]
+` + pin
+	}
+	p := filepath.Join(dir, "ptx.yaml")
+	for _, tc := range []struct{ pin, want string }{
+		{"", `ptx.yaml:13: steps[0]: no device here runs kernel "mysaxpy" (devices: cpu:0)`},
+		{"    device: cpu:0\n", `ptx.yaml:16: steps[0].device: cpu:0 does not run kernel "mysaxpy"`},
+	} {
+		if err := os.WriteFile(p, []byte(job(tc.pin)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, out, errs := runMain("check", "--device", "cpu", p)
+		if code != 1 || strings.Contains(out, "fits") || !strings.Contains(errs, tc.want) {
+			t.Errorf("check of a PTX-only kernel on the CPU (pin %q): exit %d\n%s%s\nwant exit 1 and %q", tc.pin, code, out, errs, tc.want)
+		}
+	}
+	// A built-in kernel (Go and PTX) is fine on the CPU.
+	if code, out, errs := runMain("check", "--device", "cpu", "../../../examples/jobs/saxpy.yaml"); code != 0 {
+		t.Errorf("check of saxpy.yaml on the CPU: exit %d\n%s%s", code, out, errs)
 	}
 }

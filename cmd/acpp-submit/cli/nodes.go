@@ -402,16 +402,10 @@ func (s kernelSource) onCluster(job *jobfile.Job) (line string, missing []string
 	}
 	var parts []string
 	seen := map[string]bool{}
-	var steps []*jobfile.Step // buffer inits first, then the steps
-	for _, b := range job.Buffers {
-		if b.Init != nil && b.Init.Kernel != nil {
-			steps = append(steps, b.Init.Kernel)
-		}
-	}
-	steps = append(steps, job.Steps...)
-	for _, st := range steps {
+	// Buffer inits first, then the steps, those inside repeats too.
+	eachDeclaredStep(job, func(st *jobfile.Step) {
 		if st.Kind != jobfile.KernelStep || seen[st.Kernel] || own[st.Kernel] {
-			continue
+			return
 		}
 		seen[st.Kernel] = true
 		on := s.on[st.Kernel]
@@ -424,6 +418,6 @@ func (s kernelSource) onCluster(job *jobfile.Job) (line string, missing []string
 		default:
 			parts = append(parts, st.Kernel+" on "+strings.Join(on, ", "))
 		}
-	}
+	})
 	return strings.Join(parts, "; "), missing
 }
