@@ -213,3 +213,26 @@ steps:
 		t.Errorf("check of saxpy.yaml on the CPU: exit %d\n%s%s", code, out, errs)
 	}
 }
+
+// check --cluster refuses a job whose own kernel (PTX or CUDA C: GPUs
+// only) no node can run, instead of calling it fitting on CPU-only nodes.
+func TestOwnKernelsOnClusterNeedAGPU(t *testing.T) {
+	job, err := Load("../../../examples/jobs/cuda_source.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(job.Kernels) == 0 {
+		t.Fatal("cuda_source.yaml declares no kernel of its own")
+	}
+	name := job.Kernels[0].Name
+	src := kernelSource{members: []string{"n1", "n2"}, on: map[string][]string{"fill_f32": {"n1", "n2"}}}
+	_, missing := src.onCluster(job)
+	if len(missing) != 1 || !strings.Contains(missing[0], "kernel "+name+" is the job's own") || !strings.Contains(missing[0], "no node has one") {
+		t.Errorf("onCluster on CPU-only nodes: missing = %v; want %s refused for want of a GPU", missing, name)
+	}
+	src.ptx = []string{"n2"}
+	line, missing := src.onCluster(job)
+	if len(missing) != 0 || !strings.Contains(line, name+" (the job's) on n2") {
+		t.Errorf("onCluster with a GPU on n2 = %q, %v", line, missing)
+	}
+}

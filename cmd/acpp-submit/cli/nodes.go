@@ -326,6 +326,7 @@ type kernelSource struct {
 	nodes   map[string]*device.Kernel // declared by the nodes, not registered here
 	on      map[string][]string       // kernel → the nodes that have it
 	members []string                  // the nodes asked
+	ptx     []string                  // the nodes with a device that runs PTX (a GPU)
 }
 
 // Lookup is the registry's kernel, else the nodes' declaration.
@@ -377,6 +378,11 @@ func kernelsFor(ctx context.Context, cfg *ClusterConfig) (jobfile.KernelSource, 
 			continue // the job's own Connect says which node does not answer
 		}
 		src.members = append(src.members, m.Name)
+		for _, d := range inv.Devices {
+			if slices.Contains(d.Forms, device.FormPTX.String()) && !slices.Contains(src.ptx, m.Name) {
+				src.ptx = append(src.ptx, m.Name)
+			}
+		}
 		for _, k := range inv.Kernels {
 			src.on[k] = append(src.on[k], m.Name)
 		}
@@ -404,7 +410,19 @@ func (s kernelSource) onCluster(job *jobfile.Job) (line string, missing []string
 	seen := map[string]bool{}
 	// Buffer inits first, then the steps, those inside repeats too.
 	eachDeclaredStep(job, func(st *jobfile.Step) {
-		if st.Kind != jobfile.KernelStep || seen[st.Kernel] || own[st.Kernel] {
+		if st.Kind != jobfile.KernelStep || seen[st.Kernel] {
+			return
+		}
+		if own[st.Kernel] {
+			// The job's own kernels travel with it, as PTX or CUDA C:
+			// they run on the nodes' GPUs only.
+			seen[st.Kernel] = true
+			if len(s.ptx) == 0 {
+				missing = append(missing, fmt.Sprintf("kernel %s is the job's own (PTX or CUDA C), which runs on GPUs, and no node has one (asked %s)", st.Kernel, strings.Join(s.members, ", ")))
+				parts = append(parts, st.Kernel+" on no node (no GPU)")
+			} else {
+				parts = append(parts, st.Kernel+" (the job's) on "+strings.Join(s.ptx, ", "))
+			}
 			return
 		}
 		seen[st.Kernel] = true
