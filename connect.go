@@ -91,7 +91,9 @@ func WithClientCredentials(creds *credentials.Credentials) Option {
 }
 
 // WithNodes limits a cluster queue to the devices of the named nodes
-// (acpp-submit's --nodes). Connect only; WithKind applies too.
+// (acpp-submit's --nodes). Connect only; WithKind applies too. A name
+// that no node reached at Connect has is logged as a warning (a typo, or
+// a node not up yet: its devices join the job if it joins the cluster).
 func WithNodes(names ...string) Option {
 	return func(c *queueConfig) { cc := c.clusterCfg(); cc.nodes = append(cc.nodes, names...) }
 }

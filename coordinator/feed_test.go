@@ -103,3 +103,18 @@ func TestNodesForgetFinishedInstructions(t *testing.T) {
 	}
 	t.Fatalf("job %d not in n0's job list %+v", j.ID(), inv.JobList)
 }
+
+// A node named in the device filter that the job did not reach (a typo,
+// or a node not up yet) is said in a warning, not ignored in silence.
+func TestUnknownSelectedNodeWarned(t *testing.T) {
+	c := coordtest.Start(t, 2, coordtest.Options{})
+	w := &warnings{phrase: "a selected node is not in the job"}
+	j := openJob(t, c, func(cfg *coordinator.Config) {
+		cfg.Devices.Nodes = []string{"n0", "n9"}
+		cfg.Logger = slog.New(w)
+	})
+	_ = j
+	if w.n.Load() != 1 {
+		t.Errorf("%d warnings for the unknown node n9, want 1", w.n.Load())
+	}
+}

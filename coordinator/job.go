@@ -301,6 +301,13 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 	if len(j.devices) == 0 {
 		return fail(fmt.Errorf("%w: the device filter selects none of %s; widen Config.Devices", ErrNoDevice, strings.Join(all, ", ")))
 	}
+	for _, name := range cfg.Devices.Nodes {
+		if j.byName[name] == nil {
+			// Maybe a typo, maybe a node not up yet: its devices join
+			// the job if it joins the cluster (watch.go), so say it.
+			j.log.Warn("a selected node is not in the job: none of the nodes reached has that name; its devices join if such a node joins the cluster (check the name)", "node", name, "nodes", strings.Join(slices.Sorted(maps.Keys(j.byName)), ", "))
+		}
+	}
 	j.queued = make([]float64, len(j.devices))
 	j.pending = make([]int, len(j.devices))
 	for _, ns := range j.nodes {
