@@ -124,7 +124,9 @@ func (p USM[T]) Addr() uint64 {
 	return p.mem.Addr + uint64(p.off)*uint64(unsafe.Sizeof(z))
 }
 
-// Add returns the pointer i elements further.
+// Add returns the pointer i elements further. Like slicing past a slice's
+// length, an i outside [0, elements left] is a programmer's error: Add
+// panics, naming both.
 func (p USM[T]) Add(i int) USM[T] {
 	if i < 0 || i > p.n {
 		panic(fmt.Sprintf("acpp: USM.Add(%d) outside the allocation of %d elements", i, p.n))
