@@ -118,3 +118,16 @@ func TestUnknownSelectedNodeWarned(t *testing.T) {
 		t.Errorf("%d warnings for the unknown node n9, want 1", w.n.Load())
 	}
 }
+
+// The recovery line names a checkpoint only when there is one: from the
+// job's start it said "restoring the checkpoint taken after group 0".
+func TestRecoveryReportWording_C5(t *testing.T) {
+	r := coordinator.RecoveryReport{Node: "n3", AtGroup: 1204, LostBytes: 1 << 20}
+	if s := r.String(); !strings.Contains(s, "no checkpoint yet: replaying the groups from the job's start") || strings.Contains(s, "group 0") {
+		t.Errorf("without a checkpoint: %q", s)
+	}
+	r.Checkpoint = 800
+	if s := r.String(); !strings.Contains(s, "restoring the checkpoint taken after group 800") {
+		t.Errorf("with a checkpoint after group 800: %q", s)
+	}
+}

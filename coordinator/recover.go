@@ -151,6 +151,9 @@ type RecoveryReport struct {
 
 func (r RecoveryReport) String() string {
 	if !r.Done {
+		if r.Checkpoint == 0 {
+			return fmt.Sprintf("node %s lost at group %d: recovering %s (no checkpoint yet: replaying the groups from the job's start on the nodes left) …", r.Node, r.AtGroup, mib(r.LostBytes))
+		}
 		return fmt.Sprintf("node %s lost at group %d: recovering %s (restoring the checkpoint taken after group %d, replaying the groups since on the nodes left) …", r.Node, r.AtGroup, mib(r.LostBytes), r.Checkpoint)
 	}
 	if r.Err != nil {
