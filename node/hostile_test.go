@@ -327,7 +327,8 @@ func TestJobInstructionsBounded(t *testing.T) {
 	more := func(from uint64) []proto.Instr {
 		var out []proto.Instr
 		for id := from; id < from+10; id++ {
-			out = append(out, proto.Instr{ID: id, Kind: proto.InstrFill, Buffer: 1, Pattern: []byte{1, 0, 0, 0}})
+			// A chain: fills of one allocation that run at once race.
+			out = append(out, proto.Instr{ID: id, Kind: proto.InstrFill, Deps: []uint64{id - 1}, Buffer: 1, Pattern: []byte{1, 0, 0, 0}})
 		}
 		return out
 	}
