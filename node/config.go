@@ -125,6 +125,12 @@ type Config struct {
 	// DefaultMaxJobInstrs; negative is refused.
 	MaxJobInstrs int
 
+	// MaxClientJobs bounds the jobs one client (by identity) may hold
+	// open on the node at once; a JobOpen past it is refused
+	// (CodeTooLarge): every open job costs memory until its lease ends.
+	// 0 means DefaultMaxClientJobs; negative is refused.
+	MaxClientJobs int
+
 	// Cluster is the membership preset the node starts from; the node sets
 	// its Name, addresses, keys, devices and Join on it. Zero value:
 	// cluster.DefaultLANConfig().
@@ -172,6 +178,9 @@ func (c Config) withDefaults() Config {
 	if d.MaxJobInstrs == 0 {
 		d.MaxJobInstrs = DefaultMaxJobInstrs
 	}
+	if d.MaxClientJobs == 0 {
+		d.MaxClientJobs = DefaultMaxClientJobs
+	}
 	if d.Cluster.Timing == (cluster.Timing{}) && d.Cluster.BindAddr == "" && d.Cluster.BindPort == 0 {
 		if d.Local {
 			d.Cluster = cluster.DefaultLocalConfig()
@@ -197,6 +206,9 @@ func (c Config) withDefaults() Config {
 // of groups, and finished instructions until it lets the node forget).
 const DefaultMaxJobInstrs = 1 << 20
 
+// DefaultMaxClientJobs is Config.MaxClientJobs's default.
+const DefaultMaxClientJobs = 1024
+
 // DefaultFeedLimit is Config.FeedLimit's default.
 const DefaultFeedLimit = 1 << 16
 
@@ -212,6 +224,9 @@ const MaxReportGather = 100 * time.Millisecond
 // Validate reports every bad field at once.
 func (c Config) Validate() error {
 	var errs []error
+	if c.MaxClientJobs < 0 {
+		errs = append(errs, fmt.Errorf("MaxClientJobs %d: give a positive number of jobs, or 0 for %d", c.MaxClientJobs, DefaultMaxClientJobs))
+	}
 	if c.MaxJobInstrs < 0 {
 		errs = append(errs, fmt.Errorf("MaxJobInstrs %d: give a positive number of instructions, or 0 for %d", c.MaxJobInstrs, DefaultMaxJobInstrs))
 	}

@@ -12,22 +12,23 @@ import (
 
 func TestConfigValidateNamesEveryBadField(t *testing.T) {
 	cfg := Config{
-		Name:         "bad name!",
-		GossipAddr:   "no-port",
-		Join:         []string{"nowhere"},
-		Devices:      "gpu",
-		CPUWorkers:   -1,
-		JobLease:     -1,
-		MaxBytes:     10,
-		MaxJobBytes:  20,
-		FeedLimit:    -1,
-		MaxJobInstrs: -1,
+		Name:          "bad name!",
+		GossipAddr:    "no-port",
+		Join:          []string{"nowhere"},
+		Devices:       "gpu",
+		CPUWorkers:    -1,
+		JobLease:      -1,
+		MaxBytes:      10,
+		MaxJobBytes:   20,
+		FeedLimit:     -1,
+		MaxJobInstrs:  -1,
+		MaxClientJobs: -1,
 	}
 	err := cfg.Validate()
 	if !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("Validate = %v, want ErrInvalidConfig", err)
 	}
-	for _, field := range []string{"Name", "CredentialsDir", "GossipAddr", "Join", "Devices", "CPUWorkers", "JobLease", "MaxJobBytes", "FeedLimit", "MaxJobInstrs"} {
+	for _, field := range []string{"Name", "CredentialsDir", "GossipAddr", "Join", "Devices", "CPUWorkers", "JobLease", "MaxJobBytes", "FeedLimit", "MaxJobInstrs", "MaxClientJobs"} {
 		if !strings.Contains(err.Error(), field) {
 			t.Errorf("Validate error does not name %s:\n%v", field, err)
 		}

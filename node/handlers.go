@@ -154,6 +154,15 @@ func (n *Node) handleOpen(_ context.Context, from credentials.Identity, req *pro
 		j.touch()
 		return &proto.JobOpened{Lease: int64(j.lease), MaxBytes: j.maxBytes, Node: n.cfg.Name}, nil
 	}
+	held := 0
+	for _, o := range n.jobs {
+		if ownedBy(o, from) {
+			held++
+		}
+	}
+	if held >= n.cfg.MaxClientJobs {
+		return nil, reply(proto.CodeTooLarge, "client %s holds %d jobs open on node %s, at most %d: close the jobs it no longer needs (a job whose lease is not renewed ends by itself)", from.Name, held, n.cfg.Name, n.cfg.MaxClientJobs)
+	}
 	j := newJob(n, req.Job, from, lease, limit)
 	n.jobs[req.Job] = j
 	n.met.jobs.Set(float64(len(n.jobs)))

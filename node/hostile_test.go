@@ -341,3 +341,23 @@ func TestJobInstructionsBounded(t *testing.T) {
 	wait(t, j, 70)
 	serves(t, c, 2)
 }
+
+// One client may hold at most Config.MaxClientJobs jobs open on a node;
+// past it JobOpen is refused (CodeTooLarge), and once it closes one, it
+// may open another. Another client is not counted against it.
+func TestClientJobsBounded(t *testing.T) {
+	nodes := startNodes(t, 1, func(_ int, cfg *node.Config) { cfg.MaxClientJobs = 2 })
+	alice := startClient(t, credDir, "alice", nodes...)
+	ctx := testCtx(t)
+	j1 := openJob(t, alice, "n0", 1)
+	openJob(t, alice, "n0", 2)
+	_, err := alice.Open(ctx, "n0", 3, nodeclient.JobOptions{})
+	wantCode(t, "a third job of one client", err, proto.CodeTooLarge, "holds 2 jobs open", "at most 2")
+	openJob(t, alice, "n0", 2) // the same job again: not a new one
+	if err := j1.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	openJob(t, alice, "n0", 3)
+	bob := startClient(t, credDir, "bob", nodes...)
+	openJob(t, bob, "n0", 4)
+}
