@@ -766,15 +766,6 @@ func (j *Job) feed(ep *epoch, ns *nodeState, nj *nodeclient.Job) {
 		if !j.onEvents(ep, ns, evs) {
 			return
 		}
-		j.mu.Lock()
-		if m := ns.forgetLocked(); m > 0 {
-			ns.forgetMark = m
-			select {
-			case ns.wake <- struct{}{}:
-			default:
-			}
-		}
-		j.mu.Unlock()
 		if gap {
 			j.cfg.Logger.Warn("a node's completion feed skipped events (the node dropped what this client did not read in time); asking for the state of its instructions", "node", ns.name)
 			j.catchUp(ep, ns, nj)
@@ -919,6 +910,13 @@ func (j *Job) onEvents(ep *epoch, ns *nodeState, evs []proto.Event) bool {
 		j.signalLocked()
 		if j.gated > 0 {
 			j.wakeAllLocked()
+		}
+	}
+	if m := ns.forgetLocked(); m > 0 {
+		ns.forgetMark = m // the sender sends it
+		select {
+		case ns.wake <- struct{}{}:
+		default:
 		}
 	}
 	return true

@@ -2,7 +2,6 @@ package transport
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"io"
 
@@ -35,14 +34,14 @@ func (t *Transport) takeRequestRoom(n int) (func(), error) {
 // the frame waits for room in MaxRequestBytes before its body is read.
 // release gives the room back once the request is served (nil on error).
 func (t *Transport) readRequestBody(r io.Reader, hdr [frameHeaderLen]byte) (env proto.Envelope, body []byte, release func(), err error) {
-	n := binary.BigEndian.Uint32(hdr[:])
-	if uint64(n) > uint64(t.cfg.MaxFrameSize) {
-		return env, nil, nil, fmt.Errorf("%w: peer sent a frame of %d bytes, the limit is %d", ErrFrameTooLarge, n, t.cfg.MaxFrameSize)
-	}
-	if release, err = t.takeRequestRoom(int(n)); err != nil {
+	n, err := frameLen(hdr, t.cfg.MaxFrameSize)
+	if err != nil {
 		return env, nil, nil, err
 	}
-	env, body, err = readFrameBody(r, hdr, t.cfg.MaxFrameSize)
+	if release, err = t.takeRequestRoom(n); err != nil {
+		return env, nil, nil, err
+	}
+	env, body, err = readBody(r, n)
 	if err != nil {
 		release()
 		return env, nil, nil, err

@@ -97,10 +97,25 @@ func readFrame(r io.Reader, max int) (proto.Envelope, []byte, error) {
 
 // readFrameBody reads the rest of a frame whose length prefix is hdr.
 func readFrameBody(r io.Reader, hdr [frameHeaderLen]byte, max int) (proto.Envelope, []byte, error) {
+	n, err := frameLen(hdr, max)
+	if err != nil {
+		return proto.Envelope{}, nil, err
+	}
+	return readBody(r, n)
+}
+
+// frameLen is the body length a frame's prefix hdr announces, refused
+// above max before anything is allocated.
+func frameLen(hdr [frameHeaderLen]byte, max int) (int, error) {
 	n := binary.BigEndian.Uint32(hdr[:])
 	if uint64(n) > uint64(max) {
-		return proto.Envelope{}, nil, fmt.Errorf("%w: peer sent a frame of %d bytes, the limit is %d", ErrFrameTooLarge, n, max)
+		return 0, fmt.Errorf("%w: peer sent a frame of %d bytes, the limit is %d", ErrFrameTooLarge, n, max)
 	}
+	return int(n), nil
+}
+
+// readBody reads a frame's body of n bytes and splits it (decodeFrame).
+func readBody(r io.Reader, n int) (proto.Envelope, []byte, error) {
 	b := make([]byte, n)
 	if _, err := io.ReadFull(r, b); err != nil {
 		if err == io.EOF {
