@@ -214,3 +214,59 @@ func TestMapFuncPanicIsAnError_C4(t *testing.T) {
 		t.Errorf("split with a panicking MapFunc = %v, want ErrSplit naming the panic", err)
 	}
 }
+
+// An option given twice with different values would let the later undo
+// the earlier without a word: Submit (and the calls that take submit
+// options) refuse it with ErrOption naming the option. The same value
+// twice is harmless and accepted.
+func TestSubmitOptionGivenTwiceRefused(t *testing.T) {
+	q := newQueue(t, WithCPUDevices(2))
+	cpu0, cpu1 := DeviceID{Kind: CPU, Index: 0}, DeviceID{Kind: CPU, Index: 1}
+	buf := must(NewBuffer[float32](q, R1(8)))
+	cgf := func(h *Handler) error {
+		acc := Write(h, buf, Map(OneToOne()))
+		h.ParallelFor(R1(8), func(it Item) { acc.Set(it.ID(0), 1) })
+		return nil
+	}
+	plain := func(h *Handler) error {
+		acc := Write(h, buf)
+		h.ParallelFor(R1(8), func(it Item) { acc.Set(it.ID(0), 1) })
+		return nil
+	}
+	for name, tc := range map[string]struct {
+		cgf  func(*Handler) error
+		opts []SubmitOption
+		opt  string
+	}{
+		"On twice":    {plain, []SubmitOption{On(cpu0), On(cpu1)}, "On"},
+		"Named twice": {plain, []SubmitOption{Named("a"), Named("b")}, "Named"},
+		"Split twice": {cgf, []SubmitOption{Split(cpu0), SplitWith(SplitOpts{Chunks: 4})}, "Split"},
+	} {
+		_, err := q.Submit(tc.cgf, tc.opts...)
+		if !errors.Is(err, ErrOption) || !strings.Contains(err.Error(), tc.opt+" given more than once") {
+			t.Errorf("%s: Submit = %v, want ErrOption naming %s", name, err, tc.opt)
+		}
+	}
+	if _, err := Malloc[float32](q, 8, USMDevice, On(cpu0), On(cpu1)); !errors.Is(err, ErrOption) {
+		t.Errorf("Malloc with On twice = %v, want ErrOption", err)
+	}
+	for name, opts := range map[string][]SubmitOption{
+		"On twice, same device": {On(cpu0), On(cpu0)},
+		"Named twice, same":     {Named("a"), Named("a")},
+	} {
+		ev, err := q.Submit(plain, opts...)
+		if err != nil {
+			t.Fatalf("%s: Submit = %v, want it accepted", name, err)
+		}
+		if err := ev.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ev, err := q.Submit(cgf, Split(), Split())
+	if err != nil {
+		t.Fatalf("Split() twice: %v, want it accepted", err)
+	}
+	if err := ev.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

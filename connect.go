@@ -124,7 +124,12 @@ func WithCoordinator(f func(*cluster.CoordinatorConfig)) Option {
 // the job with that kind and index. A queue of local devices has no nodes:
 // there Submit refuses OnNode with ErrNoDevice (use On).
 func OnNode(node string, id DeviceID) SubmitOption {
-	return func(c *submitConfig) { c.dev, c.node = &id, node }
+	return func(c *submitConfig) {
+		if c.dev != nil && (*c.dev != id || c.node != node) {
+			c.again("OnNode")
+		}
+		c.dev, c.node = &id, node
+	}
 }
 
 // Connect opens a job on the acpp-node agents at addrs (their QUIC

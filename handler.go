@@ -22,11 +22,37 @@ type submitConfig struct {
 	name  string
 	node  string     // OnNode: the node of dev on a cluster queue
 	split *SplitOpts // Split (split.go)
+	// twice names options given more than once with different values:
+	// the later would silently undo the earlier, so Submit refuses them.
+	twice []string
+}
+
+// again records that option name was given before with another value.
+func (c *submitConfig) again(name string) {
+	if !slices.Contains(c.twice, name) {
+		c.twice = append(c.twice, name)
+	}
+}
+
+// twiceErr is the error for options given twice, or nil.
+func (c *submitConfig) twiceErr() error {
+	if len(c.twice) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s given more than once with different values; the group has one: pass it once",
+		ErrOption, strings.Join(c.twice, ", "))
 }
 
 // On runs the command group on device id (one of the queue's devices)
 // instead of the default device.
-func On(id DeviceID) SubmitOption { return func(c *submitConfig) { c.dev = &id } }
+func On(id DeviceID) SubmitOption {
+	return func(c *submitConfig) {
+		if c.dev != nil && (*c.dev != id || c.node != "") {
+			c.again("On")
+		}
+		c.dev = &id
+	}
+}
 
 // After makes the group wait for events besides the dependencies its
 // accessors imply (USM operations, host work).
@@ -37,7 +63,14 @@ func After(evs ...*Event) SubmitOption {
 // Named names the group in errors, logs and traces (Queue.RunningGroups).
 // On a cluster queue it names the group in Submit's errors only: the
 // coordinator's logs and traces name a group by its kernel.
-func Named(name string) SubmitOption { return func(c *submitConfig) { c.name = name } }
+func Named(name string) SubmitOption {
+	return func(c *submitConfig) {
+		if c.name != "" && c.name != name {
+			c.again("Named")
+		}
+		c.name = name
+	}
+}
 
 // given names the options c holds, as their functions are called.
 func (c *submitConfig) given() []string {
@@ -69,6 +102,9 @@ func onlyOptions(what string, opts []SubmitOption, takes ...string) (submitConfi
 		if o != nil {
 			o(&cfg)
 		}
+	}
+	if err := cfg.twiceErr(); err != nil {
+		return cfg, err
 	}
 	var bad []string
 	for _, g := range cfg.given() {
@@ -253,6 +289,9 @@ func (q *Queue) Submit(cgf func(h *Handler) error, opts ...SubmitOption) (*Event
 			}
 		}
 		cfg = *c
+		if err := cfg.twiceErr(); err != nil {
+			return nil, err
+		}
 	}
 	t := q.def
 	if t == nil || cfg.dev != nil || cfg.node != "" || cfg.split != nil {

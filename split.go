@@ -88,7 +88,18 @@ func Split(devices ...DeviceID) SubmitOption {
 func SplitWith(o SplitOpts) SubmitOption {
 	o.Devices = slices.Clone(o.Devices)
 	o.ClusterDevices = slices.Clone(o.ClusterDevices)
-	return func(c *submitConfig) { c.split = &o }
+	return func(c *submitConfig) {
+		if c.split != nil && !c.split.same(&o) {
+			c.again("Split")
+		}
+		c.split = &o
+	}
+}
+
+// same: o and p split alike.
+func (o *SplitOpts) same(p *SplitOpts) bool {
+	return slices.Equal(o.Devices, p.Devices) && slices.Equal(o.ClusterDevices, p.ClusterDevices) &&
+		o.Chunks == p.Chunks && o.Along == p.Along && o.Interleave == p.Interleave && o.Borders == p.Borders
 }
 
 // check validates the options for a kernel range of kd dimensions and

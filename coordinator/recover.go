@@ -159,12 +159,20 @@ func (r RecoveryReport) String() string {
 	if r.Err != nil {
 		return fmt.Sprintf("node %s lost at group %d: recovery failed: %v", r.Node, r.AtGroup, r.Err)
 	}
-	from := fmt.Sprintf("%d buffers, %s from the checkpoint after group %d", r.FromCheckpoint, mib(r.RestoredBytes), r.Checkpoint)
+	bufs := fmt.Sprintf("%d buffers", r.FromCheckpoint)
+	if r.FromCheckpoint == 1 {
+		bufs = "1 buffer"
+	}
+	from := fmt.Sprintf("%s, %s from the checkpoint after group %d", bufs, mib(r.RestoredBytes), r.Checkpoint)
 	if r.Checkpoint == 0 {
 		from = "from the job's start: no checkpoint yet"
 	}
-	return fmt.Sprintf("node %s lost at group %d: recovered %s (%s; %d groups re-run) in %v (detection %v)",
-		r.Node, r.AtGroup, mib(r.LostBytes), from, r.Rerun, r.Replay.Round(time.Millisecond), r.Detection.Round(time.Millisecond))
+	rerun := fmt.Sprintf("%d groups re-run", r.Rerun)
+	if r.Rerun == 1 {
+		rerun = "1 group re-run"
+	}
+	return fmt.Sprintf("node %s lost at group %d: recovered %s (%s; %s) in %v (detection %v)",
+		r.Node, r.AtGroup, mib(r.LostBytes), from, rerun, r.Replay.Round(time.Millisecond), r.Detection.Round(time.Millisecond))
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }

@@ -463,7 +463,7 @@ func describe(job *jobfile.Job, verdict string) string {
 		total += buf.Bytes()
 		fmt.Fprintf(&b, "  buffer %-12s %-8s %-14s %10s  %s\n", buf.Name, buf.Type, fmt.Sprint(buf.Range), bytesStr(int64(buf.Bytes())), init)
 	}
-	fmt.Fprintf(&b, "  %d command groups from %d steps; %s of buffers\n", groupCount(job), len(job.Steps), bytesStr(int64(total)))
+	fmt.Fprintf(&b, "  %s from %s; %s of buffers\n", things(groupCount(job), "command group"), things(len(job.Steps), "step"), bytesStr(int64(total)))
 	for _, o := range job.Outputs {
 		fmt.Fprintf(&b, "  output %s → %s (%s)\n", o.Buffer, o.File, o.Format)
 	}

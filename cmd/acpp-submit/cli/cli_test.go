@@ -151,7 +151,7 @@ func TestEmbeddedSplitAcrossLocalDevices_C4(t *testing.T) {
 	if !bytes.Equal(a.Data, b.Data) {
 		t.Fatal("jacobi.npy split over three devices differs from the run on one")
 	}
-	if whole.SplitGroups != 0 || !strings.Contains(whole.Summary(), "1 steps ask for split; they ran whole") {
+	if whole.SplitGroups != 0 || !strings.Contains(whole.Summary(), "1 step asks for split; they ran whole") {
 		t.Errorf("one device: %d groups split; summary %q", whole.SplitGroups, whole.Summary())
 	}
 	if split.SplitGroups != 6 || strings.Contains(split.Summary(), "ran whole") {

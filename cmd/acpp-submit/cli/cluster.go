@@ -101,7 +101,11 @@ func (c *ClusterStats) summary(b *strings.Builder) {
 		fmt.Fprintf(b, "  per link: %s\n", strings.Join(parts, ", "))
 	}
 	if c.HostOps > 0 {
-		fmt.Fprintf(b, "  note: %d fills or copies ran through the client (no node-side kernel for their element type)\n", c.HostOps)
+		what := fmt.Sprintf("%d fills or copies", c.HostOps)
+		if c.HostOps == 1 {
+			what = "1 fill or copy"
+		}
+		fmt.Fprintf(b, "  note: %s ran through the client (no node-side kernel for their element type)\n", what)
 	}
 	var ckBytes int64
 	var ckTime time.Duration

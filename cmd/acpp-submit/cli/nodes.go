@@ -311,7 +311,7 @@ func KernelsOnCluster(ctx context.Context, cfg *ClusterConfig, w io.Writer) erro
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%d kernels on %d nodes (%s)\n", len(names), len(nodes), strings.Join(nodes, ", "))
+	fmt.Fprintf(w, "%s on %s (%s)\n", things(len(names), "kernel"), things(len(nodes), "node"), strings.Join(nodes, ", "))
 	if len(unreachable) > 0 {
 		return fmt.Errorf("%w: no answer from %s", ErrCluster, strings.Join(unreachable, "; "))
 	}

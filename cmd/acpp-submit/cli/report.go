@@ -14,15 +14,23 @@ import (
 	"github.com/acpp/acpp/jobfile"
 )
 
+// things is a count with its noun: "1 step", "2 steps".
+func things(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 // Summary is the human-readable report of a run: time, command groups and
 // busy time per device and kernel, data moved per link, outputs.
 func (res *Result) Summary() string {
 	var b strings.Builder
 	where := strings.Join(res.Devices, ", ")
 	if res.Cluster != nil {
-		where = fmt.Sprintf("cluster (%d nodes: %s; %d devices)", len(res.Cluster.Nodes), strings.Join(res.Cluster.Nodes, ", "), len(res.Devices))
+		where = fmt.Sprintf("cluster (%s: %s; %s)", things(len(res.Cluster.Nodes), "node"), strings.Join(res.Cluster.Nodes, ", "), things(len(res.Devices), "device"))
 	}
-	fmt.Fprintf(&b, "job %s: %d command groups in %s on %s\n", res.Job.Name, res.Count, round(res.Wall), where)
+	fmt.Fprintf(&b, "job %s: %s in %s on %s\n", res.Job.Name, things(res.Count, "command group"), round(res.Wall), where)
 	perDev, perKernel, failed := res.PerDevice, res.PerStep, res.Failed
 	ids := make([]string, 0, len(perDev))
 	for id := range perDev {
@@ -104,10 +112,14 @@ func (res *Result) Summary() string {
 		fmt.Fprintf(&b, "  wrote %s (%s %v, %s, %s) in %s%s\n", o.Path, o.Type, o.Range, o.Format, bytesStr(int64(o.Bytes)), d.Round(10*time.Microsecond), rate)
 	}
 	if failed > 0 {
-		fmt.Fprintf(&b, "  %d command groups failed\n", failed)
+		fmt.Fprintf(&b, "  %s failed\n", things(failed, "command group"))
 	}
 	if n := splitSteps(res); n > 0 && res.Cluster == nil && res.SplitGroups == 0 {
-		fmt.Fprintf(&b, "  note: %d steps ask for split; they ran whole: the embedded runtime splits across several local devices of the default device's kind (GPUs), and this run had one (a cluster splits across its nodes' devices, --cluster)\n", n)
+		asks := things(n, "step") + " ask"
+		if n == 1 {
+			asks += "s"
+		}
+		fmt.Fprintf(&b, "  note: %s for split; they ran whole: the embedded runtime splits across several local devices of the default device's kind (GPUs), and this run had one (a cluster splits across its nodes' devices, --cluster)\n", asks)
 	}
 	return b.String()
 }
