@@ -270,3 +270,44 @@ func TestSubmitOptionGivenTwiceRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A buffer's USM pointer (Buffer.USM) is refused once the buffer's
+// Release or Close freed its allocation, as Malloc's is after Free: it
+// touched freed memory. USM again after Release hands out the new
+// allocation.
+func TestBufferUSMUseAfterReleaseRefused_B3(t *testing.T) {
+	ctx := context.Background()
+	q, _ := gpuQueue(t) // a device with memory of its own: the host allocation cannot be released
+	dev := fakeID
+	b := must(NewBuffer[float32](q, R1(8)))
+	p := must(b.USM(dev))
+	inner := p.Add(2)
+	if ev, err := FillUSM(q, p, 1, 8); err != nil || ev.Wait(ctx) != nil {
+		t.Fatalf("FillUSM of a live buffer pointer: %v", err)
+	}
+	if err := b.Release(ctx, dev); err != nil {
+		t.Fatal(err)
+	}
+	for name, use := range map[string]func() error{
+		"FillUSM":       func() error { _, err := FillUSM(q, p, 1, 8); return err },
+		"Memset of Add": func() error { _, err := Memset(q, inner, 0, 2); return err },
+		"Host":          func() error { _, err := p.Host(); return err },
+	} {
+		if err := use(); !errors.Is(err, ErrBadRange) || !strings.Contains(err.Error(), "Release or Close freed") {
+			t.Errorf("%s after Release = %v, want ErrBadRange saying Release or Close freed it", name, err)
+		}
+	}
+	p2 := must(b.USM(dev))
+	if ev, err := FillUSM(q, p2, 2, 8); err != nil || ev.Wait(ctx) != nil {
+		t.Fatalf("FillUSM of the pointer USM gave after Release: %v", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := FillUSM(q, p2, 3, 8); !errors.Is(err, ErrBadRange) {
+		t.Errorf("FillUSM after Close = %v, want ErrBadRange", err)
+	}
+	if _, err := b.USM(dev); !errors.Is(err, ErrBufferClosed) {
+		t.Errorf("USM after Close = %v, want ErrBufferClosed", err)
+	}
+}

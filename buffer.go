@@ -20,8 +20,37 @@ type bufState struct {
 	dims int // dimensions of the owner's range
 	geo  coherence.Geometry
 
-	mu     sync.Mutex  // serialises close
+	mu     sync.Mutex  // serialises close, Release and USM's pointers
 	closed atomic.Bool // set once by close
+	// usm is the state of the pointers Buffer.USM handed out, per device:
+	// Release and close mark them freed, so that a use is refused rather
+	// than touching freed memory.
+	usm map[DeviceID]*usmState
+}
+
+// usmState is the shared state of the USM pointers to the buffer's
+// allocation on id. The caller holds mu.
+func (st *bufState) usmStateLocked(id DeviceID) *usmState {
+	s := st.usm[id]
+	if s == nil {
+		if st.usm == nil {
+			st.usm = make(map[DeviceID]*usmState)
+		}
+		s = &usmState{buffer: true}
+		st.usm[id] = s
+	}
+	return s
+}
+
+// freeUSMLocked marks the pointers to the allocation on id freed (all
+// devices' when all). The caller holds mu.
+func (st *bufState) freeUSMLocked(id DeviceID, all bool) {
+	for d, s := range st.usm {
+		if all || d == id {
+			s.freed.Store(true)
+			delete(st.usm, d)
+		}
+	}
 }
 
 // Buffer is a fixed-size 1–3D array of T that the runtime keeps coherent
@@ -305,6 +334,7 @@ func (st *bufState) close(ctx context.Context) error {
 	if st.closed.Swap(true) {
 		return nil
 	}
+	st.freeUSMLocked(DeviceID{}, true)
 	err := st.q.eng.CloseBuffer(ctx, st.id)
 	st.q.mu.Lock()
 	delete(st.q.buffers, st)
@@ -326,14 +356,21 @@ func (b *Buffer[T]) Release(ctx context.Context, id DeviceID) error {
 	if b.st.isClosed() {
 		return ErrBufferClosed
 	}
-	return b.st.q.eng.Release(ctx, b.st.id, id)
+	b.st.mu.Lock()
+	defer b.st.mu.Unlock()
+	if err := b.st.q.eng.Release(ctx, b.st.id, id); err != nil {
+		return err
+	}
+	b.st.freeUSMLocked(id, false)
+	return nil
 }
 
 // USM returns the buffer's allocation on device id as a USM pointer (B3),
 // allocating it if needed (B5). It stays valid and the same until the
-// buffer is closed or the allocation released (B2). USM operations on it
-// are not ordered with the buffer's command groups: synchronise yourself
-// (Wait on their events).
+// buffer is closed or the allocation released (B2); after that, a use of
+// it is refused with ErrBadRange (call USM again after Release). USM
+// operations on it are not ordered with the buffer's command groups:
+// synchronise yourself (Wait on their events).
 func (b *Buffer[T]) USM(id DeviceID) (USM[T], error) {
 	if b == nil || b.st == nil {
 		return USM[T]{}, errNilBuffer("USM")
@@ -341,11 +378,16 @@ func (b *Buffer[T]) USM(id DeviceID) (USM[T], error) {
 	if b.st.isClosed() {
 		return USM[T]{}, ErrBufferClosed
 	}
+	b.st.mu.Lock()
+	defer b.st.mu.Unlock()
+	if b.st.isClosed() {
+		return USM[T]{}, ErrBufferClosed
+	}
 	m, err := b.st.q.eng.BufferUSM(b.st.id, id)
 	if err != nil {
 		return USM[T]{}, err
 	}
-	return USM[T]{mem: m, n: b.st.geo.Bytes() / b.elem()}, nil
+	return USM[T]{mem: m, n: b.st.geo.Bytes() / b.elem(), live: b.st.usmStateLocked(id)}, nil
 }
 
 // errNilBuffer is the error of a Buffer method called on a nil buffer (a

@@ -25,11 +25,15 @@ type USM[T any] struct {
 	mem  *device.Mem
 	off  int       // elements
 	n    int       // elements
-	live *usmState // Malloc's allocations: whether Free freed it (nil for a buffer's)
+	live *usmState // whether the allocation was freed (shared by the pointers into it)
 }
 
-// usmState is shared by the pointers into one Malloc allocation.
-type usmState struct{ freed atomic.Bool }
+// usmState is shared by the pointers into one allocation: Malloc's, or a
+// buffer's on one device (Buffer.USM).
+type usmState struct {
+	freed  atomic.Bool
+	buffer bool // a buffer's allocation: Release or Close frees it, not Free
+}
 
 // check refuses a nil pointer and one into a freed allocation: what uses
 // the memory (a copy, a fill, a kernel, a buffer, Host) calls it first.
@@ -38,6 +42,9 @@ func (p USM[T]) check(what string) error {
 		return fmt.Errorf("%w: %s of a nil USM pointer", ErrBadRange, what)
 	}
 	if p.live != nil && p.live.freed.Load() {
+		if p.live.buffer {
+			return fmt.Errorf("%w: %s of a buffer's USM pointer (Buffer.USM) whose allocation the buffer's Release or Close freed (%s memory on %s); call USM again after Release", ErrBadRange, what, p.mem.Kind, p.mem.Device)
+		}
 		return fmt.Errorf("%w: %s of a USM allocation that Free freed (%s memory on %s)", ErrBadRange, what, p.mem.Kind, p.mem.Device)
 	}
 	return nil

@@ -931,6 +931,16 @@ func (rt *Runtime) planPendingLocked() []*Node {
 		var err error
 		if r := n.g.Release; r != nil {
 			step, err = rt.core.Release(n.Seq, r.Buffer, r.Alloc)
+			if errors.Is(err, coherence.ErrNoAllocation) {
+				// No group ever used the allocation: nothing in it is
+				// valid and no group is in flight on it. Free what this
+				// runtime made for Buffer.USM, if anything; releasing a
+				// device that holds nothing is no error.
+				step, err = coherence.Step{ID: n.Seq}, nil
+				if _, made := rt.allocs[allocKey{r.Buffer, r.Alloc}]; made {
+					step.Free = []coherence.Allocation{{Buffer: r.Buffer, Alloc: r.Alloc}}
+				}
+			}
 		} else {
 			step, err = rt.core.Submit(coherence.CommandGroup{ID: n.Seq, Accesses: n.g.Accesses})
 		}
