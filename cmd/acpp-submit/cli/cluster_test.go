@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -106,18 +107,20 @@ func TestClusterJacobiMatchesEmbedded_C3(t *testing.T) {
 	}
 	var sent float64
 	slicesSeen := 0
+	var seen []string // for the failure message: which slices, when the count is off
 	for _, ev := range doc.TraceEvents {
 		if ev.Cat != "transfer" || ev.Ph != "X" || ev.Args["from"] == "client" || ev.Args["to"] == "client" || ev.Args["from"] == ev.Args["to"] {
 			continue
 		}
 		slicesSeen++
 		sent += ev.Args["bytes"].(float64)
+		seen = append(seen, fmt.Sprintf("group %v %v→%v %v B", ev.Args["group"], ev.Args["from"], ev.Args["to"], ev.Args["bytes"]))
 		if ev.Dur < 0 {
 			t.Errorf("transfer slice with negative duration: %+v", ev)
 		}
 	}
 	if int64(sent) != halo || slicesSeen != iters*2*2 {
-		t.Errorf("trace has %d transfer slices between nodes with %v bytes; want %d slices, the halo %d bytes", slicesSeen, sent, iters*2*2, halo)
+		t.Errorf("trace has %d transfer slices between nodes with %v bytes; want %d slices, the halo %d bytes:\n%s", slicesSeen, sent, iters*2*2, halo, strings.Join(seen, "\n"))
 	}
 }
 
