@@ -111,6 +111,7 @@ func (c *completer) submit(si int, items []completion) {
 
 // finish reports a batch and recycles its event.
 func (c *completer) finish(b batch, err error) {
+	err = c.d.asLost(err)
 	if g := c.d.graphs; g != nil {
 		g.completed(c.d, b.s, len(b.items))
 	}

@@ -158,7 +158,7 @@ func (d *Device) staged(t task, o device.CopyOp, src *Device, sbase, dbase uint6
 	fail := func(err error) {
 		d.group.staging.put(buf, class)
 		if t.done != nil {
-			t.done(err)
+			t.done(d.asLost(err))
 		}
 	}
 	src.pushInternal(task{queue: t.queue, done: fail, run: func(*Thread) {
@@ -264,7 +264,7 @@ func (d *Device) execFill(t task, f device.FillOp) error {
 			if e == nil {
 				e = cerr
 			}
-			t.done(e)
+			t.done(d.asLost(e))
 		}, release: func() { d.group.staging.put(buf, class) }})
 		return nil
 	}

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
@@ -134,8 +135,45 @@ func (d *Device) Attributes() Attributes { return d.attrs }
 // memory (L2, L3).
 func (d *Device) Linked() bool { return d.linked }
 
-// push hands t to the owner. It fails only after Close.
+var _ device.Health = (*Device)(nil)
+
+// Lost implements device.Health: nil while the GPU works. After a call
+// of this process lost its CUDA state (a kernel faulted: the driver's
+// ErrContextLost), an error matching device.ErrDeviceLost and
+// driver.ErrContextLost that names the first failure: every later use of
+// the device fails with it at once, since every driver call would fail.
+func (d *Device) Lost() error {
+	if d.lib == nil {
+		return nil
+	}
+	if e := d.lib.Lost(); e != nil {
+		return d.lostErr(e)
+	}
+	return nil
+}
+
+// lostErr is the error of work on a lost device: cause is the driver's
+// error.
+func (d *Device) lostErr(cause error) error {
+	return fmt.Errorf("%w: %s: %w; NVIDIA documents that no CUDA work of this process can succeed after it: restart the process (for a node: restart acpp-node) to use this GPU again",
+		device.ErrDeviceLost, d.info.ID, cause)
+}
+
+// asLost turns a driver error that lost the context into lostErr; other
+// errors pass unchanged.
+func (d *Device) asLost(err error) error {
+	if err != nil && errors.Is(err, driver.ErrContextLost) && !errors.Is(err, device.ErrDeviceLost) {
+		return d.lostErr(err)
+	}
+	return err
+}
+
+// push hands t to the owner. It fails after Close, and once the device is
+// lost (Lost).
 func (d *Device) push(t task) error {
+	if err := d.Lost(); err != nil {
+		return err
+	}
 	d.q.mu.Lock()
 	if d.q.closed {
 		d.q.mu.Unlock()
@@ -253,6 +291,9 @@ func (d *Device) run(ready chan<- error) {
 			tasks, closed = d.q.tasks, d.q.closed
 			d.q.tasks = nil
 			d.q.mu.Unlock()
+			if err == nil {
+				err = d.Lost() // queued before the loss: fail them without the driver
+			}
 			for i := 0; i < len(tasks); {
 				t, n := tasks[i], 1
 				switch {
@@ -413,7 +454,7 @@ func (d *Device) exec(t task) {
 		err = d.execLaunch(t, o)
 	}
 	if err != nil && t.done != nil {
-		t.done(err)
+		t.done(d.asLost(err))
 	}
 }
 

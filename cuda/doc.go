@@ -79,5 +79,9 @@
 // *device.ArgError naming the kernel argument (A2), kernels.ErrLayout when a
 // PTX entry does not take the declared arguments. Driver failures carry the
 // driver's error name and the call (*driver.Error); allocation failures also
-// match device.ErrOutOfMemory.
+// match device.ErrOutOfMemory. A kernel that faults (an illegal address,
+// ...) loses the process's CUDA state for good: the op fails with an error
+// matching device.ErrDeviceLost and driver.ErrContextLost, the device
+// reports itself lost (Device.Lost, device.Health) and refuses every later
+// use at once; restart the process to use the GPU again.
 package cuda

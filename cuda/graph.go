@@ -190,7 +190,7 @@ func (g *graphs) execTask(d *Device, tasks []task, i int) int {
 		g.release(d, s)
 		g.recs[s].reset()
 		if err != nil {
-			t.done(err)
+			t.done(d.asLost(err))
 		} else {
 			d.issued(s, completion{done: t.done})
 		}
@@ -226,7 +226,7 @@ func (g *graphs) execTask(d *Device, tasks []task, i int) int {
 func (g *graphs) plain(d *Device, s int, done func(error), sig launchSig) {
 	if err := d.launch(s, &sig); err != nil {
 		g.recs[s].reset()
-		done(err)
+		done(d.asLost(err))
 		return
 	}
 	d.issued(s, completion{done: done})

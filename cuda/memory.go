@@ -38,7 +38,7 @@ func (d *Device) Alloc(kind device.MemKind, bytes int) (*device.Mem, error) {
 		m, err = d.alloc(kind, bytes)
 		return err
 	})
-	return m, err
+	return m, d.asLost(err)
 }
 
 // alloc runs on the owner thread.
@@ -111,6 +111,9 @@ func (d *Device) Free(m *device.Mem) error {
 	d.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("%w: %s did not allocate this %d-byte %s memory (it belongs to %s, or was freed already)", device.ErrBadOp, d.info.ID, m.Bytes, m.Kind, m.Device)
+	}
+	if d.Lost() != nil {
+		return nil // gone with the lost context; the driver would only fail
 	}
 	return d.Do(func(t *Thread) error { return d.freeMem(st) })
 }

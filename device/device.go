@@ -216,7 +216,22 @@ var (
 	// ErrOutOfMemory: an allocation did not fit; release buffers or use a
 	// device with more memory.
 	ErrOutOfMemory = errors.New("device: out of memory")
+	// ErrDeviceLost: the device can run nothing more in this process (a
+	// GPU kernel faulted and left the process's CUDA state unusable). The
+	// message names the first failure; restart the process to use the
+	// device again. Its allocations are gone.
+	ErrDeviceLost = errors.New("device: lost")
 )
+
+// Health is a device that can be lost while open (Device.Lost); the
+// runtime and the node agent ask it to refuse work early and to report
+// the device out of service.
+type Health interface {
+	// Lost is nil while the device works, else an error matching
+	// ErrDeviceLost that says why and what to do. Once lost, a device
+	// stays lost.
+	Lost() error
+}
 
 // Backend opens the devices of one kind. Backends register themselves with
 // RegisterBackend, usually from an init function of a package the program

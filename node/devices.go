@@ -296,10 +296,52 @@ func (d *devices) close() error {
 }
 
 // summary is the compact device list gossiped in the cluster metadata.
+// lostDevice is an exposed device that reports itself lost
+// (device.Health): a GPU whose context a faulting kernel made unusable.
+type lostDevice struct {
+	id  string
+	err error
+}
+
+// lostErr is dev's Lost, or nil for a device that cannot be lost.
+func lostErr(dev device.Device) error {
+	if h, ok := dev.(device.Health); ok {
+		return h.Lost()
+	}
+	return nil
+}
+
+// canLose reports whether any exposed device can be lost (watchDevices
+// has something to watch).
+func (d *devices) canLose() bool {
+	for _, dev := range d.list {
+		if _, ok := dev.(device.Health); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// lost lists the exposed devices that are lost, in list order.
+func (d *devices) lost() []lostDevice {
+	var out []lostDevice
+	for _, dev := range d.list {
+		if err := lostErr(dev); err != nil {
+			out = append(out, lostDevice{dev.Info().ID.String(), err})
+		}
+	}
+	return out
+}
+
+// summary is what the node gossips of its devices: the devices that are
+// not lost, by kind.
 func (d *devices) summary() []cluster.DeviceSummary {
 	byKind := map[device.Kind]*cluster.DeviceSummary{}
 	var kinds []device.Kind
 	for _, dev := range d.list {
+		if lostErr(dev) != nil {
+			continue
+		}
 		info := dev.Info()
 		s := byKind[info.ID.Kind]
 		if s == nil {
@@ -319,9 +361,17 @@ func (d *devices) summary() []cluster.DeviceSummary {
 	return out
 }
 
-func (d *devices) inventory() ([]proto.DeviceInv, []proto.MemoryInv) {
-	var devs []proto.DeviceInv
+// inventory lists the devices jobs can use and their memories; a lost
+// device and its own memory are left out (new jobs place nothing there),
+// and listed in lost as "id: why".
+func (d *devices) inventory() (devs []proto.DeviceInv, mems []proto.MemoryInv, lost []string) {
+	gone := map[device.Device]bool{}
 	for _, dev := range d.list {
+		if err := lostErr(dev); err != nil {
+			gone[dev] = true
+			lost = append(lost, fmt.Sprintf("%s: %v", dev.Info().ID, err))
+			continue
+		}
 		info := dev.Info()
 		inv := proto.DeviceInv{
 			ID: info.ID.String(), Name: info.Name, HostUnified: info.Caps.HostUnified,
@@ -332,10 +382,12 @@ func (d *devices) inventory() ([]proto.DeviceInv, []proto.MemoryInv) {
 		}
 		devs = append(devs, inv)
 	}
-	var mems []proto.MemoryInv
 	for _, m := range d.mems {
+		if gone[m.dev] && !m.host {
+			continue
+		}
 		mems = append(mems, proto.MemoryInv{ID: m.id, Device: m.dev.Info().ID.String(), Host: m.host, Bytes: m.bytes,
 			Budget: m.budget.Limit(), Used: m.budget.Used()})
 	}
-	return devs, mems
+	return devs, mems, lost
 }

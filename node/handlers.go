@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -297,6 +298,12 @@ func (n *Node) startHTTP() error {
 			http.Error(w, "starting", http.StatusServiceUnavailable)
 		case n.draining.Load():
 			http.Error(w, "draining", http.StatusServiceUnavailable)
+		case len(n.devs.lost()) > 0:
+			var why []string
+			for _, l := range n.devs.lost() {
+				why = append(why, fmt.Sprintf("%s lost (%v)", l.id, l.err))
+			}
+			http.Error(w, fmt.Sprintf("degraded %s: %s; restart acpp-node to use it again", n.cfg.Name, strings.Join(why, "; ")), http.StatusServiceUnavailable)
 		default:
 			fmt.Fprintf(w, "ok %s members=%d jobs=%d\n", n.cfg.Name, len(n.clp.Load().Members().Alive()), n.Jobs())
 		}

@@ -121,6 +121,15 @@ func (m *metrics) addCluster(cl func() *cluster.Cluster) {
 	)
 }
 
+// addDevicesLost exports how many of the node's devices are lost (a GPU
+// whose context a faulting kernel made unusable), read at each scrape.
+func (m *metrics) addDevicesLost(count func() int) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "acpp_node_devices_lost",
+		Help: "Devices of this node lost while it runs (a GPU whose CUDA context a job's faulting kernel made unusable): they run nothing more until acpp-node restarts; /healthz says which.",
+	}, func() float64 { return float64(count()) }))
+}
+
 // addCertificate exports the seconds until the node's certificate expires
 // (negative once expired), read when /metrics is scraped.
 func (m *metrics) addCertificate(notAfter time.Time) {

@@ -144,6 +144,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if n.devs, err = openDevices(ctx, cfg); err != nil {
 		return nil, err
 	}
+	n.met.addDevicesLost(func() int { return len(n.devs.lost()) })
 	for _, m := range n.devs.mems {
 		n.met.addMemory(m)
 		if m.host {
@@ -201,6 +202,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.wg.Add(2)
 	go n.watchMembers()
 	go n.reapLeases()
+	if n.devs.canLose() {
+		n.wg.Add(1)
+		go n.watchDevices()
+	}
 	n.ready.Store(true)
 	n.log.Info("node started", "quic", cc.QUICAddr, "gossip", n.cl.Addr().String(), "devices", len(n.devs.list), "memories", len(n.devs.mems))
 	ok = true
@@ -515,6 +520,42 @@ func (n *Node) reapLeases() {
 	}
 }
 
+// deviceWatch is how often watchDevices looks for lost devices.
+var deviceWatch = 500 * time.Millisecond
+
+// watchDevices notices a device lost while the node runs (a GPU whose
+// CUDA context a job's faulting kernel made unusable: nothing can run
+// there until the process restarts). It logs each loss once and gossips
+// the devices left, so that jobs opened from then on place nothing there;
+// /healthz and /metrics report the loss (they ask the devices themselves).
+func (n *Node) watchDevices() {
+	defer n.wg.Done()
+	t := time.NewTicker(deviceWatch)
+	defer t.Stop()
+	seen := map[string]bool{}
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		}
+		fresh := false
+		for _, l := range n.devs.lost() {
+			if !seen[l.id] {
+				seen[l.id], fresh = true, true
+				n.log.Error("device lost: it runs nothing more until acpp-node restarts; jobs using it fail, new jobs do not see it", "device", l.id, "error", l.err)
+			}
+		}
+		if fresh {
+			ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+			if err := n.cl.UpdateDevices(ctx, n.devs.summary()); err != nil {
+				n.log.Warn("gossiping the devices left after a loss", "error", err)
+			}
+			cancel()
+		}
+	}
+}
+
 // goFunc runs f on a goroutine owned by the node; once Close waits for
 // the node's goroutines, it runs f on the caller's instead (a late device
 // callback), so that Close never races with a new goroutine.
@@ -675,7 +716,7 @@ func (n *Node) Close() error {
 
 // Inventory is the node's inventory as MsgInventory returns it.
 func (n *Node) Inventory() *proto.Inventory {
-	devs, mems := n.devs.inventory()
+	devs, mems, lost := n.devs.inventory()
 	n.mu.Lock()
 	jobs := make([]*job, 0, len(n.jobs))
 	for _, j := range n.jobs {
@@ -692,7 +733,7 @@ func (n *Node) Inventory() *proto.Inventory {
 	return &proto.Inventory{
 		Node: n.cfg.Name, Devices: devs, Memories: mems, Jobs: len(jobs), Allocated: n.allocated.Load(),
 		MaxBytes: n.cfg.MaxBytes, MaxJobBytes: n.cfg.MaxJobBytes, Kernels: device.Kernels.Names(), Draining: n.draining.Load(),
-		KernelDecls: kernelDecls(device.Kernels), JobList: list,
+		KernelDecls: kernelDecls(device.Kernels), JobList: list, Lost: lost,
 	}
 }
 

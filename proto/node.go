@@ -367,6 +367,10 @@ type Inventory struct {
 	MaxJobBytes uint64   `msgpack:"mj,omitempty"`
 	Kernels     []string `msgpack:"k,omitempty"`
 	Draining    bool     `msgpack:"dr,omitempty"`
+	// Lost lists devices lost while the node runs ("cuda:0: why"), left
+	// out of Devices and Memories: a GPU whose context a faulting kernel
+	// made unusable until the node restarts.
+	Lost []string `msgpack:"lo,omitempty"`
 	// KernelDecls declare the kernels of Kernels: their parameters and the
 	// forms the node has, so that a client places a group only on devices
 	// whose node has a form for their backend, refuses a kernel declared

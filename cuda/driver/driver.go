@@ -3,6 +3,7 @@ package driver
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -27,6 +28,13 @@ var (
 	ErrNotReady = errors.New("cuda driver: not ready")
 	// ErrNoDevice is matched by an *Error with CUDA_ERROR_NO_DEVICE.
 	ErrNoDevice = errors.New("cuda driver: no CUDA-capable device")
+	// ErrContextLost is matched by an *Error whose code leaves the
+	// process's CUDA state unusable (a kernel faulted: an illegal or
+	// misaligned address, an illegal instruction, an invalid address space
+	// or PC, a hardware stack error, a failed launch). NVIDIA documents
+	// that every later CUDA call of the process returns the same error
+	// and that the process must be restarted to use CUDA again.
+	ErrContextLost = errors.New("cuda driver: the CUDA context is lost (a kernel faulted); restart the process to use the GPU again")
 )
 
 // Result is a CUresult.
@@ -45,6 +53,12 @@ const (
 	ErrorNotReady      Result = 600
 	ErrorIllegalAddr   Result = 700
 	ErrorLaunchOOR     Result = 701
+	ErrorHWStack       Result = 714
+	ErrorIllegalInstr  Result = 715
+	ErrorMisaligned    Result = 716
+	ErrorAddrSpace     Result = 717
+	ErrorInvalidPC     Result = 718
+	ErrorLaunchFailed  Result = 719
 	ErrorPeerEnabled   Result = 704
 	ErrorUnknown       Result = 999
 	errorUnresolved    Result = -1 // ours: the symbol did not resolve
@@ -59,7 +73,9 @@ var fallbackNames = map[Result]string{
 	209: "CUDA_ERROR_NO_BINARY_FOR_GPU", 218: "CUDA_ERROR_INVALID_PTX", 222: "CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
 	400: "CUDA_ERROR_INVALID_HANDLE", 500: "CUDA_ERROR_NOT_FOUND", 600: "CUDA_ERROR_NOT_READY",
 	700: "CUDA_ERROR_ILLEGAL_ADDRESS", 701: "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", 702: "CUDA_ERROR_LAUNCH_TIMEOUT",
-	704: "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED", 719: "CUDA_ERROR_LAUNCH_FAILED", 999: "CUDA_ERROR_UNKNOWN",
+	704: "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED", 714: "CUDA_ERROR_HARDWARE_STACK_ERROR", 715: "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+	716: "CUDA_ERROR_MISALIGNED_ADDRESS", 717: "CUDA_ERROR_INVALID_ADDRESS_SPACE", 718: "CUDA_ERROR_INVALID_PC",
+	719: "CUDA_ERROR_LAUNCH_FAILED", 999: "CUDA_ERROR_UNKNOWN",
 	-1: "unresolved symbol",
 }
 
@@ -93,6 +109,8 @@ func (e *Error) Is(target error) bool {
 		return e.Code == ErrorNoDevice
 	case ErrNotResolved:
 		return e.Code == errorUnresolved
+	case ErrContextLost:
+		return e.Code.ContextLost()
 	}
 	return false
 }
@@ -102,7 +120,26 @@ func (e *Error) Is(target error) bool {
 type Lib struct {
 	handle uintptr
 	addr   [numProcs]uintptr
+	// lost is the first error of a call that lost the process's CUDA
+	// state (ErrContextLost); nil while none did.
+	lost atomic.Pointer[Error]
 }
+
+// ContextLost reports whether r leaves the process's CUDA state unusable
+// (ErrContextLost).
+func (r Result) ContextLost() bool {
+	switch r {
+	case ErrorIllegalAddr, ErrorHWStack, ErrorIllegalInstr, ErrorMisaligned, ErrorAddrSpace, ErrorInvalidPC, ErrorLaunchFailed:
+		return true
+	}
+	return false
+}
+
+// Lost returns the first error of a call through l that lost the
+// process's CUDA state (it matches ErrContextLost), or nil while none did.
+// After it, every call fails: callers refuse new work at once instead of
+// letting it fail in the driver.
+func (l *Lib) Lost() *Error { return l.lost.Load() }
 
 // Open loads the driver library (path "" means DefaultLibrary) and resolves
 // every entry point in procs. It fails only when the library cannot be
@@ -162,7 +199,11 @@ func (l *Lib) call(p procID, args ...uintptr) error {
 		if r == ErrorNotReady {
 			return notReady[p]
 		}
-		return l.newError(p, r)
+		e := l.newError(p, r)
+		if r.ContextLost() {
+			l.lost.CompareAndSwap(nil, e)
+		}
+		return e
 	}
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/ebitengine/purego"
 )
 
 // TestProcsListed: every entry point has a symbol name and a documentation
@@ -240,5 +242,40 @@ func TestDriverSmoke(t *testing.T) {
 	}
 	if os.Getenv("ACPP_CUDA_VERBOSE") != "" {
 		t.Logf("ok")
+	}
+}
+
+// TestContextLostRecorded: a call that returns a code which loses the
+// process's CUDA state (a kernel fault) is recorded once, first error
+// kept, and matches ErrContextLost; other failures are not.
+func TestContextLostRecorded(t *testing.T) {
+	code := uintptr(ErrorOutOfMemory)
+	var l Lib
+	l.addr[pMemAlloc] = purego.NewCallback(func(p, size uintptr) uintptr { return code })
+	if _, err := l.MemAlloc(1); err == nil || errors.Is(err, ErrContextLost) || l.Lost() != nil {
+		t.Fatalf("out of memory: err %v, Lost %v; want an error that is no context loss", err, l.Lost())
+	}
+	code = uintptr(ErrorIllegalAddr)
+	_, err := l.MemAlloc(1)
+	if !errors.Is(err, ErrContextLost) {
+		t.Fatalf("CUDA_ERROR_ILLEGAL_ADDRESS: %v, want it to match ErrContextLost", err)
+	}
+	first := l.Lost()
+	if first == nil || first.Code != ErrorIllegalAddr {
+		t.Fatalf("Lost() = %v, want the illegal address error", first)
+	}
+	code = uintptr(ErrorLaunchFailed)
+	if _, err := l.MemAlloc(1); !errors.Is(err, ErrContextLost) || l.Lost() != first {
+		t.Errorf("a second loss: %v, Lost %v; want ErrContextLost and the first error kept", err, l.Lost())
+	}
+	for _, r := range []Result{ErrorHWStack, ErrorIllegalInstr, ErrorMisaligned, ErrorAddrSpace, ErrorInvalidPC} {
+		if !r.ContextLost() || !strings.HasPrefix(fallbackNames[r], "CUDA_ERROR_") {
+			t.Errorf("code %d: ContextLost %v, name %q", r, r.ContextLost(), fallbackNames[r])
+		}
+	}
+	for _, r := range []Result{ErrorLaunchOOR, ErrorInvalidValue, ErrorNotReady, ErrorInvalidPTX} {
+		if r.ContextLost() {
+			t.Errorf("code %d counted as a lost context", r)
+		}
 	}
 }

@@ -52,6 +52,7 @@ type Fake struct {
 	info      device.Info
 	shareable bool
 	inOrder   bool
+	lost      atomic.Pointer[error] // set by Lose
 
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -204,8 +205,29 @@ func (f *Fake) Stats() Stats {
 		Fills: f.fills.Load(), Launches: f.launches.Load(), CopyBytes: f.bytes.Load()}
 }
 
+var _ device.Health = (*Fake)(nil)
+
+// Lose makes the Fake lost, as a GPU whose context a faulting kernel made
+// unusable: from then on Lost reports why (matching device.ErrDeviceLost)
+// and Enqueue and Alloc refuse with it. Ops already queued still run.
+func (f *Fake) Lose(why string) {
+	err := fmt.Errorf("%w: %s: %s", device.ErrDeviceLost, f.info.ID, why)
+	f.lost.CompareAndSwap(nil, &err)
+}
+
+// Lost implements device.Health.
+func (f *Fake) Lost() error {
+	if p := f.lost.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
 // Alloc implements device.Device.
 func (f *Fake) Alloc(kind device.MemKind, bytes int) (*device.Mem, error) {
+	if err := f.Lost(); err != nil {
+		return nil, err
+	}
 	if bytes < 0 {
 		return nil, fmt.Errorf("%w: alloc of %d bytes", device.ErrBadOp, bytes)
 	}
@@ -249,6 +271,9 @@ func Bytes(m *device.Mem) ([]byte, error) {
 
 // Enqueue implements device.Device.
 func (f *Fake) Enqueue(queue int, op device.Op, done func(error)) error {
+	if err := f.Lost(); err != nil {
+		return err
+	}
 	var run func() error
 	switch op := op.(type) {
 	case device.CopyOp:

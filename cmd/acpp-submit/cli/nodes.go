@@ -150,6 +150,16 @@ func Status(ctx context.Context, cfg *ClusterConfig, w io.Writer) error {
 		for i, d := range inv.Devices {
 			devs[i] = d.ID
 		}
+		// A device lost while the node runs (a GPU whose context a
+		// faulting kernel made unusable) is out of service until the
+		// node restarts.
+		for _, l := range inv.Lost {
+			id, _, _ := strings.Cut(l, ": ")
+			devs = append(devs, id+"(lost)")
+			if state == "serving" {
+				state = "degraded"
+			}
+		}
 		jobs += inv.Jobs
 		ownOnly = ownOnly || inv.OwnJobsOnly
 		for _, j := range inv.JobList {

@@ -622,7 +622,11 @@ func (r *runner) drain(ctx context.Context, keep int) error {
 			if ctx.Err() != nil {
 				return fmt.Errorf("job %s stopped: %w", r.job.Name, context.Cause(ctx))
 			}
-			return r.job.At(p.g.Line, p.g.Path, fmt.Errorf("%s (command group #%d on %s) failed: %w", p.g.Label, p.g.ID, p.g.Device, err))
+			where := fmt.Sprintf("command group #%d", p.g.ID)
+			if p.g.Device != "" { // a cluster group that failed before its trace came names no device
+				where += " on " + p.g.Device
+			}
+			return r.job.At(p.g.Line, p.g.Path, fmt.Errorf("%s (%s) failed: %w", p.g.Label, where, err))
 		}
 	}
 	return nil
