@@ -85,7 +85,8 @@ type Group struct {
 	Range, Local, Offset Dims
 	Args                 []Arg
 	// Device pins the group to a device ("node/kind:index"); empty lets
-	// the placement policy choose.
+	// the placement policy choose. A split group is pinned with
+	// Split.Devices instead (Device and Split together are ErrInvalid).
 	Device string
 	// Split, when set, divides the range across devices; each accessor
 	// must then have a Map.

@@ -290,3 +290,46 @@ func TestParseCheckpointAndPolicy(t *testing.T) {
 		t.Errorf("ParseNodeLossPolicy(\"ignore\") = %v, nil; want an error", got)
 	}
 }
+
+// CheckpointAuto takes a checkpoint once Young's interval sqrt(2 × C × M)
+// has passed, M being NodeMTBF over the job's nodes: with the default (24
+// h per node) a short job takes none; with a tiny NodeMTBF it takes them as
+// it goes; with FailOnLoss (nothing to recover) never.
+func TestAutoCheckpointFollowsNodeMTBF_C5(t *testing.T) {
+	c := coordtest.Start(t, 1, coordtest.Options{})
+	ctx := testCtx(t)
+	run := func(mod func(*coordinator.Config)) *coordinator.Job {
+		j := openJob(t, c, mod)
+		b, _ := j.NewBuffer(coordinator.BufferSpec{Range: coordinator.Dims{1, 1, 256}, ElemSize: 4})
+		for i := range 8 {
+			if _, err := j.Submit(ctx, coordinator.Group{Kernel: "fill_f32", Range: coordinator.Dims{1, 1, 256},
+				Args: []coordinator.Arg{coordinator.Acc(coordinator.Accessor{Buffer: b, Mode: coordinator.ReadWrite}), coordinator.ScalarF32(float32(i))}}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(15 * time.Millisecond) // > sqrt(2 × 10 ms × 1 ms) = 4.5 ms
+		}
+		if err := j.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	tiny := run(func(cfg *coordinator.Config) { cfg.NodeMTBF = time.Millisecond })
+	deadline := time.Now().Add(10 * time.Second)
+	for tiny.Stats().Recovery.Checkpoints == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("NodeMTBF 1 ms: no checkpoint in 8 groups 15 ms apart (%+v)", tiny.Stats().Recovery)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for name, mod := range map[string]func(*coordinator.Config){
+		"the default NodeMTBF": nil,
+		"FailOnLoss":           func(cfg *coordinator.Config) { cfg.NodeMTBF, cfg.OnNodeLoss = time.Millisecond, coordinator.FailOnLoss },
+		"CheckpointOff": func(cfg *coordinator.Config) {
+			cfg.NodeMTBF, cfg.Checkpoint = time.Millisecond, coordinator.CheckpointOff
+		},
+	} {
+		if n := run(mod).Stats().Recovery.Checkpoints; n != 0 {
+			t.Errorf("with %s: %d checkpoints in a short job, want 0", name, n)
+		}
+	}
+}
