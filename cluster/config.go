@@ -39,7 +39,7 @@ type Config struct {
 	BindAddr string
 
 	// BindPort is the gossip port (UDP and TCP). 0 picks a free port; read
-	// the port actually bound with [Cluster.LocalAddr]. The LAN preset sets
+	// the port actually bound with [Cluster.Addr]. The LAN preset sets
 	// 7946 (memberlist's default).
 	BindPort int
 
@@ -300,9 +300,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DepartedRetention == 0 {
 		c.DepartedRetention = defaultRetention
-	} else if c.DepartedRetention < 0 {
-		c.DepartedRetention = 0
 	}
+	// A negative DepartedRetention (keep none) stays negative: Config()
+	// gives back what is in use, and 0 would read as the default.
 	c.Timing = c.Timing.withDefaults()
 	return c
 }

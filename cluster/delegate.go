@@ -138,7 +138,7 @@ func (c *Cluster) applyLocked(t EventType, m Member) {
 // pruneDepartedLocked forgets the oldest departed members beyond
 // Config.DepartedRetention.
 func (c *Cluster) pruneDepartedLocked() {
-	for len(c.mu.departed) > c.cfg.DepartedRetention {
+	for len(c.mu.departed) > max(c.cfg.DepartedRetention, 0) {
 		name := c.mu.departed[0]
 		c.mu.departed = c.mu.departed[1:]
 		if m, ok := c.mu.members[name]; ok && m.State != StateAlive && !slices.Contains(c.mu.departed, name) {

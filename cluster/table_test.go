@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -218,6 +219,27 @@ func TestDepartedRetention(t *testing.T) {
 		if _, ok := c.Member("alive"); !ok {
 			t.Errorf("retention %d: alive member pruned", tc.retention)
 		}
+	}
+}
+
+// TestConfigInUseMeansTheSame: Config() returns the configuration in use
+// with defaults applied; given back, it configures the same member. A
+// negative DepartedRetention (keep none) came back as 0, which means 256.
+func TestConfigInUseMeansTheSame(t *testing.T) {
+	for _, cfg := range []Config{
+		{DepartedRetention: -1, ReconnectInterval: -1},
+		{DepartedRetention: 3, EventBuffer: 7},
+		{},
+	} {
+		cfg.Name = "self"
+		once := cfg.withDefaults()
+		if twice := once.withDefaults(); !reflect.DeepEqual(once, twice) {
+			t.Errorf("withDefaults(%+v) = %+v, and again %+v: the config in use changes meaning when given back", cfg, once, twice)
+		}
+	}
+	c := newTableCluster(t, Config{DepartedRetention: -1})
+	if got := c.Config().DepartedRetention; got >= 0 {
+		t.Errorf("Config().DepartedRetention = %d for a member keeping no departed members, want it negative (0 means 256)", got)
 	}
 }
 

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"net"
 	"slices"
-	"strings"
+	"strconv"
 	"time"
 
 	"github.com/acpp/acpp/credentials"
@@ -169,8 +171,10 @@ func (c Config) Validate() error {
 	}
 	seen := map[string]bool{}
 	for i, a := range c.Nodes {
-		if !strings.Contains(a, ":") {
+		if host, port, err := net.SplitHostPort(a); err != nil || host == "" {
 			errs = append(errs, fmt.Errorf("Nodes[%d] = %q is not host:port", i, a))
+		} else if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
+			errs = append(errs, fmt.Errorf("Nodes[%d] = %q: port %q must be in [1, 65535]", i, a, port))
 		}
 		if seen[a] {
 			errs = append(errs, fmt.Errorf("Nodes[%d] = %q is listed twice", i, a))
@@ -198,8 +202,13 @@ func (c Config) Validate() error {
 	if c.NodeMTBF < 0 {
 		errs = append(errs, errors.New("NodeMTBF must not be negative"))
 	}
-	if c.NetworkBandwidth < 0 || c.LocalBandwidth < 0 {
-		errs = append(errs, errors.New("NetworkBandwidth and LocalBandwidth must not be negative"))
+	for _, bw := range []struct {
+		name string
+		v    float64
+	}{{"NetworkBandwidth", c.NetworkBandwidth}, {"LocalBandwidth", c.LocalBandwidth}} {
+		if bw.v < 0 || math.IsNaN(bw.v) || math.IsInf(bw.v, 0) {
+			errs = append(errs, fmt.Errorf("%s %v must be a finite number of bytes per second ≥ 0 (0 means the default)", bw.name, bw.v))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)

@@ -85,7 +85,8 @@ type Group struct {
 	Range, Local, Offset Dims
 	Args                 []Arg
 	// Device pins the group to a device ("node/kind:index"); empty lets
-	// the placement policy choose.
+	// the placement policy choose. A split group is pinned with
+	// Split.Devices instead (Device and Split together are ErrInvalid).
 	Device string
 	// Split, when set, divides the range across devices; each accessor
 	// must then have a Map.
@@ -320,8 +321,12 @@ func (j *Job) validate(g *Group) ([]device.Param, error) {
 			break
 		}
 	}
+	if g.Split != nil && g.Device != "" {
+		errs = append(errs, fmt.Errorf("Device %q and Split are both set; pin a split group's chunks with Split.Devices, or leave Device empty", g.Device))
+	}
 	var params []device.Param
-	if k, err := j.kernel(g.Kernel); err == nil {
+	k, kerr := j.kernel(g.Kernel)
+	if kerr == nil {
 		params = k.Params
 		if len(g.Args) != len(params) {
 			errs = append(errs, fmt.Errorf("kernel %q takes %d arguments, got %d", g.Kernel, len(params), len(g.Args)))
@@ -343,10 +348,54 @@ func (j *Job) validate(g *Group) ([]device.Param, error) {
 		}
 	}
 	j.mu.Unlock()
+	if len(errs) == 0 && kerr == nil {
+		// The nodes check the arguments against the same declaration
+		// (device.ValidateArgs, then the kernel's Check) and fail the
+		// whole job when they do not match: refuse them here instead,
+		// so that the job goes on. Address spaces depend on the device
+		// placement picks, so the nodes still check those.
+		if err := checkArgs(k, g, params); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("%w: kernel %q: %w", ErrInvalid, g.Kernel, err)
 	}
 	return params, nil
+}
+
+// argMem stands for a buffer's memory in checkArgs: which memory an
+// accessor ends up in is known only once the group is placed.
+var argMem = &device.Mem{Kind: device.MemDevice}
+
+// checkArgs checks g's arguments against k's declared parameters as a node
+// will (device.ValidateArgs: kinds, conversions between accessor variants,
+// element and scalar sizes, read-only data for constant parameters; then
+// device.CheckLaunch, the kernel's own Check), with each accessor taken in
+// the address space its parameter declares.
+func checkArgs(k *device.Kernel, g *Group, params []device.Param) error {
+	args := make([]device.Arg, len(g.Args))
+	for i, a := range g.Args {
+		switch {
+		case a.acc != nil:
+			kind := a.acc.Kind
+			if kind == 0 {
+				kind = params[i].Kind
+			}
+			b := a.acc.Buffer
+			args[i] = device.Arg{Kind: kind, Space: params[i].Space, Mem: argMem, ElemSize: b.geo.ElemSize,
+				Range: b.geo.Range, AccessRange: b.geo.Range, ReadOnly: a.acc.Mode == Read}
+		case a.local > 0:
+			args[i] = device.Arg{Kind: device.ArgLocal, Space: device.Local, LocalBytes: a.local}
+		default:
+			args[i] = device.Arg{Kind: device.ArgScalar, Space: device.Private, Scalar: a.scalar}
+		}
+	}
+	conv, err := device.ValidateArgs(k, args, 0)
+	if err != nil {
+		return err
+	}
+	return device.CheckLaunch(k, device.NDRange{Global: g.Range, Local: g.Local, Offset: g.Offset}, conv)
 }
 
 // capable lists the job's devices (not lost) that can run kernel: the

@@ -432,17 +432,25 @@ func (j *Job) Stats() Stats {
 	return s
 }
 
-// PageStates reports, for each allocation of the buffer (sorted: the
-// client first, then by node and memory), the page boxes of the given
-// element region that are up to date there (C2). A zero rng means the
-// whole buffer.
+// PageStates reports, for each allocation of the buffer (keyed "client"
+// or "node/mN", the node's name and memory), the page boxes of the given
+// element region that are up to date there (C2). A zero rng means from off
+// to the end of the buffer. A buffer that is not this job's, or was
+// released, is ErrInvalid.
 func (j *Job) PageStates(b *Buffer, off, rng Dims) (map[string][]coherence.Box, error) {
+	if b == nil {
+		return nil, fmt.Errorf("%w: PageStates of a nil buffer", ErrInvalid)
+	}
 	pages, err := b.pageRange(off, rng)
 	if err != nil {
 		return nil, err
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if j.bufs[b.id] != b {
+		// Another job's buffer may have the same ID as one of this job's.
+		return nil, fmt.Errorf("%w: PageStates: %s is not a buffer of this job (or was released)", ErrInvalid, b)
+	}
 	out := map[string][]coherence.Box{}
 	for _, a := range j.core.Allocations(b.id) {
 		outdated, err := j.core.Outdated(b.id, a, pages)

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -22,6 +23,10 @@ func TestConfigValidate(t *testing.T) {
 		{"valid", Config{Nodes: []string{"127.0.0.1:7947"}, Credentials: creds}, nil},
 		{"empty", Config{}, []string{"Nodes is empty", "Credentials are required"}},
 		{"bad address and duplicate", Config{Nodes: []string{"n1", "a:1", "a:1"}, Credentials: creds}, []string{`Nodes[0] = "n1" is not host:port`, `Nodes[2] = "a:1" is listed twice`}},
+		{"port outside 1–65535, no host", Config{Nodes: []string{"a:0", "a:70000", ":7947", "a:b:1"}, Credentials: creds}, []string{`Nodes[0] = "a:0": port "0" must be in [1, 65535]`, `Nodes[1] = "a:70000": port "70000"`, `Nodes[2] = ":7947" is not host:port`, `Nodes[3] = "a:b:1" is not host:port`}},
+		{"IPv6 and host names", Config{Nodes: []string{"[::1]:7947", "node-1.example:7947"}, Credentials: creds}, nil},
+		{"bandwidths that are not numbers", Config{Nodes: []string{"a:1"}, Credentials: creds, NetworkBandwidth: math.NaN(), LocalBandwidth: math.Inf(1)}, []string{"NetworkBandwidth NaN must be a finite number", "LocalBandwidth +Inf must be a finite number"}},
+		{"negative bandwidth", Config{Nodes: []string{"a:1"}, Credentials: creds, LocalBandwidth: -1}, []string{"LocalBandwidth -1"}},
 		{"bad placement and negative durations", Config{Nodes: []string{"a:1"}, Credentials: creds, Placement: 9, LostTimeout: -1}, []string{"Placement 9", "must not be negative"}},
 	}
 	for _, tt := range tests {

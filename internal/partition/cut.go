@@ -18,7 +18,8 @@ type Split struct {
 	// Along is the dimension to cut: SplitAuto (the zero value) picks the
 	// outermost dimension whose extent is larger than 1.
 	Along SplitDim
-	// Chunks is the number of chunks; 0 means one per device.
+	// Chunks is the number of chunks; 0 means one per device (a negative
+	// number is refused).
 	Chunks int
 	// Borders, when > 0, cuts a thin chunk of this many units (work-groups
 	// along the split dimension, or items without a work-group size) off
@@ -60,6 +61,9 @@ const (
 func (s *Split) Cut(off, rng, local Dims, devs int) ([]Chunk, []int, error) {
 	if s.Borders < 0 {
 		return nil, nil, fmt.Errorf("%w: Split.Borders %d is negative", ErrBadSplit, s.Borders)
+	}
+	if s.Chunks < 0 {
+		return nil, nil, fmt.Errorf("%w: Split.Chunks %d is negative; give a number of chunks ≥ 1, or 0 for one per device", ErrBadSplit, s.Chunks)
 	}
 	n := s.Chunks
 	if n == 0 {
