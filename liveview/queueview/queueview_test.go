@@ -310,3 +310,28 @@ func TestServeRefusesUnitWithoutProgress(t *testing.T) {
 		t.Errorf("jobs = %+v, want 3 of 10 iterations", j)
 	}
 }
+
+// A view of a closed queue shows its job done and no buffers, with no
+// error note (docs/LIVEVIEW.md: close the endpoint before the queue).
+func TestSnapshotOfClosedQueue(t *testing.T) {
+	ctx := context.Background()
+	q, err := acpp.NewQueue(ctx, acpp.WithCPUDevices(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := acpp.NewBufferFrom(q, make([]float32, 64), acpp.R1(64)); err != nil {
+		t.Fatal(err)
+	}
+	snap := queueview.Snapshot(q, queueview.Config{Title: "t"})
+	v := snap()
+	if len(v.Jobs) != 1 || v.Jobs[0].State != "running" || len(v.Buffers) != 1 {
+		t.Fatalf("open queue: jobs %+v, %d buffers; want t running with 1 buffer", v.Jobs, len(v.Buffers))
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	v = snap()
+	if len(v.Jobs) != 1 || v.Jobs[0].State != "done" || len(v.Buffers) != 0 || len(v.Notes) != 0 {
+		t.Errorf("closed queue: jobs %+v, buffers %+v, notes %q; want t done, no buffers, no notes", v.Jobs, v.Buffers, v.Notes)
+	}
+}
