@@ -30,9 +30,9 @@ func Shape(pages [3]int, max int) (cols, rows int) {
 	if p0 == 1 || q == 1 {
 		n := min(p0*q, max)
 		cols = min(n, maxSide)
-		return cols, (n + cols - 1) / cols
+		return cols, min((n+cols-1)/cols, max/cols) // a wrapped last row counts whole
 	}
-	cols = min(q, maxSide)
+	cols = min(q, maxSide, max) // max < 16 would leave no room for one row
 	rows = min(p0, max/cols)
 	cols = min(q, max/rows)
 	return cols, rows

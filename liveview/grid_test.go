@@ -126,3 +126,22 @@ func TestFrontier(t *testing.T) {
 		t.Errorf("Frontier = %q, want %q", got, want)
 	}
 }
+
+// Shape holds to its bound for every max, however small: a grid of more
+// than one row and column with max below 16 divided by zero.
+func TestShapeAnyMax(t *testing.T) {
+	for max := 1; max <= 300; max++ {
+		for _, pages := range [][3]int{{5, 100, 1}, {100, 5, 1}, {3, 3, 1}, {1, 40, 1}, {40, 1, 1}, {2, 2, 2}, {1 << 20, 1 << 10, 4}} {
+			cols, rows := Shape(pages, max)
+			if cols < 1 || rows < 1 || cols*rows > max {
+				t.Fatalf("Shape(%v, %d) = %d×%d, want at least 1×1 and at most %d cells", pages, max, cols, rows, max)
+			}
+			// Cells of that shape must fold the pages without a panic.
+			b := Buffer{Pages: pages, Cols: cols, Rows: rows}
+			b.AddAlloc("a", []coherence.Box{box(coherence.Dims{0, 0, 0}, coherence.Dims{1, 1, 1})}, nil)
+			if len(b.Allocs[0].Valid) != cols*rows {
+				t.Fatalf("Shape(%v, %d): %d cells, want %d", pages, max, len(b.Allocs[0].Valid), cols*rows)
+			}
+		}
+	}
+}

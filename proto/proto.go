@@ -381,8 +381,17 @@ func (s *PageSegment) Validate(maxBytes uint64) (uint64, error) {
 	}
 	// Segment i of n carries bytes [total·i/n, total·(i+1)/n): so the
 	// segments of a transfer cover its payload exactly once.
-	if lo, hi := total*uint64(s.Index)/uint64(s.Count), total*uint64(s.Index+1)/uint64(s.Count); s.Offset != lo || s.Offset+s.Length != hi {
+	// (total·i can exceed 64 bits when maxBytes allows more than 2^56
+	// bytes: the products are taken in 128.)
+	if lo, hi := mulDiv(total, uint64(s.Index), uint64(s.Count)), mulDiv(total, uint64(s.Index)+1, uint64(s.Count)); s.Offset != lo || s.Offset+s.Length != hi {
 		return 0, fmt.Errorf("%w: page segment %d of %d has bytes %d+%d; it must carry bytes %d to %d of %d", ErrMalformed, s.Index, s.Count, s.Offset, s.Length, lo, hi, total)
 	}
 	return total, nil
+}
+
+// mulDiv is a·b/c for b <= c, without overflow.
+func mulDiv(a, b, c uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	q, _ := bits.Div64(hi, lo, c) // hi < c since b <= c
+	return q
 }

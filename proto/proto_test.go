@@ -44,6 +44,7 @@ func TestPageSegmentValidate(t *testing.T) {
 	h := PageHeader{ElemSize: 1, Boxes: []Box{{Hi: [3]uint64{1, 1, 100}}}}
 	ref := h
 	ref.Ref = &PageRef{Host: "boot", PID: 1, Handle: []byte{1}, Bytes: 100}
+	huge := PageHeader{ElemSize: 4, Boxes: []Box{{Hi: [3]uint64{1 << 20, 1 << 20, 1 << 20}}}}
 	tests := []struct {
 		name string
 		s    PageSegment
@@ -61,6 +62,11 @@ func TestPageSegmentValidate(t *testing.T) {
 		{"by reference with a payload", PageSegment{Count: 1, Length: 100, Header: ref}, false},
 		{"zero count", PageSegment{Length: 100, Header: h}, false},
 		{"too many", PageSegment{Count: MaxSegments + 1, Length: 1, Header: h}, false},
+		// 2^62 bytes (no limit: Validate(0), or a MaxPageBytes that large):
+		// segment 5 of 8 is bytes 5·2^59 to 6·2^59. total·5 overflowed 64
+		// bits, which refused this segment and accepted 2^59+2^59.
+		{"huge, in place", PageSegment{Index: 5, Count: 8, Offset: 5 << 59, Length: 1 << 59, Header: huge}, true},
+		{"huge, where overflow put it", PageSegment{Index: 5, Count: 8, Offset: 1 << 59, Length: 1 << 59, Header: huge}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -67,3 +67,48 @@ func TestRequestBytesConfig(t *testing.T) {
 		t.Errorf("Validate with room for less than one frame = %v, want an error naming MaxRequestBytes", err)
 	}
 }
+
+// TestMaxIncomingStreamsTakesEffect: a node with MaxIncomingStreams 2
+// serves at most two requests of one connection at once; the third waits
+// for a stream (docs/TRANSPORT.md, Limits) and is served once one ends.
+func TestMaxIncomingStreamsTakesEffect(t *testing.T) {
+	var d directory
+	n1 := startNode(t, &d, "n1", nil)
+	n2 := startNode(t, &d, "n2", func(c *Config) { c.MaxIncomingStreams = 2 })
+	unblock := make(chan struct{})
+	entered := make(chan struct{}, 4)
+	HandleFunc(n2, msgBlock, func(ctx context.Context, _ credentials.Identity, req *echoReq) (*echoResp, error) {
+		entered <- struct{}{}
+		select {
+		case <-unblock:
+		case <-ctx.Done():
+		}
+		return &echoResp{Text: req.Text}, nil
+	})
+	ctx := testCtx(t)
+	done := make(chan error, 3)
+	for range 3 {
+		go func() { done <- n1.Call(ctx, credentials.Node("n2"), msgBlock, &echoReq{Text: "x"}, nil) }()
+	}
+	for range 2 {
+		select {
+		case <-entered:
+		case <-ctx.Done():
+			t.Fatal("two requests never reached their handlers")
+		}
+	}
+	select {
+	case <-entered:
+		t.Fatal("a third request is served while two hold the connection's MaxIncomingStreams 2")
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(unblock)
+	for range 3 {
+		if err := <-done; err != nil {
+			t.Fatalf("call: %v", err)
+		}
+	}
+	if len(entered) != 1 {
+		t.Errorf("%d more requests served after the first two, want 1", len(entered))
+	}
+}

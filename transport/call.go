@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -33,7 +34,9 @@ func (r Request) Decode(v any) error {
 // transport closes. For a request, resp (nil allowed) is encoded as the
 // reply, or err is returned to the caller as a *RemoteError (return a
 // *proto.ErrorReply to choose the code). For a one-way message resp is
-// dropped and err is logged.
+// dropped and err is logged. A handler that panics does not take the
+// process down: the panic is logged with its stack and the caller gets
+// CodeInternal.
 type Handler func(ctx context.Context, from credentials.Identity, req Request) (resp any, err error)
 
 // Handle registers h for messages of type typ (at least
@@ -341,7 +344,7 @@ func (t *Transport) serveRequest(c *conn, s *quic.Stream, env proto.Envelope, bo
 	ctx, cancel := t.handlerContext(s.Context(), env.Timeout)
 	defer cancel()
 	t.counters(c.peer).callsRecv.Add(1)
-	resp, err := h(ctx, c.peer, Request{Type: env.Type, body: body})
+	resp, err := t.runHandler(ctx, h, c.peer, Request{Type: env.Type, body: body})
 	if err == nil {
 		err = t.replyFrame(c, s, proto.MsgReply, resp, last)
 		if errors.Is(err, ErrFrameTooLarge) {
@@ -415,7 +418,23 @@ func (t *Transport) handleOneWay(c *conn, s *quic.ReceiveStream) {
 	ctx, cancel := t.handlerContext(c.qc.Context(), env.Timeout)
 	defer cancel()
 	t.counters(c.peer).callsRecv.Add(1)
-	if _, err := h(ctx, c.peer, Request{Type: env.Type, body: body}); err != nil {
+	if _, err := t.runHandler(ctx, h, c.peer, Request{Type: env.Type, body: body}); err != nil {
 		t.log.Warn("one-way handler failed", "peer", c.peer.String(), "type", env.Type.String(), "error", err)
 	}
+}
+
+// runHandler calls h. A handler that panics does not take the process
+// down with it (no message may take a node down): the panic and its stack
+// are logged as an error, and the caller gets CodeInternal saying so. As
+// with net/http, what the handler held when it panicked is its own to
+// clean up (deferred unlocks run); a panic is a bug to report.
+func (t *Transport) runHandler(ctx context.Context, h Handler, from credentials.Identity, req Request) (resp any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			t.log.Error("handler panicked", "peer", from.String(), "type", req.Type.String(), "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			resp, err = nil, &proto.ErrorReply{Code: proto.CodeInternal, Message: fmt.Sprintf(
+				"%s: the handler of %v panicked: %v (a bug: please report it with %s's log)", t.self, req.Type, p, t.self)}
+		}
+	}()
+	return h(ctx, from, req)
 }

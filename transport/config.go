@@ -12,8 +12,9 @@ import (
 	"github.com/acpp/acpp/proto"
 )
 
-// Config configures a Transport. Credentials and Cluster are required;
-// every other field has a documented default for its zero value.
+// Config configures a Transport. Credentials are required (the cluster's
+// name comes from them); every other field has a documented default for
+// its zero value.
 type Config struct {
 	// Credentials are this process's certificate, key and cluster CA
 	// (required). Their identity is the name and role the transport

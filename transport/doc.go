@@ -42,7 +42,9 @@
 // Transport's methods are safe for concurrent use. Each incoming message
 // runs its handler on its own goroutine; Close cancels the handlers'
 // contexts and waits for them and for every other goroutine the transport
-// started.
+// started. A handler (or page handler) that panics is recovered: the
+// panic is logged with its stack, the caller gets CodeInternal (a page
+// transfer CodeRefused), and the transport goes on serving.
 //
 // # Errors
 //

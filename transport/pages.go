@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
@@ -70,7 +71,8 @@ func (s PageSink) after(err error) {
 // it with the segments already on the wire; such a transfer ends with
 // Done(err). An error refuses the
 // transfer: the sender gets a *RemoteError with code CodeRefused (or the
-// code of a returned *proto.ErrorReply).
+// code of a returned *proto.ErrorReply); so does a panic, which is logged
+// with its stack.
 type PageHandler func(ctx context.Context, from credentials.Identity, h *proto.PageHeader) (PageSink, error)
 
 // HandlePages registers the handler for incoming page transfers. Without
@@ -566,8 +568,15 @@ func (t *Transport) receiveSegment(c *conn, s *quic.Stream, env proto.Envelope, 
 		refuse(&proto.ErrorReply{Code: proto.CodeRefused, Message: t.self.String() + " accepts no page transfers"})
 		return false
 	}
-	ask := func() (PageSink, error) {
-		sink, err := h(ctx, c.peer, &seg.Header)
+	ask := func() (sink PageSink, err error) {
+		defer func() { // as runHandler: a panicking handler refuses the transfer
+			if p := recover(); p != nil {
+				t.log.Error("page handler panicked", "peer", c.peer.String(), "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+				sink, err = PageSink{}, &proto.ErrorReply{Code: proto.CodeRefused, Message: fmt.Sprintf(
+					"%s: the page handler panicked: %v (a bug: please report it with %s's log)", t.self, p, t.self)}
+			}
+		}()
+		sink, err = h(ctx, c.peer, &seg.Header)
 		if err != nil {
 			return sink, err
 		}

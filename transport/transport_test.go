@@ -558,3 +558,34 @@ func TestDialNobodyFailsInTime(t *testing.T) {
 		t.Errorf("call to a node Resolve does not know: %v, want ErrNoRoute with Resolve's reason", err)
 	}
 }
+
+// TestOversizedHelloRefused: a Hello frame is read with a limit of 64 KiB
+// (docs/TRANSPORT.md, Limits), whichever side sends it; the connection is
+// refused, and the other side stays up and serves the next honest peer.
+func TestOversizedHelloRefused(t *testing.T) {
+	big := func(h *proto.Hello) { h.Software = strings.Repeat("x", 70<<10) }
+	for _, side := range []string{"dialer", "listener"} {
+		t.Run("forged by "+side, func(t *testing.T) {
+			var d directory
+			forge := func(who string) func(*Config) {
+				return func(c *Config) {
+					if who == side {
+						c.helloHook = big
+					}
+				}
+			}
+			n1 := startNode(t, &d, "n1", forge("dialer"))
+			n2 := startNode(t, &d, "n2", forge("listener"))
+			registerEcho(n2)
+			err := n1.Call(testCtx(t), credentials.Node("n2"), msgEcho, &echoReq{}, nil)
+			if err == nil || !(errors.Is(err, ErrFrameTooLarge) || errors.Is(err, ErrMalformed)) {
+				t.Fatalf("Call with a 70 KiB Hello from the %s: error %v, want the Hello refused as too large", side, err)
+			}
+			eventually(t, "n2 drops the refused connection", func() bool { return n2.connCount() == 0 })
+			n3 := startNode(t, &d, "n3", nil)
+			if err := n3.Call(testCtx(t), credentials.Node("n2"), msgEcho, &echoReq{Text: "hi"}, nil); side == "dialer" && err != nil {
+				t.Errorf("n2 after refusing n1's Hello: %v", err)
+			}
+		})
+	}
+}

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/acpp/acpp"
@@ -30,5 +32,36 @@ func TestPolyEmbedded(t *testing.T) {
 		if y != want {
 			t.Fatalf("y[%d] = %v, want %v", i, y, want)
 		}
+	}
+}
+
+// The program as its README runs it: the embedded run prints the crc32 of
+// y; flags it cannot honour fail with a message instead of a panic (-n -5
+// panicked in make) or a silent no-op (-steps -1 ran nothing and printed
+// the initial y).
+func TestCustomNodeProgramFlags(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"-n", "1000", "-steps", "2"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "custom.poly: 1000 elements, 2 steps, crc32 ") {
+		t.Errorf("output %q, want the run's summary", out.String())
+	}
+	for _, args := range [][]string{{"-n", "-5"}, {"-n", "0"}, {"-n", "1"}, {"-steps", "-1"}, {"extra"}} {
+		out.Reset()
+		if err := run(context.Background(), args, &out); err == nil {
+			t.Errorf("run(%q) = nil (output %q), want an error", args, out.String())
+		}
+	}
+	q, err := acpp.NewQueue(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if _, err := poly.Run(context.Background(), q, -5, 1); err == nil {
+		t.Error("poly.Run(n = -5) = nil error")
+	}
+	if _, err := poly.Run(context.Background(), q, 10, -1); err == nil {
+		t.Error("poly.Run(steps = -1) = nil error")
 	}
 }

@@ -38,7 +38,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8090", "where to serve the live view (keep it on loopback: it has no authentication)")
 	fs.IntVar(&c.n, "n", 1024, "grid size (n×n float32)")
 	fs.IntVar(&c.iters, "iters", 4000, "iterations")
-	fs.IntVar(&c.report, "report", 100, "read the middle row on the host every this many iterations")
+	fs.IntVar(&c.report, "report", 100, "read one row near the hot edge on the host every this many iterations (>= 1)")
 	fs.DurationVar(&c.linger, "linger", 0, "keep serving the view this long after the run (Ctrl-C ends it)")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"time"
 
@@ -28,6 +29,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if *n <= 0 {
 		return fmt.Errorf("-n %d: the length must be > 0", *n)
+	}
+	if f := float64(float32(*a)); math.IsNaN(f) || math.IsInf(f, 0) {
+		return fmt.Errorf("-a %v: a must be a finite float32 (the check compares every element)", *a)
 	}
 	if *form != "closure" && *form != "named" {
 		return fmt.Errorf("-kernel %q: use closure or named", *form)

@@ -33,4 +33,11 @@ func TestSaxpyExample(t *testing.T) {
 	if err := run(context.Background(), []string{"-n", "0"}, &out); err == nil {
 		t.Fatal("-n 0 accepted")
 	}
+	// An a that is no finite float32 is refused up front (it failed the
+	// element check with "y[0] = NaN, want NaN").
+	for _, a := range []string{"NaN", "Inf", "1e39"} {
+		if err := run(context.Background(), []string{"-n", "10", "-a", a}, &out); err == nil || !strings.Contains(err.Error(), "finite") {
+			t.Errorf("-a %s: %v, want refused as not finite", a, err)
+		}
+	}
 }

@@ -38,7 +38,9 @@ type Config struct {
 	// Progress reports the program's progress in Unit ("iterations");
 	// without it the job shows the command groups submitted so far.
 	Progress func() (done, planned int)
-	Unit     string
+	// Unit names what Progress counts; Serve refuses a Unit without
+	// Progress (it would show nothing).
+	Unit string
 	// Interval and Logger are as in liveview.Config.
 	Interval time.Duration
 	Logger   *slog.Logger
@@ -57,10 +59,6 @@ func Snapshot(q *acpp.Queue, cfg Config) func() liveview.View {
 	if cluster {
 		source = "Go program, cluster (pages as the job's coordinator plans them)"
 	}
-	// The devices and budgets of a local queue do not change; a cluster
-	// queue's job adds the nodes that join the cluster while it runs, so
-	// its members are read at every view.
-	members := Members(q)
 	name := func(_ int, b acpp.BufferPages) string {
 		if n := cfg.Names[b.ID]; n != "" {
 			return n
@@ -74,10 +72,10 @@ func Snapshot(q *acpp.Queue, cfg Config) func() liveview.View {
 			job.Done, job.Planned = cfg.Progress()
 			job.Unit = cfg.Unit
 		}
-		v := liveview.View{Title: title, Source: source, Members: members}
-		if cluster {
-			v.Members = Members(q)
-		}
+		// Read at every view: a local queue's memory in use changes as
+		// buffers are allocated and freed, and a cluster queue's job adds
+		// the nodes that join the cluster while it runs.
+		v := liveview.View{Title: title, Source: source, Members: Members(q)}
 		for _, l := range st.Links {
 			v.Links = append(v.Links, liveview.Link{From: l.From, To: l.To, Bytes: l.Bytes})
 		}
@@ -161,6 +159,9 @@ func Members(q *acpp.Queue) []liveview.Member {
 func Serve(ctx context.Context, q *acpp.Queue, addr string, cfg Config) (*liveview.Endpoint, error) {
 	if q == nil {
 		return nil, errors.New("queueview: Serve got a nil queue")
+	}
+	if cfg.Unit != "" && cfg.Progress == nil {
+		return nil, fmt.Errorf("queueview: Config.Unit %q without Config.Progress: the job counts command groups; give Progress the function that counts %s, or leave Unit empty", cfg.Unit, cfg.Unit)
 	}
 	return liveview.Serve(ctx, addr, liveview.Config{Snapshot: Snapshot(q, cfg), Interval: cfg.Interval, Logger: cfg.Logger})
 }

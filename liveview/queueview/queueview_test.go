@@ -229,3 +229,109 @@ func TestClusterViewShowsJoinedNode(t *testing.T) {
 		t.Errorf("members after n1 joined the job: %v, want [n0 n1]", names)
 	}
 }
+
+// Each view reads the memory in use now: a buffer allocated after the
+// view was set up shows in the host memory's Used (the view read the
+// budgets once, at Snapshot, and showed that figure for the whole run).
+func TestSnapshotMemoryUseIsCurrent(t *testing.T) {
+	ctx := context.Background()
+	q, err := acpp.NewQueue(ctx, acpp.WithCPUDevices(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	snap := queueview.Snapshot(q, queueview.Config{})
+	hostUsed := func(v liveview.View) uint64 {
+		t.Helper()
+		if len(v.Members) != 1 {
+			t.Fatalf("members = %+v, want this machine", v.Members)
+		}
+		for _, m := range v.Members[0].Memory {
+			if m.Name == "host" {
+				return m.Used
+			}
+		}
+		t.Fatalf("memory = %+v, want the host's", v.Members[0].Memory)
+		return 0
+	}
+	before := hostUsed(snap())
+	const n = 1 << 20
+	b, err := acpp.NewBuffer[float32](q, acpp.R1(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Submit(func(h *acpp.Handler) error {
+		w := acpp.WriteRaw(h, b, acpp.NoInit)
+		h.ParallelFor(acpp.R1(n), func(it acpp.Item) { w.Set(it.ID(0), 1) })
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	budgetUsed := uint64(0)
+	for _, m := range q.MemoryBudgets() {
+		if m.Host {
+			budgetUsed = m.Used
+		}
+	}
+	if budgetUsed < before+4*n {
+		t.Fatalf("MemoryBudgets host Used = %d after a 4 MiB buffer, was %d: the queue does not count it", budgetUsed, before)
+	}
+	if after := hostUsed(snap()); after != budgetUsed {
+		t.Errorf("view's host memory in use = %d, want %d (MemoryBudgets now; %d before the buffer)", after, budgetUsed, before)
+	}
+}
+
+// Config.Unit names what Progress counts: without Progress there is
+// nothing for it to name, and Serve says so rather than ignoring it.
+func TestServeRefusesUnitWithoutProgress(t *testing.T) {
+	ctx := context.Background()
+	q, err := acpp.NewQueue(ctx, acpp.WithCPUDevices(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	ui, err := queueview.Serve(ctx, q, "127.0.0.1:0", queueview.Config{Unit: "iterations"})
+	if err == nil {
+		ui.Close()
+		t.Fatal("Serve with Unit and no Progress = nil error")
+	}
+	if !strings.Contains(err.Error(), "Progress") {
+		t.Errorf("error %q, want it to name Progress", err)
+	}
+	ui, err = queueview.Serve(ctx, q, "127.0.0.1:0", queueview.Config{Unit: "iterations", Progress: func() (int, int) { return 3, 10 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ui.Close()
+	if j := getView(t, ui.URL()).Jobs; len(j) != 1 || j[0].Done != 3 || j[0].Planned != 10 || j[0].Unit != "iterations" {
+		t.Errorf("jobs = %+v, want 3 of 10 iterations", j)
+	}
+}
+
+// A view of a closed queue shows its job done and no buffers, with no
+// error note (docs/LIVEVIEW.md: close the endpoint before the queue).
+func TestSnapshotOfClosedQueue(t *testing.T) {
+	ctx := context.Background()
+	q, err := acpp.NewQueue(ctx, acpp.WithCPUDevices(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := acpp.NewBufferFrom(q, make([]float32, 64), acpp.R1(64)); err != nil {
+		t.Fatal(err)
+	}
+	snap := queueview.Snapshot(q, queueview.Config{Title: "t"})
+	v := snap()
+	if len(v.Jobs) != 1 || v.Jobs[0].State != "running" || len(v.Buffers) != 1 {
+		t.Fatalf("open queue: jobs %+v, %d buffers; want t running with 1 buffer", v.Jobs, len(v.Buffers))
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	v = snap()
+	if len(v.Jobs) != 1 || v.Jobs[0].State != "done" || len(v.Buffers) != 0 || len(v.Notes) != 0 {
+		t.Errorf("closed queue: jobs %+v, buffers %+v, notes %q; want t done, no buffers, no notes", v.Jobs, v.Buffers, v.Notes)
+	}
+}

@@ -2,6 +2,7 @@ package poly
 
 import (
 	"context"
+	"fmt"
 	"hash/crc32"
 	"unsafe"
 
@@ -9,7 +10,11 @@ import (
 )
 
 // Run launches custom.poly steps times over n elements on q and returns y.
+// It refuses n < 1 and steps < 0.
 func Run(ctx context.Context, q *acpp.Queue, n, steps int) ([]float32, error) {
+	if n < 1 || steps < 0 {
+		return nil, fmt.Errorf("poly.Run: need n >= 1 and steps >= 0 (got %d, %d)", n, steps)
+	}
 	Register() // embedded, it runs here; on a cluster, its arguments are checked here
 	xs, ys := make([]float32, n), make([]float32, n)
 	for i := range xs {

@@ -1,0 +1,81 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/acpp/acpp/credentials"
+	"github.com/acpp/acpp/proto"
+)
+
+// TestPanickingHandlerDoesNotTakeTheNodeDown: no message can take a node
+// down, not even one that makes a handler panic. A request is answered
+// with CodeInternal naming the panic, a one-way message and a page
+// transfer are refused, and the node goes on serving the next ones.
+func TestPanickingHandlerDoesNotTakeTheNodeDown(t *testing.T) {
+	var d directory
+	n1 := startNode(t, &d, "n1", nil)
+	n2 := startNode(t, &d, "n2", nil)
+	notes := make(chan string, 4)
+	HandleFunc(n2, msgEcho, func(_ context.Context, _ credentials.Identity, req *echoReq) (*echoResp, error) {
+		if req.Text == "boom" {
+			var m map[string]int
+			m["x"] = 1 // a nil map: the handler's bug
+		}
+		return &echoResp{Text: req.Text}, nil
+	})
+	HandleFunc(n2, msgNote, func(_ context.Context, _ credentials.Identity, req *echoReq) (*struct{}, error) {
+		if req.Text == "boom" {
+			panic("one-way handler bug")
+		}
+		notes <- req.Text
+		return nil, nil
+	})
+	store := &pageStore{bufs: map[uint64]*testBuffer{1: {rng: [3]uint64{1, 1, 100}, elem: 1, data: make([]byte, 100)}}}
+	n2.HandlePages(func(ctx context.Context, from credentials.Identity, h *proto.PageHeader) (PageSink, error) {
+		if h.Job == 666 {
+			panic("page handler bug")
+		}
+		return store.handler(ctx, from, h)
+	})
+	ctx := testCtx(t)
+	peer := credentials.Node("n2")
+
+	err := n1.Call(ctx, peer, msgEcho, &echoReq{Text: "boom"}, nil)
+	var re *RemoteError
+	if !errors.As(err, &re) || re.Code != proto.CodeInternal || !strings.Contains(err.Error(), "panicked") {
+		t.Fatalf("call whose handler panics: %v, want CodeInternal saying it panicked", err)
+	}
+	var resp echoResp
+	if err := n1.Call(ctx, peer, msgEcho, &echoReq{Text: "after"}, &resp); err != nil || resp.Text != "after" {
+		t.Fatalf("call after the panic: %q, %v", resp.Text, err)
+	}
+
+	if err := n1.Send(ctx, peer, msgNote, &echoReq{Text: "boom"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n1.Send(ctx, peer, msgNote, &echoReq{Text: "next"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-notes:
+		if got != "next" {
+			t.Errorf("one-way message %q, want next", got)
+		}
+	case <-ctx.Done():
+		t.Fatal("the one-way message after the panic did not arrive")
+	}
+
+	bad := proto.PageHeader{Job: 666, Buffer: 1, ElemSize: 1, Boxes: []proto.Box{{Hi: [3]uint64{1, 1, 100}}}}
+	src := [][]byte{make([]byte, 100)}
+	if err := n1.SendPages(ctx, peer, &bad, src); !errors.As(err, &re) || re.Code != proto.CodeRefused || !strings.Contains(err.Error(), "panicked") {
+		t.Fatalf("transfer whose page handler panics: %v, want CodeRefused saying it panicked", err)
+	}
+	good := bad
+	good.Job = 1
+	if err := n1.SendPages(ctx, peer, &good, src); err != nil {
+		t.Fatalf("transfer after the panic: %v", err)
+	}
+}
