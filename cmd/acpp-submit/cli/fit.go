@@ -165,7 +165,7 @@ func checkStepDevices(job *jobfile.Job, infos []device.Info) error {
 		if s.Kind != jobfile.KernelStep || slices.ContainsFunc(infos, func(d device.Info) bool { return runs(s, d) }) {
 			return
 		}
-		errs = append(errs, job.At(s.Line, s.Path, fmt.Errorf("no device here runs kernel %q (devices: %s): it has no implementation for them; run it on a machine with a device that does (a job's own PTX or CUDA C kernel needs a CUDA GPU) or with --cluster", s.Kernel, strings.Join(have, ", "))))
+		errs = append(errs, job.At(s.Line, s.Path, fmt.Errorf("no device here runs kernel %q (devices: %s): it has no implementation for them; run it on a machine with a device that does (a job's own PTX or CUDA C kernel needs a CUDA GPU) or with --cluster (%w)", s.Kernel, strings.Join(have, ", "), device.ErrNoImplementation)))
 	})
 	if len(errs) > 0 {
 		return errs

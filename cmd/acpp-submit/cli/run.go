@@ -282,6 +282,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if r.eng, err = openEngine(ctx, cfg, log); err != nil {
 		return nil, err
 	}
+	if cfg.Cluster == nil {
+		// What check finds, before anything runs: a step no local device
+		// can run would fail only once the steps before it have run.
+		if err := checkStepDevices(job, r.eng.q.Devices()); err != nil {
+			_ = r.eng.close(res)
+			return nil, err
+		}
+	}
 	res.Devices = r.eng.devices()
 	res.Start = time.Now()
 	if view != nil {

@@ -42,8 +42,13 @@ func TestRunCUDASourceKernel(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "kernels", "saxpy_sq.cu"), cu, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err = run()
-	if err == nil || !strings.Contains(err.Error(), "no implementation that cpu:0 runs") || !strings.Contains(err.Error(), "saxpy_sq@") {
+	// Refused before anything runs (the buffers' init steps came first),
+	// as check refuses it.
+	res, err := Run(context.Background(), Config{JobFile: job, Params: map[string]string{"n": "64"}, OutDir: t.TempDir(), Devices: []string{"cpu"}})
+	if err == nil || !strings.Contains(err.Error(), `no device here runs kernel "saxpy_sq" (devices: cpu:0)`) {
 		t.Fatalf("Run on the CPU = %v, want the step refused: a CUDA C kernel runs on GPUs only", err)
+	}
+	if res != nil && res.Count != 0 {
+		t.Errorf("Run on the CPU ran %d command groups before refusing the job, want none", res.Count)
 	}
 }
