@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Program is CUDA C source to compile.
@@ -113,6 +114,9 @@ type Compiler struct {
 	// raw runs NVRTC; tests replace it to count compilations without a
 	// library.
 	raw func(l *Lib, p Program, opts []string) ([]byte, string, error)
+	// worker, when set (UseWorker), runs compilations in processes of
+	// their own instead of raw.
+	worker atomic.Pointer[Worker]
 }
 
 // NewCompiler returns a compiler; nothing is loaded until Compile.
@@ -204,7 +208,11 @@ func (c *Compiler) Compile(p Program, major, minor int) (*Result, error) {
 		return &Result{PTX: ptx, Arch: arch, Cached: true, Key: key}, nil
 	}
 	opts := append([]string{fmt.Sprintf("--gpu-architecture=compute_%d", arch)}, p.Options...)
-	ptx, log, err := c.raw(lib, p, opts)
+	run := c.raw
+	if w := c.worker.Load(); w != nil {
+		run = w.compile
+	}
+	ptx, log, err := run(lib, p, opts)
 	if err != nil {
 		return nil, err
 	}

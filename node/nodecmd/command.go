@@ -29,6 +29,7 @@ import (
 
 	"github.com/acpp/acpp/credentials"
 	_ "github.com/acpp/acpp/cuda" // registers the CUDA backend: GPUs are found when a driver is present
+	"github.com/acpp/acpp/cuda/nvrtc"
 	"github.com/acpp/acpp/kernels"
 	"github.com/acpp/acpp/node"
 	"github.com/acpp/acpp/proto"
@@ -56,8 +57,38 @@ func Command(stdout io.Writer, lookupEnv func(string) (string, bool)) *cobra.Com
 		SilenceErrors: true,
 	}
 	root.SetOut(stdout)
-	root.AddCommand(newRun(lookupEnv), newCredentials(stdout), newDrain(stdout, getenv))
+	root.AddCommand(newRun(lookupEnv), newCredentials(stdout), newDrain(stdout, getenv), newNVRTCWorker())
 	return root
+}
+
+// nvrtcWorker is the hidden command a node runs each compilation of a
+// job's CUDA C in (nvrtc.Worker): NVRTC runs inside whatever process calls
+// it, and a source that crashed it, or made it run or grow without bound,
+// would otherwise take the node down with it.
+const nvrtcWorker = "nvrtc-worker"
+
+func newNVRTCWorker() *cobra.Command {
+	return &cobra.Command{
+		Use:    nvrtcWorker,
+		Short:  "compile one CUDA C program for the node that started this process (not for use by hand)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return nvrtc.ServeWorker(cmd.InOrStdin(), cmd.OutOrStdout())
+		},
+	}
+}
+
+// compileInWorkers makes the process's NVRTC compilations (the CUDA
+// backend's) run in this executable's nvrtc-worker command.
+func compileInWorkers(log *slog.Logger) {
+	exe, err := os.Executable()
+	if err == nil {
+		err = nvrtc.Default.UseWorker(nvrtc.Worker{Command: []string{exe, nvrtcWorker}})
+	}
+	if err != nil {
+		log.Warn("jobs' CUDA C will compile inside the node process: its own executable cannot be started as a compiler worker", "error", err)
+	}
 }
 
 func newRun(lookupEnv func(string) (string, bool)) *cobra.Command {
@@ -119,6 +150,7 @@ _ for -), else its default. See docs/OPERATIONS.md.`,
 				}
 			}()
 			cfg.ReloadKeys = reload
+			compileInWorkers(log)
 			if err := node.Run(ctx, cfg); err != nil {
 				return err
 			}
