@@ -175,6 +175,16 @@ By default a job runs on the embedded runtime: the CPU and the GPUs of this mach
 	return root
 }
 
+// noArgs refuses arguments as a usage error (exit 2): `acpp-submit nodes
+// extra` is an unknown command, as `acpp-submit extra` is (cobra.NoArgs's
+// error alone made it exit 1).
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageError{fmt.Errorf("unknown command %q for %q: it takes no arguments (see %s --help)", args[0], cmd.CommandPath(), cmd.CommandPath())}
+	}
+	return nil
+}
+
 func exactlyOneJob(cmd *cobra.Command, args []string) error {
 	if len(args) != 1 {
 		return usageError{fmt.Errorf("%s takes one job file, got %d arguments (e.g. %s examples/jobs/jacobi.yaml)", cmd.CommandPath(), len(args), cmd.CommandPath())}
@@ -479,7 +489,7 @@ func newKernelsCmd(env Env) *cobra.Command {
 parameters and forms. With --cluster, list the kernels each node of the cluster
 advertises: a node's own binary (node/nodecmd, examples/custom-node) may carry
 kernels of its own, and a group runs only on nodes that have its kernel.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(cf.addrs) > 0 {
 				cc, err := cf.config()
@@ -538,7 +548,7 @@ func newDevicesCmd(env Env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "devices",
 		Short: "List the devices of this machine that jobs can run on",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			q, err := acpp.NewQueue(cmd.Context())
 			if err != nil {
@@ -567,7 +577,7 @@ func newClusterCmd(name, short string, env Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   name,
 		Short: short + " (needs --cluster)",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(cf.addrs) == 0 {
 				return usageError{fmt.Errorf("%s needs --cluster ADDR (or ACPP_CLUSTER): the QUIC address of any cluster member", name)}

@@ -567,6 +567,12 @@ func TestMainCommands(t *testing.T) {
 		{"unknown placement", []string{"run", "--placement", "foo", bad}, 2, "", `--placement "foo": use auto or round-robin`},
 		{"placement without cluster", []string{"run", "--placement", "round-robin", bad}, 2, "", "--placement places steps on cluster nodes: give --cluster ADDR too"},
 		{"cluster port out of range", []string{"run", "--cluster", "127.0.0.1:99999", "--client", "alice", bad}, 2, "", "a port in 1–65535"},
+		// A word after a command that takes none is an unknown command
+		// too (it exited 1).
+		{"nodes extra", []string{"nodes", "extra", "--cluster", "127.0.0.1:7946", "--client", "alice"}, 2, "", `unknown command "extra" for "acpp-submit nodes"`},
+		{"status extra", []string{"status", "extra"}, 2, "", `unknown command "extra" for "acpp-submit status"`},
+		{"kernels extra", []string{"kernels", "extra"}, 2, "", `unknown command "extra" for "acpp-submit kernels"`},
+		{"devices extra", []string{"devices", "extra"}, 2, "", `unknown command "extra" for "acpp-submit devices"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
