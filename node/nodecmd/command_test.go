@@ -91,3 +91,24 @@ func TestRunErrorsNameTheSetting(t *testing.T) {
 		})
 	}
 }
+
+// TestCredentialsUnknownCommandFails: a word that is no credentials
+// subcommand (a typo: "nodes" for "node") fails and issues nothing; it
+// printed the help and exited 0, so a script went on without the
+// certificates. No word at all is the help.
+func TestCredentialsUnknownCommandFails(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "creds")
+	if _, _, err := execute(t, nil, "credentials", "--dir", dir, "init", "--cluster", "lab"); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := execute(t, nil, "credentials", "--dir", dir, "nodes", "n1")
+	if err == nil || !strings.Contains(err.Error(), `unknown command "nodes"`) {
+		t.Errorf("credentials nodes n1: error %v, want an unknown command", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "nodes", "n1.crt")); err == nil {
+		t.Error("credentials nodes n1 issued nodes/n1.crt")
+	}
+	if out, _, err := execute(t, nil, "credentials"); err != nil || !strings.Contains(out, "Usage:") {
+		t.Errorf("credentials: %v, stdout %q; want the help", err, out)
+	}
+}
