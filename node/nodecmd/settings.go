@@ -124,8 +124,21 @@ func resolve(fs *pflag.FlagSet, flags *settings, file []byte, lookupEnv func(str
 		var f settings
 		dec := yaml.NewDecoder(bytes.NewReader(file))
 		dec.KnownFields(true)
-		if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+		err := dec.Decode(&f)
+		if err != nil && !errors.Is(err, io.EOF) {
 			return out, fmt.Errorf("config file: %w (keys are the flag names with _ for -, e.g. gossip_addr)", err)
+		}
+		// Settings are read from the first YAML document only, so a second
+		// one (a file made by concatenating two with "---") would be
+		// ignored without a word: refuse it.
+		if err == nil {
+			var next yaml.Node
+			if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
+				if err == nil {
+					err = fmt.Errorf("a second YAML document at line %d", next.Line)
+				}
+				return out, fmt.Errorf("config file: %w: acpp-node reads one document; put every setting in it (no second \"---\")", err)
+			}
 		}
 		// Which keys the file sets, so that `http_addr: ""` is told from
 		// no http_addr at all.

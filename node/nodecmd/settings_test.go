@@ -340,3 +340,32 @@ func TestDrainTimeoutHelpSaysHandOver(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigFileIsOneDocument: the config file's settings are read from
+// one YAML document; a second one ("---", as when two files are
+// concatenated) is refused instead of ignored with its unknown keys and
+// its settings (OPERATIONS.md: "Unknown keys in the file are an error").
+// A leading "---" and a file of comments only are fine.
+func TestConfigFileIsOneDocument(t *testing.T) {
+	for _, tt := range []struct {
+		file, want string // want: "" accepted
+	}{
+		{"---\nname: n2\n---\nname: n3\nfoo: 1\n", "second YAML document at line 3"},
+		{"name: n2\n...\ngarbage: [\n", "reads one document"},
+		{"---\nname: n2\n", ""},
+		{"# nothing yet\n", ""},
+	} {
+		var flags settings
+		fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+		addFlags(fs, &flags)
+		s, err := resolve(fs, &flags, []byte(tt.file), lookup(nil))
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("config %q: %v", tt.file, err)
+		case tt.want == "" && strings.HasPrefix(tt.file, "---") && s.Name != "n2":
+			t.Errorf("config %q: name %q, want n2", tt.file, s.Name)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("config %q: error %v, want one with %q", tt.file, err, tt.want)
+		}
+	}
+}
