@@ -102,8 +102,16 @@ func (c *clusterFlags) add(cmd *cobra.Command, env Env, run bool) {
 	}
 }
 
+// cleanList trims a list flag's entries and drops empty ones, as
+// splitList does for its variable: "--nodes 'n1, n2'" is n1 and n2 (" n2"
+// named no node), "--cluster ADDR," is ADDR.
+func cleanList(l []string) []string {
+	return splitList(strings.Join(l, ","))
+}
+
 // config builds the cluster config, or nil without --cluster.
 func (c *clusterFlags) config() (*ClusterConfig, error) {
+	c.addrs, c.selectNodes, c.selectKinds = cleanList(c.addrs), cleanList(c.selectNodes), cleanList(c.selectKinds)
 	switch c.placement {
 	case "", "auto", "round-robin":
 	default:
