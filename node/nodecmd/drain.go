@@ -33,6 +33,9 @@ Needs an operator's credentials (acpp-node credentials operator NAME).`,
 			if operator == "" {
 				return fmt.Errorf("--client NAME (or ACPP_CLIENT) is required: an operator made with acpp-node credentials --dir DIR operator NAME")
 			}
+			if timeout <= 0 { // no node could answer in no time
+				return fmt.Errorf("--timeout %v: want a positive duration like 10s (how long each node gets to answer)", timeout)
+			}
 			creds, err := credentials.LoadClient(dir, operator)
 			if err != nil {
 				return err

@@ -73,3 +73,14 @@ func TestDrainLineCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestDrainTimeoutMustBePositive: --timeout 0 or below is refused at once
+// (every node was reported unreachable: "context deadline exceeded").
+func TestDrainTimeoutMustBePositive(t *testing.T) {
+	for _, v := range []string{"0s", "-1s"} {
+		_, _, err := execute(t, nil, "drain", "--credentials", t.TempDir(), "--client", "ops", "--timeout", v, "127.0.0.1:7951")
+		if err == nil || !strings.Contains(err.Error(), "--timeout "+v+":") || !strings.Contains(err.Error(), "positive") {
+			t.Errorf("drain --timeout %s: error %v, want one refusing --timeout", v, err)
+		}
+	}
+}
