@@ -23,6 +23,15 @@ type deviceFilter struct {
 	entries []string // as given, trimmed: for errors
 }
 
+// CheckDevices reports whether s is a well-formed Config.Devices list
+// ("all", or kinds and kind:index separated by commas), for a caller that
+// names the setting in its own error (acpp-node's --devices). Whether each
+// entry matches a device of the machine is known only at Run.
+func CheckDevices(s string) error {
+	_, err := parseDeviceFilter(s)
+	return err
+}
+
 func parseDeviceFilter(s string) (*deviceFilter, error) {
 	s = strings.TrimSpace(s)
 	if s == "" || s == "all" {

@@ -177,6 +177,16 @@ A client sees only its own jobs in acpp-submit status; an operator is a client
 that sees every client's jobs (and runs jobs as a client does). Both are used
 with acpp-submit --client NAME. Copy ca.crt, gossip.key and a node's pair to
 each node; keep ca.key off the nodes. Existing files are never overwritten.`,
+		// A word that is no subcommand (a typo: "nodes n1") is an error,
+		// not the help with exit 0: a script must not go on as if the
+		// certificates were issued.
+		Args: cobra.ArbitraryArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("unknown command %q for %q: use init, node, client or operator (see %s --help)", args[0], c.CommandPath(), c.CommandPath())
+			}
+			return c.Help()
+		},
 	}
 	cmd.PersistentFlags().StringVar(&dir, "dir", "acpp-credentials", "credentials directory")
 	var cluster string

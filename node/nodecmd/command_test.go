@@ -2,6 +2,8 @@ package nodecmd
 
 import (
 	"bytes"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -65,5 +67,75 @@ func TestNVRTCWorkerCommand(t *testing.T) {
 	help, _, _ := execute(t, nil, "--help")
 	if strings.Contains(help, nvrtcWorker) {
 		t.Errorf("acpp-node --help lists the hidden %s:\n%s", nvrtcWorker, help)
+	}
+}
+
+// TestRunErrorsNameTheSetting: acpp-node run refuses a bad --name,
+// --devices, --cpu-workers, or a --max-job-bytes above a --max-bytes size,
+// whether from a flag, its ACPP_* variable or the config file, with an
+// error that names the setting (OPERATIONS.md, "Settings": "An error names
+// the setting as you typed it"), not node.Config's field ("invalid config:
+// CPUWorkers (-1) must be >= 0", "Devices: …", "Name: …").
+func TestRunErrorsNameTheSetting(t *testing.T) {
+	dir := t.TempDir()
+	file := func(body string) string {
+		p := filepath.Join(dir, fmt.Sprintf("c%d.yaml", len(body)))
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	base := []string{"run", "--credentials", filepath.Join(dir, "none"), "--gossip-addr", "127.0.0.1:0", "--quic-addr", "127.0.0.1:0", "--http-addr", ""}
+	for _, tt := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"name flag", nil, []string{"--name", "../x"}, `name "../x"`},
+		{"name env", map[string]string{"ACPP_NAME": "a b"}, nil, `name "a b"`},
+		{"devices flag", nil, []string{"--name", "n1", "--devices", "cpu,gpu"}, `devices: "gpu"`},
+		{"devices env", map[string]string{"ACPP_DEVICES": "cpu:x"}, []string{"--name", "n1"}, `devices: "cpu:x"`},
+		{"cpu-workers flag", nil, []string{"--name", "n1", "--cpu-workers", "-1"}, "cpu-workers -1"},
+		{"cpu-workers env", map[string]string{"ACPP_CPU_WORKERS": "-2"}, []string{"--name", "n1"}, "cpu-workers -2"},
+		{"cpu-workers file", nil, []string{"--name", "n1", "--config", file("cpu_workers: -3\n")}, "cpu-workers -3"},
+		{"max-job-bytes", nil, []string{"--name", "n1", "--max-bytes", "1MiB", "--max-job-bytes", "2MiB"}, "max-job-bytes 2MiB is more than max-bytes 1MiB"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := execute(t, tt.env, append(append([]string{}, base...), tt.args...)...)
+			if err == nil {
+				t.Fatal("acpp-node run accepted it")
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tt.want) {
+				t.Errorf("error %q does not name %s", msg, tt.want)
+			}
+			for _, field := range []string{"invalid config", "Name:", "Devices:", "CPUWorkers", "MaxJobBytes"} {
+				if strings.Contains(msg, field) {
+					t.Errorf("error %q names node.Config (%s), not the setting", msg, field)
+				}
+			}
+		})
+	}
+}
+
+// TestCredentialsUnknownCommandFails: a word that is no credentials
+// subcommand (a typo: "nodes" for "node") fails and issues nothing; it
+// printed the help and exited 0, so a script went on without the
+// certificates. No word at all is the help.
+func TestCredentialsUnknownCommandFails(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "creds")
+	if _, _, err := execute(t, nil, "credentials", "--dir", dir, "init", "--cluster", "lab"); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := execute(t, nil, "credentials", "--dir", dir, "nodes", "n1")
+	if err == nil || !strings.Contains(err.Error(), `unknown command "nodes"`) {
+		t.Errorf("credentials nodes n1: error %v, want an unknown command", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "nodes", "n1.crt")); err == nil {
+		t.Error("credentials nodes n1 issued nodes/n1.crt")
+	}
+	if out, _, err := execute(t, nil, "credentials"); err != nil || !strings.Contains(out, "Usage:") {
+		t.Errorf("credentials: %v, stdout %q; want the help", err, out)
 	}
 }

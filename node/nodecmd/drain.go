@@ -33,6 +33,9 @@ Needs an operator's credentials (acpp-node credentials operator NAME).`,
 			if operator == "" {
 				return fmt.Errorf("--client NAME (or ACPP_CLIENT) is required: an operator made with acpp-node credentials --dir DIR operator NAME")
 			}
+			if timeout <= 0 { // no node could answer in no time
+				return fmt.Errorf("--timeout %v: want a positive duration like 10s (how long each node gets to answer)", timeout)
+			}
 			creds, err := credentials.LoadClient(dir, operator)
 			if err != nil {
 				return err
@@ -53,12 +56,7 @@ Needs an operator's credentials (acpp-node credentials operator NAME).`,
 					fmt.Fprintf(cmd.ErrOrStderr(), "%s: %v\n", addr, err)
 					continue
 				}
-				switch {
-				case r.Already:
-					fmt.Fprintf(stdout, "node %s is already draining (%d jobs open; %s)\n", r.Node, r.Jobs, addr)
-				default:
-					fmt.Fprintf(stdout, "node %s drains: %d jobs open hand over their pages, then it leaves (%s)\n", r.Node, r.Jobs, addr)
-				}
+				fmt.Fprintln(stdout, drainLine(r, addr))
 			}
 			if len(failed) > 0 {
 				return fmt.Errorf("%d of %d nodes were not asked to drain: %s (see above)", len(failed), len(addrs), strings.Join(failed, ", "))
@@ -76,6 +74,24 @@ Needs an operator's credentials (acpp-node credentials operator NAME).`,
 	f.StringVar(&reason, "reason", "", "why, for the node's log")
 	f.DurationVar(&timeout, "timeout", 10*time.Second, "per node: how long to wait for its answer")
 	return cmd
+}
+
+// drainLine is what acpp-node drain prints for a node that answered, its
+// counts agreeing with their nouns ("1 job open hands over its pages").
+func drainLine(r *proto.NodeDraining, addr string) string {
+	jobs := fmt.Sprintf("%d jobs open", r.Jobs)
+	if r.Jobs == 1 {
+		jobs = "1 job open"
+	}
+	switch {
+	case r.Already:
+		return fmt.Sprintf("node %s is already draining (%s; %s)", r.Node, jobs, addr)
+	case r.Jobs == 0:
+		return fmt.Sprintf("node %s drains: no job open, it leaves (%s)", r.Node, addr)
+	case r.Jobs == 1:
+		return fmt.Sprintf("node %s drains: 1 job open hands over its pages, then it leaves (%s)", r.Node, addr)
+	}
+	return fmt.Sprintf("node %s drains: %s hand over their pages, then it leaves (%s)", r.Node, jobs, addr)
 }
 
 // drainOne asks the node at addr to drain, within timeout.

@@ -18,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/acpp/acpp/cluster"
+	"github.com/acpp/acpp/credentials"
 	"github.com/acpp/acpp/device"
 	"github.com/acpp/acpp/node"
 )
@@ -123,8 +124,21 @@ func resolve(fs *pflag.FlagSet, flags *settings, file []byte, lookupEnv func(str
 		var f settings
 		dec := yaml.NewDecoder(bytes.NewReader(file))
 		dec.KnownFields(true)
-		if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+		err := dec.Decode(&f)
+		if err != nil && !errors.Is(err, io.EOF) {
 			return out, fmt.Errorf("config file: %w (keys are the flag names with _ for -, e.g. gossip_addr)", err)
+		}
+		// Settings are read from the first YAML document only, so a second
+		// one (a file made by concatenating two with "---") would be
+		// ignored without a word: refuse it.
+		if err == nil {
+			var next yaml.Node
+			if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
+				if err == nil {
+					err = fmt.Errorf("a second YAML document at line %d", next.Line)
+				}
+				return out, fmt.Errorf("config file: %w: acpp-node reads one document; put every setting in it (no second \"---\")", err)
+			}
 		}
 		// Which keys the file sets, so that `http_addr: ""` is told from
 		// no http_addr at all.
@@ -232,6 +246,13 @@ func (s settings) nodeConfig(log *slog.Logger) (node.Config, error) {
 		}
 		cfg.Name = h
 	}
+	if err := credentials.CheckName("node", cfg.Name); cfg.Name != "" && err != nil {
+		how := ""
+		if s.Name == "" {
+			how = " (the host name: pass --name)"
+		}
+		errs = append(errs, fmt.Errorf("name %q%s: %w", cfg.Name, how, err))
+	}
 	cfg.CredentialsDir = s.Credentials
 	// Addresses are checked here, so that the error names the flag (a bad
 	// value is not passed on, and node.Config.Validate does not name it a
@@ -263,6 +284,12 @@ func (s settings) nodeConfig(log *slog.Logger) (node.Config, error) {
 	} else {
 		cfg.Cluster.JoinRetry = d
 	}
+	if err := node.CheckDevices(s.Devices); err != nil {
+		errs = append(errs, fmt.Errorf("devices: %w", err))
+	}
+	if s.CPUWorkers < 0 {
+		errs = append(errs, fmt.Errorf("cpu-workers %d: want a number of worker goroutines, or 0 for GOMAXPROCS", s.CPUWorkers))
+	}
 	cfg.Devices, cfg.CPUWorkers = s.Devices, s.CPUWorkers
 	if _, _, err := net.SplitHostPort(s.HTTPAddr); s.HTTPAddr != "" && err != nil {
 		errs = append(errs, fmt.Errorf("http-addr %q: want host:port, or empty for no HTTP endpoint: %v", s.HTTPAddr, err))
@@ -282,6 +309,8 @@ func (s settings) nodeConfig(log *slog.Logger) (node.Config, error) {
 	}
 	if cfg.MaxJobBytes, err = parseBytes(s.MaxJobBytes); err != nil {
 		errs = append(errs, fmt.Errorf("max-job-bytes: %w", err))
+	} else if cfg.MaxBytes != 0 && cfg.MaxJobBytes > cfg.MaxBytes {
+		errs = append(errs, fmt.Errorf("max-job-bytes %s is more than max-bytes %s: one job cannot hold more than the node's budget; lower --max-job-bytes or raise --max-bytes", s.MaxJobBytes, s.MaxBytes))
 	}
 	// A bad duration is not passed on: node.Config.Validate would report
 	// it again, by its field.
@@ -303,10 +332,13 @@ func (s settings) nodeConfig(log *slog.Logger) (node.Config, error) {
 		cfg.ReportGather = d
 	}
 	cfg.Logger = log
-	if err := cfg.Validate(); err != nil {
-		errs = append(errs, err)
+	// Every setting is checked above, naming it as the operator typed it;
+	// node.Config.Validate names node.Config's fields, so it only backs
+	// those checks up.
+	if len(errs) > 0 {
+		return cfg, errors.Join(errs...)
 	}
-	return cfg, errors.Join(errs...)
+	return cfg, cfg.Validate()
 }
 
 // checkGossipAddr checks a gossip bind address: an IP (or nothing, for

@@ -75,7 +75,7 @@ func TestSettingsErrorsNameEveryBadField(t *testing.T) {
 	if err == nil {
 		t.Fatal("nodeConfig accepted bad settings")
 	}
-	for _, want := range []string{"max-bytes", "job-lease", "timing", "Devices", "report-gather"} {
+	for _, want := range []string{"max-bytes", "job-lease", "timing", `devices: "gpu"`, "report-gather"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %s", err, want)
 		}
@@ -299,6 +299,10 @@ func TestSettingErrorsNameTheFlag(t *testing.T) {
 		{"join", func(s *settings) { s.Join = []string{"10.0.0.1"} }, `join "10.0.0.1"`},
 		{"job lease", func(s *settings) { s.JobLease = "-1s" }, `job-lease "-1s"`},
 		{"drain timeout", func(s *settings) { s.DrainTimeout = "0" }, `drain-timeout "0"`},
+		{"name", func(s *settings) { s.Name = "../x" }, `name "../x"`},
+		{"devices", func(s *settings) { s.Devices = "gpu" }, `devices: "gpu"`},
+		{"cpu workers", func(s *settings) { s.CPUWorkers = -1 }, `cpu-workers -1`},
+		{"job bytes over budget", func(s *settings) { s.MaxBytes, s.MaxJobBytes = "1MiB", "2MiB" }, `max-job-bytes 2MiB is more than max-bytes 1MiB`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := defaultSettings()
@@ -315,7 +319,8 @@ func TestSettingErrorsNameTheFlag(t *testing.T) {
 			if n := strings.Count(msg, "\n") + 1; n != 1 {
 				t.Errorf("error has %d lines, want one:\n%s", n, msg)
 			}
-			for _, field := range []string{"AdvertiseAddr", "BindAddr", "GossipAddr", "QUICAddr", "HTTPAddr", "MaxJobLease", "JobLease", "DrainTimeout", "Join address"} {
+			for _, field := range []string{"AdvertiseAddr", "BindAddr", "GossipAddr", "QUICAddr", "HTTPAddr", "MaxJobLease", "JobLease", "DrainTimeout", "Join address",
+				"Name", "Devices", "CPUWorkers", "MaxJobBytes", "MaxBytes", "invalid config"} {
 				if strings.Contains(msg, field) {
 					t.Errorf("error %q names the field %s, not the setting", msg, field)
 				}
@@ -332,6 +337,35 @@ func TestDrainTimeoutHelpSaysHandOver(t *testing.T) {
 	for _, st := range s.table() {
 		if st.flag == "drain-timeout" && !strings.Contains(st.help, "move the pages only this node holds") {
 			t.Errorf("--drain-timeout help = %q; want the hand-over", st.help)
+		}
+	}
+}
+
+// TestConfigFileIsOneDocument: the config file's settings are read from
+// one YAML document; a second one ("---", as when two files are
+// concatenated) is refused instead of ignored with its unknown keys and
+// its settings (OPERATIONS.md: "Unknown keys in the file are an error").
+// A leading "---" and a file of comments only are fine.
+func TestConfigFileIsOneDocument(t *testing.T) {
+	for _, tt := range []struct {
+		file, want string // want: "" accepted
+	}{
+		{"---\nname: n2\n---\nname: n3\nfoo: 1\n", "second YAML document at line 3"},
+		{"name: n2\n...\ngarbage: [\n", "reads one document"},
+		{"---\nname: n2\n", ""},
+		{"# nothing yet\n", ""},
+	} {
+		var flags settings
+		fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+		addFlags(fs, &flags)
+		s, err := resolve(fs, &flags, []byte(tt.file), lookup(nil))
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("config %q: %v", tt.file, err)
+		case tt.want == "" && strings.HasPrefix(tt.file, "---") && s.Name != "n2":
+			t.Errorf("config %q: name %q, want n2", tt.file, s.Name)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("config %q: error %v, want one with %q", tt.file, err, tt.want)
 		}
 	}
 }

@@ -102,8 +102,16 @@ func (c *clusterFlags) add(cmd *cobra.Command, env Env, run bool) {
 	}
 }
 
+// cleanList trims a list flag's entries and drops empty ones, as
+// splitList does for its variable: "--nodes 'n1, n2'" is n1 and n2 (" n2"
+// named no node), "--cluster ADDR," is ADDR.
+func cleanList(l []string) []string {
+	return splitList(strings.Join(l, ","))
+}
+
 // config builds the cluster config, or nil without --cluster.
 func (c *clusterFlags) config() (*ClusterConfig, error) {
+	c.addrs, c.selectNodes, c.selectKinds = cleanList(c.addrs), cleanList(c.selectNodes), cleanList(c.selectKinds)
 	switch c.placement {
 	case "", "auto", "round-robin":
 	default:
@@ -173,6 +181,16 @@ By default a job runs on the embedded runtime: the CPU and the GPUs of this mach
 		return usageError{fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
 	})
 	return root
+}
+
+// noArgs refuses arguments as a usage error (exit 2): `acpp-submit nodes
+// extra` is an unknown command, as `acpp-submit extra` is (cobra.NoArgs's
+// error alone made it exit 1).
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageError{fmt.Errorf("unknown command %q for %q: it takes no arguments (see %s --help)", args[0], cmd.CommandPath(), cmd.CommandPath())}
+	}
+	return nil
 }
 
 func exactlyOneJob(cmd *cobra.Command, args []string) error {
@@ -479,7 +497,7 @@ func newKernelsCmd(env Env) *cobra.Command {
 parameters and forms. With --cluster, list the kernels each node of the cluster
 advertises: a node's own binary (node/nodecmd, examples/custom-node) may carry
 kernels of its own, and a group runs only on nodes that have its kernel.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(cf.addrs) > 0 {
 				cc, err := cf.config()
@@ -538,7 +556,7 @@ func newDevicesCmd(env Env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "devices",
 		Short: "List the devices of this machine that jobs can run on",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			q, err := acpp.NewQueue(cmd.Context())
 			if err != nil {
@@ -567,7 +585,7 @@ func newClusterCmd(name, short string, env Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   name,
 		Short: short + " (needs --cluster)",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(cf.addrs) == 0 {
 				return usageError{fmt.Errorf("%s needs --cluster ADDR (or ACPP_CLUSTER): the QUIC address of any cluster member", name)}

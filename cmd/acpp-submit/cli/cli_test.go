@@ -21,6 +21,7 @@ import (
 	"github.com/acpp/acpp/device/devicetest"
 	"github.com/acpp/acpp/jobfile"
 	"github.com/acpp/acpp/jobfile/npy"
+	"github.com/spf13/cobra"
 	"go.uber.org/goleak"
 )
 
@@ -567,6 +568,12 @@ func TestMainCommands(t *testing.T) {
 		{"unknown placement", []string{"run", "--placement", "foo", bad}, 2, "", `--placement "foo": use auto or round-robin`},
 		{"placement without cluster", []string{"run", "--placement", "round-robin", bad}, 2, "", "--placement places steps on cluster nodes: give --cluster ADDR too"},
 		{"cluster port out of range", []string{"run", "--cluster", "127.0.0.1:99999", "--client", "alice", bad}, 2, "", "a port in 1–65535"},
+		// A word after a command that takes none is an unknown command
+		// too (it exited 1).
+		{"nodes extra", []string{"nodes", "extra", "--cluster", "127.0.0.1:7946", "--client", "alice"}, 2, "", `unknown command "extra" for "acpp-submit nodes"`},
+		{"status extra", []string{"status", "extra"}, 2, "", `unknown command "extra" for "acpp-submit status"`},
+		{"kernels extra", []string{"kernels", "extra"}, 2, "", `unknown command "extra" for "acpp-submit kernels"`},
+		{"devices extra", []string{"devices", "extra"}, 2, "", `unknown command "extra" for "acpp-submit devices"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
@@ -722,5 +729,41 @@ steps:
 	if code := Main(context.Background(), []string{"run", "-q", "--device", "cpu", "-o", t.TempDir(), job}, Env{Stdout: &out, Stderr: &errb}); code != 1 ||
 		!strings.Contains(errb.String(), "a work-group of 100 items") {
 		t.Errorf("run: exit %d, stderr %q; want 1 and the same refusal", code, errb.String())
+	}
+}
+
+// TestClusterListFlagsTrimmed: --cluster, --nodes and --kinds take the
+// lists their variables take: spaces around entries and empty entries are
+// dropped ("--nodes 'n1, n2'" ran on n1 only, warning about a node " n2";
+// "--cluster ADDR," was refused as --cluster "").
+func TestClusterListFlagsTrimmed(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		args                []string
+		env                 map[string]string
+		addrs, nodes, kinds []string
+	}{
+		{"flags", []string{"--cluster", "127.0.0.1:7951, 127.0.0.1:7952,", "--nodes", "n1, n2", "--kinds", " cpu ,"}, nil,
+			[]string{"127.0.0.1:7951", "127.0.0.1:7952"}, []string{"n1", "n2"}, []string{"cpu"}},
+		{"repeated", []string{"--cluster", " 127.0.0.1:7951", "--cluster", "127.0.0.1:7952 ", "--nodes", "n1", "--nodes", " n2"}, nil,
+			[]string{"127.0.0.1:7951", "127.0.0.1:7952"}, []string{"n1", "n2"}, nil},
+		{"variables", nil, map[string]string{"ACPP_CLUSTER": "127.0.0.1:7951 ,", "ACPP_NODES": " n1,n2 ", "ACPP_KINDS": "cpu, "},
+			[]string{"127.0.0.1:7951"}, []string{"n1", "n2"}, []string{"cpu"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var cf clusterFlags
+			cmd := &cobra.Command{Use: "run"}
+			cf.add(cmd, Env{Getenv: func(k string) string { return tc.env[k] }}, true)
+			if err := cmd.Flags().Parse(append([]string{"--client", "alice"}, tc.args...)); err != nil {
+				t.Fatal(err)
+			}
+			cc, err := cf.config()
+			if err != nil {
+				t.Fatalf("config: %v", err)
+			}
+			if !slices.Equal(cc.Addrs, tc.addrs) || !slices.Equal(cc.Nodes, tc.nodes) || !slices.Equal(cc.Kinds, tc.kinds) {
+				t.Errorf("Addrs %q, Nodes %q, Kinds %q; want %q, %q, %q", cc.Addrs, cc.Nodes, cc.Kinds, tc.addrs, tc.nodes, tc.kinds)
+			}
+		})
 	}
 }

@@ -26,8 +26,9 @@ var ErrCluster = errors.New("cluster unreachable")
 // ClusterConfig says which cluster a job runs on and as whom.
 type ClusterConfig struct {
 	// Addrs are QUIC addresses (host:port) of acpp-node agents. One
-	// address is expanded to every alive member of its cluster (the node's
-	// member list); several are used as given.
+	// address is expanded to every alive member of its cluster that is not
+	// draining (the node's member list; the given node too is left out
+	// while it drains); several are used as given.
 	Addrs []string
 	// CredentialsDir holds ca.crt and clients/<Client>.crt/.key (made by
 	// acpp-node credentials … client NAME).
@@ -151,8 +152,9 @@ func clusterCredentials(cfg *ClusterConfig) (*credentials.Credentials, error) {
 
 // Dial starts a node client with the credentials of cfg and connects to
 // its addresses; with one address it asks that node for the members and
-// returns every alive member's QUIC address, else the addresses as given.
-// The caller closes the client.
+// returns the QUIC address of every alive member that is not draining (the
+// given one first where it serves; none when no member serves), else the
+// addresses as given. The caller closes the client.
 func Dial(ctx context.Context, cfg *ClusterConfig, log *slog.Logger) (*nodeclient.Client, []string, *proto.Members, error) {
 	var creds *credentials.Credentials
 	if cfg.client == nil {
@@ -199,15 +201,19 @@ func dial(ctx context.Context, cfg *ClusterConfig, creds *credentials.Credential
 			addrs = append(addrs, m.QUICAddr)
 		}
 	}
-	// The address given first, so that its node is node 1.
-	first := cfg.Addrs[0]
+	// The address given first, so that its node is node 1, unless that
+	// node drains: it takes no new jobs, and the job runs on the others.
+	first, firstServes := cfg.Addrs[0], true
 	for _, m := range ms.Members {
 		if m.Name == name && m.QUICAddr != "" {
-			first = m.QUICAddr
+			first, firstServes = m.QUICAddr, m.State == "alive" && !m.Leaving
 		}
 	}
 	addrs = slices.DeleteFunc(addrs, func(a string) bool { return a == first })
-	return cl, append([]string{cfg.Addrs[0]}, addrs...), ms, nil
+	if firstServes {
+		addrs = append([]string{cfg.Addrs[0]}, addrs...)
+	}
+	return cl, addrs, ms, nil
 }
 
 // openCluster opens the engine over a cluster queue: acpp.Connect to the
@@ -220,9 +226,22 @@ func openCluster(ctx context.Context, cfg Config, log *slog.Logger) (*engine, er
 	if err != nil {
 		return nil, err
 	}
-	cl, addrs, _, err := dial(ctx, cc, creds, log)
+	cl, addrs, ms, err := dial(ctx, cc, creds, log)
 	if err != nil {
 		return nil, err
+	}
+	if len(addrs) == 0 { // one address given, of a draining node, and no other member serves
+		if cc.client == nil {
+			cl.Close()
+		}
+		var draining []string
+		for _, m := range ms.Members {
+			if m.State == "alive" && m.Leaving {
+				draining = append(draining, m.Name)
+			}
+		}
+		return nil, fmt.Errorf("%w: no member takes jobs: %s sees no alive member that is not draining (draining: %s); start a node, or give the address of one that serves",
+			ErrCluster, cc.Addrs[0], strings.Join(draining, ", "))
 	}
 	run := &clusterRun{cl: cl, ownCl: cc.client == nil, keep: cfg.Record, notify: cfg.Notify,
 		byID: map[coordinator.GroupID]traced{}, lastDone: map[string]time.Time{}, kernelTime: map[string]time.Duration{}}
