@@ -65,7 +65,9 @@ func WithNodeLoss(p NodeLossPolicy) Option {
 
 // WithCheckpoints sets how often a recovering cluster queue copies every
 // buffer to this process (its checkpoint): CheckpointAuto, CheckpointOff,
-// or every n command groups (n ≥ 1). Connect only.
+// or every n command groups (n ≥ 1) at most: one at a time, so with many
+// groups submitted ahead of their execution they come further apart
+// (coordinator.Config.Checkpoint). Connect only.
 func WithCheckpoints(n int) Option {
 	return func(c *queueConfig) { c.clusterCfg().checkpoint = &n }
 }

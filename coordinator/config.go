@@ -128,7 +128,11 @@ type Config struct {
 	// Checkpoint is how often the job copies every buffer to the client
 	// for recovery: CheckpointAuto (0, Young's interval from the last
 	// checkpoint's time and NodeMTBF), CheckpointOff (-1), or every N
-	// command groups (N > 0). Only with RecoverOnLoss.
+	// command groups (N > 0) at most: one is taken at a time, so the next
+	// starts at the first Submit at least N groups after the last one
+	// started and after it finished. A checkpoint finishes once the groups
+	// submitted before it have run, so with many groups submitted ahead of
+	// their execution they come further apart. Only with RecoverOnLoss.
 	Checkpoint int
 	// NodeMTBF is the mean time between failures of one node, for the
 	// automatic checkpoint interval; 0 means 24 hours.

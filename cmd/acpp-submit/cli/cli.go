@@ -98,7 +98,7 @@ func (c *clusterFlags) add(cmd *cobra.Command, env Env, run bool) {
 		f.StringSliceVar(&c.selectKinds, "kinds", splitList(env.Getenv("ACPP_KINDS")), "with --cluster: device kinds to use, e.g. cuda (default: all; env ACPP_KINDS)")
 		f.StringVar(&c.placement, "placement", "auto", "with --cluster: placement of unsplit steps: auto (data locality and estimated finish time) or round-robin")
 		f.StringVar(&c.onNodeLoss, "on-node-loss", "", "with --cluster: when a node is lost, recover (rebuild what only it held from the latest checkpoint, replaying on the nodes left) or fail (default: the job file's recovery.on_node_loss, else recover)")
-		f.StringVar(&c.checkpoint, "checkpoint", "", "with --cluster and recover: copy every buffer to this process auto (Young's interval from the checkpoint time and the nodes' MTBF), off, or every N command groups (default: the job file's recovery.checkpoint, else auto)")
+		f.StringVar(&c.checkpoint, "checkpoint", "", "with --cluster and recover: copy every buffer to this process auto (Young's interval from the checkpoint time and the nodes' MTBF), off, or every N command groups at most (one at a time; default: the job file's recovery.checkpoint, else auto)")
 	}
 }
 
