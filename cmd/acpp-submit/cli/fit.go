@@ -29,6 +29,11 @@ type memBudget struct {
 	// how it was chosen.
 	Budget uint64
 	How    string
+	// Node and JobLimit: the cluster member the memory belongs to and its
+	// per-job limit (acpp-node --max-job-bytes; 0: none), which bounds
+	// what one job holds in all of that node's memories together.
+	Node     string
+	JobLimit uint64
 }
 
 func (m memBudget) String() string {
@@ -53,16 +58,26 @@ func fit(job *jobfile.Job, mems []memBudget, where string, hostOut *memBudget) [
 	var largest *memBudget
 	var sum uint64
 	unlimited := false
+	perNode := map[string]uint64{} // budgets of one node's memories together
+	limits := map[string]uint64{}  // nodes' per-job limits
 	for i := range mems {
 		m := &mems[i]
 		if m.Budget == 0 {
 			unlimited = true
 			continue
 		}
-		sum += m.Budget
+		if m.JobLimit > 0 {
+			perNode[m.Node] += m.Budget
+			limits[m.Node] = m.JobLimit
+		} else {
+			sum += m.Budget
+		}
 		if largest == nil || m.Budget > largest.Budget {
 			largest = m
 		}
+	}
+	for n, s := range perNode {
+		sum += min(s, limits[n])
 	}
 	if unlimited || largest == nil {
 		return nil // some memory has no budget: sizes tell nothing
@@ -234,7 +249,12 @@ func clusterBudgets(ctx context.Context, cfg *ClusterConfig) ([]memBudget, []str
 			if mem.Bytes > 0 {
 				how = "of " + bytesStr(int64(mem.Bytes))
 			}
-			out = append(out, memBudget{Name: name, Host: mem.Host, Budget: mem.Budget, How: how})
+			b := memBudget{Name: name, Host: mem.Host, Budget: mem.Budget, How: how, Node: m.Name, JobLimit: inv.MaxJobBytes}
+			if lim := inv.MaxJobBytes; lim > 0 && (b.Budget == 0 || lim < b.Budget) {
+				// One job holds no more than the node's per-job limit.
+				b.Budget, b.How = lim, fmt.Sprintf("%s's per-job limit, --max-job-bytes", m.Name)
+			}
+			out = append(out, b)
 		}
 	}
 	if len(out) == 0 {

@@ -121,6 +121,24 @@ func TestCheckCluster_B5(t *testing.T) {
 	}
 }
 
+// TestCheckClusterPerJobLimit_B5: a node's per-job limit (acpp-node
+// --max-job-bytes) bounds what check --cluster counts of it: a buffer
+// larger than every node's limit does not fit (check said "fits", and the
+// run failed on the node), and two buffers that fit the nodes' budgets
+// but not their limits together do not either.
+func TestCheckClusterPerJobLimit_B5(t *testing.T) {
+	c := coordtest.Start(t, 2, coordtest.Options{Modify: func(_ int, cfg *node.Config) { cfg.MaxBytes, cfg.MaxJobBytes = 4<<20, 512<<10 }})
+	flags := []string{"--cluster", c.Addrs()[0], "--credentials", c.Dir, "--client", "alice"}
+	code, out, errs := runMain(append(append([]string{"check"}, flags...), writeJob(t, "job.yaml", twoBuffersJob))...) // 768 KiB each
+	if code != 1 || !strings.Contains(errs, "buffer a (float32 [196608]) is 768.0 KiB, more than the largest memory budget of the cluster (n0 host memory: 512.0 KiB (n0's per-job limit, --max-job-bytes))") {
+		t.Errorf("check --cluster of 768 KiB buffers on nodes with a 512 KiB per-job limit: exit %d\n%s%s", code, out, errs)
+	}
+	small := strings.ReplaceAll(twoBuffersJob, "[196608]", "[98304]") // 384 KiB each: one per node
+	if code, out, errs := runMain(append(append([]string{"check"}, flags...), writeJob(t, "job.yaml", small))...); code != 0 || !strings.Contains(out, "fits the memory budgets of the cluster") {
+		t.Errorf("check --cluster of 384 KiB buffers: exit %d\n%s%s", code, out, errs)
+	}
+}
+
 // Issue 13 §2: check --cluster says which nodes have each kernel the job
 // launches, and refuses a job whose kernel is on no node.
 func TestKernelsOnCluster(t *testing.T) {
