@@ -289,7 +289,26 @@ func openCluster(ctx context.Context, cfg Config, log *slog.Logger) (*engine, er
 	if err != nil {
 		run.closeClient()
 		if errors.Is(err, coordinator.ErrNoDevice) {
-			return nil, fmt.Errorf("--nodes/--kinds: %w", err)
+			// Say it in the flags the user gave, not in the Go API's
+			// options the coordinator's error names.
+			var sel, have []string
+			if len(cc.Nodes) > 0 {
+				sel = append(sel, "--nodes "+strings.Join(cc.Nodes, ","))
+			}
+			if len(cc.Kinds) > 0 {
+				sel = append(sel, "--kinds "+strings.Join(cc.Kinds, ","))
+			}
+			for _, m := range ms.Members {
+				if m.State == "alive" && !m.Leaving {
+					have = append(have, m.Name+" "+deviceSummary(m.Devices))
+				}
+			}
+			what := "the job's device selection"
+			if len(sel) > 0 {
+				what = strings.Join(sel, " with ")
+			}
+			return nil, fmt.Errorf("%w: %s selects none of the cluster's devices (%s); widen it (acpp-submit nodes lists the members and their devices)",
+				acpp.ErrNoDevice, what, strings.Join(have, "; "))
 		}
 		return nil, fmt.Errorf("%w: %w", ErrCluster, err)
 	}

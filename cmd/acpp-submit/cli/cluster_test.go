@@ -379,3 +379,23 @@ func TestRecoveryFlags(t *testing.T) {
 		t.Errorf("--checkpoint 5 with the job file's on_node_loss: fail = %v, want it refused, naming where each came from", err)
 	}
 }
+
+// TestSelectionOfNoDeviceNamesTheFlags_C1: --kinds or --nodes that select
+// none of the cluster's devices fail naming those flags and what the
+// members have, not the Go API's options (WithKind, Config.Devices) a
+// command-line user never sees.
+func TestSelectionOfNoDeviceNamesTheFlags_C1(t *testing.T) {
+	c := coordtest.Start(t, 2, coordtest.Options{})
+	job := writeJob(t, "job.yaml", twoBuffersJob)
+	for _, tc := range []struct{ flags []string }{
+		{[]string{"--kinds", "cuda"}},
+		{[]string{"--nodes", "n7"}},
+	} {
+		args := append([]string{"run", "--cluster", c.Addrs()[0], "--credentials", c.Dir, "--client", "alice", "--out-dir", t.TempDir()}, tc.flags...)
+		code, out, errs := runMain(append(args, job)...)
+		want := strings.Join(tc.flags, " ") + " selects none of the cluster's devices (n0 cpu×1"
+		if code == 0 || !strings.Contains(errs, want) || strings.Contains(errs, "WithKind") || strings.Contains(errs, "WithNodes") || strings.Contains(errs, "Config.Devices") {
+			t.Errorf("run %v: exit %d\n%s%s\nwant an error containing %q in the flags' words", tc.flags, code, out, errs, want)
+		}
+	}
+}
