@@ -150,14 +150,18 @@ type RecoveryReport struct {
 }
 
 func (r RecoveryReport) String() string {
+	who := "node " + r.Node
+	if strings.Contains(r.Node, ", ") {
+		who = "nodes " + r.Node
+	}
 	if !r.Done {
 		if r.Checkpoint == 0 {
-			return fmt.Sprintf("node %s lost at group %d: recovering %s (no checkpoint yet: replaying the groups from the job's start on the nodes left) …", r.Node, r.AtGroup, mib(r.LostBytes))
+			return fmt.Sprintf("%s lost at group %d: recovering %s (no checkpoint yet: replaying the groups from the job's start on the nodes left) …", who, r.AtGroup, mib(r.LostBytes))
 		}
-		return fmt.Sprintf("node %s lost at group %d: recovering %s (restoring the checkpoint taken after group %d, replaying the groups since on the nodes left) …", r.Node, r.AtGroup, mib(r.LostBytes), r.Checkpoint)
+		return fmt.Sprintf("%s lost at group %d: recovering %s (restoring the checkpoint taken after group %d, replaying the groups since on the nodes left) …", who, r.AtGroup, mib(r.LostBytes), r.Checkpoint)
 	}
 	if r.Err != nil {
-		return fmt.Sprintf("node %s lost at group %d: recovery failed: %v", r.Node, r.AtGroup, r.Err)
+		return fmt.Sprintf("%s lost at group %d: recovery failed: %v", who, r.AtGroup, r.Err)
 	}
 	bufs := fmt.Sprintf("%d buffers", r.FromCheckpoint)
 	if r.FromCheckpoint == 1 {
@@ -171,8 +175,8 @@ func (r RecoveryReport) String() string {
 	if r.Rerun == 1 {
 		rerun = "1 group re-run"
 	}
-	return fmt.Sprintf("node %s lost at group %d: recovered %s (%s; %s) in %v (detection %v)",
-		r.Node, r.AtGroup, mib(r.LostBytes), from, rerun, r.Replay.Round(time.Millisecond), r.Detection.Round(time.Millisecond))
+	return fmt.Sprintf("%s lost at group %d: recovered %s (%s; %s) in %v (detection %v)",
+		who, r.AtGroup, mib(r.LostBytes), from, rerun, r.Replay.Round(time.Millisecond), r.Detection.Round(time.Millisecond))
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -388,5 +389,23 @@ func TestSplitSubmitPlannedBeforeADrain(t *testing.T) {
 		if v != 5 {
 			t.Fatalf("d[%d] = %v, want 5", i, v)
 		}
+	}
+}
+
+// TestRecoveryReportWording_C5: the recovery lines agree with their
+// counts: "node n3" for one, "nodes n2, n3" for several lost during one
+// recovery, "1 buffer", "1 group re-run".
+func TestRecoveryReportWording_C5(t *testing.T) {
+	one := coordinator.RecoveryReport{Node: "n3", AtGroup: 7, Done: true, Checkpoint: 5, FromCheckpoint: 1, Rerun: 1}
+	if s := one.String(); !strings.HasPrefix(s, "node n3 lost at group 7: recovered") || !strings.Contains(s, "(1 buffer, ") || !strings.Contains(s, "; 1 group re-run)") {
+		t.Errorf("one node, one buffer, one group: %q", s)
+	}
+	two := coordinator.RecoveryReport{Node: "n2, n3", AtGroup: 7, Checkpoint: 0}
+	if s := two.String(); !strings.HasPrefix(s, "nodes n2, n3 lost at group 7: recovering") {
+		t.Errorf("two nodes: %q", s)
+	}
+	many := coordinator.RecoveryReport{Node: "n3", AtGroup: 7, Done: true, Checkpoint: 5, FromCheckpoint: 2, Rerun: 3}
+	if s := many.String(); !strings.Contains(s, "(2 buffers, ") || !strings.Contains(s, "; 3 groups re-run)") {
+		t.Errorf("two buffers, three groups: %q", s)
 	}
 }
