@@ -392,10 +392,10 @@ func TestSplitSubmitPlannedBeforeADrain(t *testing.T) {
 	}
 }
 
-// TestRecoveryReportWording_C5: the recovery lines agree with their
+// TestRecoveryReportCounts_C5: the recovery lines agree with their
 // counts: "node n3" for one, "nodes n2, n3" for several lost during one
 // recovery, "1 buffer", "1 group re-run".
-func TestRecoveryReportWording_C5(t *testing.T) {
+func TestRecoveryReportCounts_C5(t *testing.T) {
 	one := coordinator.RecoveryReport{Node: "n3", AtGroup: 7, Done: true, Checkpoint: 5, FromCheckpoint: 1, Rerun: 1}
 	if s := one.String(); !strings.HasPrefix(s, "node n3 lost at group 7: recovered") || !strings.Contains(s, "(1 buffer, ") || !strings.Contains(s, "; 1 group re-run)") {
 		t.Errorf("one node, one buffer, one group: %q", s)
