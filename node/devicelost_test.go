@@ -1,9 +1,11 @@
 package node_test
 
 import (
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,4 +87,48 @@ func gaugeValue(t *testing.T, n *node.Node, name string) float64 {
 	}
 	t.Fatalf("no gauge %s", name)
 	return 0
+}
+
+// TestStartedLineNamesTheHTTPAddress: the "node started" line gives the
+// HTTP address too, so that the port --http-addr HOST:0 picked can be
+// found (and "off" without an endpoint).
+func TestStartedLineNamesTheHTTPAddress(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:0", ""} {
+		var buf safeBuffer
+		nodes := startNodes(t, 1, func(_ int, cfg *node.Config) {
+			cfg.HTTPAddr = addr
+			cfg.Logger = slog.New(slog.NewTextHandler(&buf, nil))
+		})
+		want := "http=off"
+		if addr != "" {
+			want = "http=" + nodes[0].HTTPAddr()
+		}
+		line := ""
+		for _, l := range strings.Split(buf.String(), "\n") {
+			if strings.Contains(l, `msg="node started"`) {
+				line = l
+			}
+		}
+		if !strings.Contains(line, want+" ") {
+			t.Errorf("--http-addr %q: started line %q lacks %s", addr, line, want)
+		}
+	}
+}
+
+// safeBuffer is a bytes.Buffer for a logger written by several goroutines.
+type safeBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *safeBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *safeBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

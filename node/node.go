@@ -207,7 +207,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		go n.watchDevices()
 	}
 	n.ready.Store(true)
-	n.log.Info("node started", "quic", cc.QUICAddr, "gossip", n.cl.Addr().String(), "devices", len(n.devs.list), "memories", len(n.devs.mems))
+	http := n.HTTPAddr() // the port chosen, with --http-addr HOST:0
+	if http == "" {
+		http = "off"
+	}
+	n.log.Info("node started", "quic", cc.QUICAddr, "gossip", n.cl.Addr().String(), "http", http, "devices", len(n.devs.list), "memories", len(n.devs.mems))
 	ok = true
 	return n, nil
 }
