@@ -221,7 +221,11 @@ func loadSecrets(cfg Config) (*credentials.Credentials, [][]byte, error) {
 	var err error
 	if creds == nil {
 		if creds, err = credentials.LoadNode(cfg.CredentialsDir, cfg.Name); err != nil {
-			return nil, nil, fmt.Errorf("node: load credentials of node %q from %s: %w (issue them with `acpp-node credentials node %s`)", cfg.Name, cfg.CredentialsDir, err, cfg.Name)
+			hint := fmt.Sprintf(" (issue them with `acpp-node credentials node %s`)", cfg.Name)
+			if errors.Is(err, credentials.ErrInsecureKey) {
+				hint = "" // the error says what to do: chmod the key
+			}
+			return nil, nil, fmt.Errorf("node: load credentials of node %q from %s: %w%s", cfg.Name, cfg.CredentialsDir, err, hint)
 		}
 	}
 	if len(keys) == 0 {

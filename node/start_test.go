@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -235,6 +237,20 @@ func TestStartErrorsNameTheFlag(t *testing.T) {
 		}
 		if d > 10*time.Second {
 			t.Errorf("a refused key failed the start after %v; want at once, not after --join-retry (1m)", d)
+		}
+	})
+	t.Run("key readable by others", func(t *testing.T) {
+		dir, err := makeCreds("lab", []string{"n1"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		if err := os.Chmod(filepath.Join(dir, "nodes", "n1.key"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err = start(func(cfg *node.Config) { cfg.Credentials, cfg.CredentialsDir = nil, dir })
+		if msg := err.Error(); !errors.Is(err, credentials.ErrInsecureKey) || !strings.Contains(msg, "chmod 600") || strings.Contains(msg, "issue them") {
+			t.Errorf("error = %q; want the chmod advice alone (issuing new credentials does not help)", msg)
 		}
 	})
 }
