@@ -47,14 +47,23 @@ type Buffer struct {
 
 // String names the buffer.
 func (b *Buffer) String() string {
+	if b == nil {
+		return "nil buffer" // in an error about a group that names none
+	}
 	if b.name != "" {
 		return fmt.Sprintf("buffer %q", b.name)
 	}
 	return fmt.Sprintf("buffer %d", b.id)
 }
 
-// Geometry is the buffer's page geometry.
-func (b *Buffer) Geometry() coherence.Geometry { return b.geo }
+// Geometry is the buffer's page geometry (the zero Geometry for a nil
+// buffer).
+func (b *Buffer) Geometry() coherence.Geometry {
+	if b == nil {
+		return coherence.Geometry{}
+	}
+	return b.geo
+}
 
 // pageRange maps an element region to pages; a zero rng means from off to
 // the end of the buffer.

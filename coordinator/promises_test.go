@@ -333,3 +333,15 @@ func TestAutoCheckpointFollowsNodeMTBF_C5(t *testing.T) {
 		}
 	}
 }
+
+// A nil *Buffer (a failed NewBuffer's result) prints and answers its
+// geometry instead of panicking in an error message or a log line.
+func TestNilBufferPrints(t *testing.T) {
+	var b *coordinator.Buffer
+	if s := b.String(); s != "nil buffer" {
+		t.Errorf("nil buffer's String = %q", s)
+	}
+	if g := b.Geometry(); g.ElemSize != 0 {
+		t.Errorf("nil buffer's Geometry = %+v, want the zero one", g)
+	}
+}
