@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/acpp/acpp/credentials"
+	"github.com/acpp/acpp/device"
 	"github.com/acpp/acpp/node/nodeclient"
 )
 
@@ -205,6 +206,11 @@ func (c Config) Validate() error {
 	}
 	if c.NodeMTBF < 0 {
 		errs = append(errs, errors.New("NodeMTBF must not be negative"))
+	}
+	for i, k := range c.Devices.Kinds {
+		if _, err := device.ParseKind(k); err != nil {
+			errs = append(errs, fmt.Errorf("Devices.Kinds[%d] = %q is no device kind; use cpu or cuda", i, k))
+		}
 	}
 	for _, bw := range []struct {
 		name string

@@ -131,3 +131,32 @@ func TestRecoveryReportWording_C5(t *testing.T) {
 		t.Errorf("with a checkpoint after group 800: %q", s)
 	}
 }
+
+// A selected device kind or device that no node reached has is warned
+// about, as a node is (the job runs on what the other selections allow;
+// such a device may join later); a kind that is no kind at all ("gpu")
+// fails Open, naming it.
+func TestUnknownSelectedKindAndDeviceWarned(t *testing.T) {
+	c := coordtest.Start(t, 2, coordtest.Options{})
+	kinds := &warnings{phrase: "a selected device kind is not in the job"}
+	openJob(t, c, func(cfg *coordinator.Config) {
+		cfg.Devices.Kinds = []string{"cpu", "cuda"}
+		cfg.Logger = slog.New(kinds)
+	})
+	if kinds.n.Load() != 1 {
+		t.Errorf("%d warnings for the kind cuda no node has, want 1", kinds.n.Load())
+	}
+	devs := &warnings{phrase: "a selected device is not in the job"}
+	openJob(t, c, func(cfg *coordinator.Config) {
+		cfg.Devices.Devices = []string{"n0/cpu:0", "n7/cpu:0"}
+		cfg.Logger = slog.New(devs)
+	})
+	if devs.n.Load() != 1 {
+		t.Errorf("%d warnings for the device n7/cpu:0, want 1", devs.n.Load())
+	}
+	cfg := c.Config()
+	cfg.Devices.Kinds = []string{"gpu"}
+	if _, err := coordinator.Open(testCtx(t), cfg); err == nil || !strings.Contains(err.Error(), `Devices.Kinds[0] = "gpu" is no device kind`) {
+		t.Errorf("Open with the kind gpu: %v, want it refused naming it", err)
+	}
+}

@@ -301,6 +301,18 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 	if len(j.devices) == 0 {
 		return fail(fmt.Errorf("%w: the device filter selects none of %s; widen Config.Devices", ErrNoDevice, strings.Join(all, ", ")))
 	}
+	for _, k := range cfg.Devices.Kinds {
+		if !slices.ContainsFunc(j.devices, func(d *Device) bool { return d.Kind == k }) {
+			// The selection got the other kinds only: say so, as for a
+			// node (one with that kind may join later).
+			j.log.Warn("a selected device kind is not in the job: no node reached has a device of it that the other selections allow", "kind", k, "devices", strings.Join(all, ", "))
+		}
+	}
+	for _, name := range cfg.Devices.Devices {
+		if _, ok := j.devByID[name]; !ok {
+			j.log.Warn("a selected device is not in the job: no node reached has it (check the name: node/kind:index)", "device", name, "devices", strings.Join(all, ", "))
+		}
+	}
 	for _, name := range cfg.Devices.Nodes {
 		if j.byName[name] == nil {
 			// Maybe a typo, maybe a node not up yet: its devices join
