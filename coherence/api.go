@@ -173,7 +173,8 @@ var (
 	// ErrOutOfRange: a page box or element range lies outside the buffer.
 	ErrOutOfRange = errors.New("coherence: range outside the buffer")
 	// ErrBadGeometry: a geometry has a zero or negative extent, element size
-	// or page size.
+	// or page size, a byte size that overflows int, or more than MaxPages
+	// pages; or a Geometry not built by NewGeometry was used.
 	ErrBadGeometry = errors.New("coherence: invalid buffer geometry")
 	// ErrOrder: command group IDs were not strictly increasing.
 	ErrOrder = errors.New("coherence: command group IDs out of order")

@@ -1,0 +1,67 @@
+package coherence
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// Tests of what docs/COHERENCE.md and the package's doc comments promise
+// that no other test pinned (audit of 2026-11-27).
+
+// A Geometry not built by NewGeometry (the zero value, or a page size set
+// by hand) is refused with ErrBadGeometry by every method that maps a
+// range: they divided by zero, or (negative page sizes) returned a wrong
+// box without an error.
+func TestHandBuiltGeometryFails_P1(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		g    Geometry
+	}{
+		{"zero value", Geometry{}},
+		{"zero page size", Geometry{Range: Dims{1, 1, 8}, ElemSize: 4}},
+		{"negative page size", Geometry{Range: Dims{1, 1, 8}, ElemSize: 4, PageSize: Dims{1, 1, -2}}},
+		{"zero element size", Geometry{Range: Dims{1, 1, 8}, PageSize: Dims{1, 1, 2}}},
+		{"negative range", Geometry{Range: Dims{-1, -1, 8}, ElemSize: 4, PageSize: Dims{1, 1, 2}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			off, rng := Dims{}, Dims{1, 1, 4}
+			if _, err := tc.g.PageRange(off, rng); !errors.Is(err, ErrBadGeometry) {
+				t.Errorf("PageRange = %v, want ErrBadGeometry", err)
+			}
+			if _, _, err := tc.g.DiscardPages(off, rng); !errors.Is(err, ErrBadGeometry) {
+				t.Errorf("DiscardPages = %v, want ErrBadGeometry", err)
+			}
+			if _, err := tc.g.AppendNoInit(nil, Access{Mode: Write}, off, rng); !errors.Is(err, ErrBadGeometry) {
+				t.Errorf("AppendNoInit = %v, want ErrBadGeometry", err)
+			}
+			if _, err := tc.g.ViewPageRange(View{Range: Dims{1, 1, 32}, ElemSize: 1}, off, rng); !errors.Is(err, ErrBadGeometry) {
+				t.Errorf("ViewPageRange = %v, want ErrBadGeometry", err)
+			}
+		})
+	}
+}
+
+// NewGeometry refuses a page grid of more than MaxPages pages: AddBuffer
+// of such a buffer allocated its tracking headers eagerly and ran out of
+// memory (2^40 one-byte pages asked for ~350 GB).
+func TestGeometryPageLimit_P1(t *testing.T) {
+	if _, err := NewGeometry(Dims{1, 1, 1 << 40}, 1, Dims{1, 1, 1}); !errors.Is(err, ErrBadGeometry) || !strings.Contains(err.Error(), "MaxPages") {
+		t.Fatalf("NewGeometry(2^40 pages) err = %v, want ErrBadGeometry naming MaxPages", err)
+	}
+	if _, err := NewGeometry(Dims{1, 1 << 16, 1<<16 + 1}, 1, Dims{1, 1, 1}); !errors.Is(err, ErrBadGeometry) {
+		t.Fatalf("NewGeometry(MaxPages+2^16 pages) err = %v, want ErrBadGeometry", err)
+	}
+	g, err := NewGeometry(Dims{1, 1 << 16, 1 << 16}, 1, Dims{1, 1, 1})
+	if err != nil || g.NumPages() != MaxPages {
+		t.Fatalf("NewGeometry(MaxPages pages) = %d pages, %v; want accepted", g.NumPages(), err)
+	}
+	// The default page size keeps any range that fits in memory far below.
+	if g, err := NewGeometry(Dims{1, 1, 1 << 40}, 4, Dims{}); err != nil || g.NumPages() != 1<<26 {
+		t.Fatalf("NewGeometry(4 TiB, default pages) = %d pages, %v", g.NumPages(), err)
+	}
+	c := New(Config{})
+	if err := c.AddBuffer(BufferSpec{ID: 1, Geometry: Geometry{Range: Dims{1, 1, 1 << 40}, ElemSize: 1, PageSize: Dims{1, 1, 1}}}); !errors.Is(err, ErrBadGeometry) {
+		t.Fatalf("AddBuffer(hand-built 2^40 pages) err = %v, want ErrBadGeometry", err)
+	}
+}
