@@ -72,7 +72,9 @@ type Access struct {
 	Mode  Mode
 	// Op is the reduction operator, with Mode == Reduce.
 	Op ReduceOp
-	// Discard (no_init) accessors never cause a transfer (T1).
+	// Discard (no_init) accessors never cause a transfer (T1). Only a
+	// mode that writes may discard: Read with Discard fails with
+	// ErrBadAccess.
 	Discard bool
 	// Target is the allocation the kernel uses: the memory of the device it
 	// runs on, or the host allocation for a host accessor.
@@ -180,7 +182,8 @@ var (
 	ErrOrder = errors.New("coherence: command group IDs out of order")
 	// ErrLostPages: a command group needs pages that have no valid copy left.
 	ErrLostPages = errors.New("coherence: pages have no valid copy left")
-	// ErrBadAccess: an access has an invalid mode.
+	// ErrBadAccess: an access has an invalid mode, or is a Read with
+	// Discard.
 	ErrBadAccess = errors.New("coherence: invalid access")
 	// ErrTooManyAllocations: a buffer would have more allocations than its
 	// page states can track (255); release some with Core.Release.

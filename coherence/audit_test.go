@@ -65,3 +65,26 @@ func TestGeometryPageLimit_P1(t *testing.T) {
 		t.Fatalf("AddBuffer(hand-built 2^40 pages) err = %v, want ErrBadGeometry", err)
 	}
 }
+
+// A Read with Discard is refused with ErrBadAccess (as the root package
+// refuses a read-only NoInit accessor): it was accepted, planned no copy
+// and left the target outdated, so the kernel read pages never brought in.
+func TestReadDiscardRefused_T1(t *testing.T) {
+	c, geo := newCore1D(t, 8, true)
+	cg := CommandGroup{ID: 1, Accesses: []Access{{Buffer: 1, Pages: geo.All(), Mode: Read, Discard: true, Target: gpu1}}}
+	if _, err := c.Submit(cg); !errors.Is(err, ErrBadAccess) {
+		t.Fatalf("Submit(Read, Discard) err = %v, want ErrBadAccess", err)
+	}
+	// Nothing changed: the ID is not consumed, no allocation was made.
+	if got := c.Allocations(1); len(got) != 1 {
+		t.Fatalf("allocations after the refused group = %v, want [n0/host]", got)
+	}
+	cg.Accesses[0].Discard = false
+	if st := mustSubmit(t, c, 1, cg.Accesses...); totalPages(st.Copies) != 8 {
+		t.Fatalf("Read without Discard: copies %v, want 8 pages", st.Copies)
+	}
+	// Writing modes may discard.
+	for i, m := range []Mode{Write, ReadWrite, Reduce} {
+		mustSubmit(t, c, CGID(2+i), Access{Buffer: 1, Pages: geo.All(), Mode: m, Discard: true, Target: gpu2})
+	}
+}

@@ -762,6 +762,10 @@ func (c *Core) validate(cg CommandGroup, bs []*buffer) ([]*buffer, error) {
 		if a.Mode < Read || a.Mode > Reduce {
 			errs = append(errs, fmt.Errorf("%w: command group %d, access %d: mode %v; use Read, Write, ReadWrite or Reduce", ErrBadAccess, cg.ID, i, a.Mode))
 		}
+		if a.Mode == Read && a.Discard {
+			errs = append(errs, fmt.Errorf("%w: command group %d, access %d: a Read access cannot be Discard (it would read pages it never brought in); drop Discard, or use Write",
+				ErrBadAccess, cg.ID, i))
+		}
 		if err := b.checkBox(a.Pages); err != nil {
 			errs = append(errs, fmt.Errorf("command group %d, access %d: %w", cg.ID, i, err))
 		}
