@@ -172,6 +172,8 @@ var (
 	// ErrUnknownBuffer: a call named a buffer that AddBuffer did not add or
 	// that was removed.
 	ErrUnknownBuffer = errors.New("coherence: unknown buffer")
+	// ErrBufferExists: AddBuffer named a buffer ID that is already in use.
+	ErrBufferExists = errors.New("coherence: buffer already exists")
 	// ErrOutOfRange: a page box or element range lies outside the buffer.
 	ErrOutOfRange = errors.New("coherence: range outside the buffer")
 	// ErrBadGeometry: a geometry has a zero or negative extent, element size

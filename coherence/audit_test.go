@@ -88,3 +88,36 @@ func TestReadDiscardRefused_T1(t *testing.T) {
 		mustSubmit(t, c, CGID(2+i), Access{Buffer: 1, Pages: geo.All(), Mode: m, Discard: true, Target: gpu2})
 	}
 }
+
+// The zero Core works like New(Config{}) (its AddBuffer wrote to a nil
+// map), and AddBuffer of an ID in use wraps ErrBufferExists (it wrapped no
+// sentinel, though every error of the package is documented to).
+func TestZeroCoreAndDuplicateBuffer_B5(t *testing.T) {
+	var c Core
+	geo, err := NewGeometry(Dims{1, 1, 8}, 4, Dims{1, 1, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := host0
+	if err := c.AddBuffer(BufferSpec{ID: 1, Geometry: geo, HostData: &h}); err != nil {
+		t.Fatalf("zero Core: AddBuffer: %v", err)
+	}
+	// Two equally cheap sources would need the cost model: host0 and gpu1
+	// both hold the pages, gpu2 reads them from one of them (DefaultCost:
+	// host 1, peer 2).
+	mustSubmit(t, &c, 1, acc(Read, gpu1, span1(0, 8)))
+	st := mustSubmit(t, &c, 2, acc(Read, gpu2, span1(0, 8)))
+	if len(st.Copies) != 1 || st.Copies[0].Src != host0 {
+		t.Fatalf("zero Core: copies %v, want 8 pages from n0/host (DefaultCost)", st.Copies)
+	}
+	err = c.AddBuffer(BufferSpec{ID: 1, Geometry: geo})
+	if !errors.Is(err, ErrBufferExists) {
+		t.Fatalf("AddBuffer(existing ID) err = %v, want ErrBufferExists", err)
+	}
+	if _, err := c.RemoveBuffer(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddBuffer(BufferSpec{ID: 1, Geometry: geo}); err != nil {
+		t.Fatalf("AddBuffer after RemoveBuffer: %v", err)
+	}
+}

@@ -10,7 +10,7 @@ import (
 
 // Core is the coherence state of all buffers of one runtime or job: page
 // states per allocation and the conflict-tracking history. It is not safe for
-// concurrent use.
+// concurrent use. The zero Core is ready to use, like New(Config{}).
 type Core struct {
 	cost     CostModel
 	bufs     map[BufferID]*buffer
@@ -149,13 +149,17 @@ func (c *Core) isLive(id CGID) bool { return c.alive.has(id) }
 
 // AddBuffer registers a buffer. With HostData set, that allocation exists and
 // holds every page up to date (B5); otherwise the buffer holds no initialised
-// data and no transfer happens until something writes it (T2).
+// data and no transfer happens until something writes it (T2). Errors wrap
+// ErrBufferExists (the ID is in use) or ErrBadGeometry.
 func (c *Core) AddBuffer(s BufferSpec) error {
 	if _, ok := c.bufs[s.ID]; ok {
-		return fmt.Errorf("coherence: buffer %d already exists; pick a fresh BufferID", s.ID)
+		return fmt.Errorf("%w: buffer %d; pick a fresh BufferID (or RemoveBuffer the old one first)", ErrBufferExists, s.ID)
 	}
 	if err := s.Geometry.validate(); err != nil {
 		return fmt.Errorf("buffer %d: %w", s.ID, err)
+	}
+	if c.bufs == nil { // a zero Core: nothing is planned before a buffer exists
+		c.bufs, c.cost = map[BufferID]*buffer{}, DefaultCost{}
 	}
 	b := &buffer{id: s.ID, geo: s.Geometry, pages: s.Geometry.Pages()}
 	b.n = b.pages.Volume()
