@@ -2,6 +2,8 @@ package coherence
 
 import (
 	"errors"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -120,4 +122,158 @@ func TestZeroCoreAndDuplicateBuffer_B5(t *testing.T) {
 	if err := c.AddBuffer(BufferSpec{ID: 1, Geometry: geo}); err != nil {
 		t.Fatalf("AddBuffer after RemoveBuffer: %v", err)
 	}
+}
+
+// ViewPageRange's page range covers at least the bytes the view's
+// accessor touches (P5), whatever the view's shape: every byte of every
+// accessed view element lies in an element of the returned pages.
+// Random small buffers, page sizes, views of the same byte size and
+// accessor boxes, checked byte by byte.
+func TestViewPageRangeCoversBytes_P5(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 27))
+	divisors := func(n int) []int {
+		var out []int
+		for i := 1; i <= n; i++ {
+			if n%i == 0 {
+				out = append(out, i)
+			}
+		}
+		return out
+	}
+	pick := func(xs []int) int { return xs[r.IntN(len(xs))] }
+	for range 20000 {
+		rng := Dims{1 + r.IntN(4), 1 + r.IntN(6), 1 + r.IntN(8)}
+		elem := pick([]int{1, 2, 4, 8})
+		g, err := NewGeometry(rng, elem, Dims{1 + r.IntN(rng[0]), 1 + r.IntN(rng[1]), 1 + r.IntN(rng[2])})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ve := pick(divisors(g.Bytes()))
+		n := g.Bytes() / ve
+		v2 := pick(divisors(n))
+		v1 := pick(divisors(n / v2))
+		v := View{Range: Dims{n / v2 / v1, v1, v2}, ElemSize: ve}
+		var off, ext Dims
+		for d := range 3 {
+			off[d] = r.IntN(v.Range[d])
+			ext[d] = 1 + r.IntN(v.Range[d]-off[d])
+		}
+		box, err := g.ViewPageRange(v, off, ext)
+		if err != nil {
+			t.Fatalf("geometry %+v: ViewPageRange(%v, %v, %v): %v", g, v, off, ext, err)
+		}
+		if box.Intersect(g.All()) != box {
+			t.Fatalf("geometry %+v: ViewPageRange(%v, %v, %v) = %v leaves the page grid", g, v, off, ext, box)
+		}
+		eb := g.ElementBox(box)
+		for z := off[0]; z < off[0]+ext[0]; z++ {
+			for y := off[1]; y < off[1]+ext[1]; y++ {
+				for x := off[2]; x < off[2]+ext[2]; x++ {
+					first := flatten(v.Range, Dims{z, y, x}) * ve
+					for b := first; b < first+ve; b += min(ve, elem) {
+						if e := unflatten(g.Range, b/elem); !eb.Contains(e) {
+							t.Fatalf("geometry %+v: ViewPageRange(%v, %v, %v) = %v (elements %v) misses byte %d (element %v)",
+								g, v, off, ext, box, eb, b, e)
+						}
+					}
+					if e := unflatten(g.Range, (first+ve-1)/elem); !eb.Contains(e) {
+						t.Fatalf("geometry %+v: ViewPageRange(%v, %v, %v) = %v misses the last byte of view element %v", g, v, off, ext, box, Dims{z, y, x})
+					}
+				}
+			}
+		}
+	}
+}
+
+// Smaller promises of the doc comments that no test pinned.
+func TestDocumentedContracts(t *testing.T) {
+	t.Run("DefaultCost_C3", func(t *testing.T) {
+		for _, tc := range []struct {
+			src, dst AllocID
+			want     int
+		}{
+			{gpu1, gpu1, 0},    // same allocation
+			{host0, gpu1, 1},   // same node, host to device
+			{gpu1, host0, 1},   // same node, device to host
+			{gpu1, gpu2, 2},    // same node, device to device
+			{host0, host1, 10}, // other node
+			{n1g1, gpu1, 10},
+		} {
+			if got := (DefaultCost{}).Cost(tc.src, tc.dst); got != tc.want {
+				t.Errorf("DefaultCost.Cost(%v, %v) = %d, want %d", tc.src, tc.dst, got, tc.want)
+			}
+		}
+	})
+	t.Run("Outdated_P2", func(t *testing.T) {
+		c, geo := newCore1D(t, 8, true)
+		// On an allocation that does not exist every page is outdated.
+		if got, err := c.Outdated(1, n1g1, span1(2, 6)); err != nil || len(got) != 1 || got[0] != span1(2, 6) {
+			t.Errorf("Outdated(absent allocation) = %v, %v; want [%v]", got, err, span1(2, 6))
+		}
+		if got, err := c.Outdated(1, host0, geo.All()); err != nil || got != nil {
+			t.Errorf("Outdated(host0) = %v, %v; want nothing", got, err)
+		}
+		if _, err := c.Outdated(9, host0, geo.All()); !errors.Is(err, ErrUnknownBuffer) {
+			t.Errorf("Outdated(unknown buffer) err = %v, want ErrUnknownBuffer", err)
+		}
+		if _, err := c.Outdated(1, host0, span1(0, 9)); !errors.Is(err, ErrOutOfRange) {
+			t.Errorf("Outdated(box outside) err = %v, want ErrOutOfRange", err)
+		}
+		if got := c.Allocations(9); got != nil {
+			t.Errorf("Allocations(unknown) = %v, want nil", got)
+		}
+	})
+	t.Run("Complete_D3", func(t *testing.T) {
+		// Completing an unknown or already completed group does nothing.
+		c, _ := newCore1D(t, 8, true)
+		mustSubmit(t, c, 1, acc(Write, gpu1, span1(0, 8)))
+		c.Complete(7)
+		c.Complete(0)
+		if st := mustSubmit(t, c, 2, acc(Read, gpu1, span1(0, 8))); !slices.Equal(st.Deps, []CGID{1}) {
+			t.Fatalf("deps = %v, want [1]: completing unknown groups completed 1", st.Deps)
+		}
+		c.Complete(1)
+		c.Complete(1)
+		if live := c.Stats().Live; live != 1 {
+			t.Fatalf("live groups = %d, want 1 (group 2)", live)
+		}
+	})
+	t.Run("ReleaseErrors_B1", func(t *testing.T) {
+		c, _ := newCore1D(t, 8, true)
+		mustSubmit(t, c, 5, acc(Read, gpu1, span1(0, 8)))
+		if _, err := c.Release(5, 1, gpu1); !errors.Is(err, ErrOrder) {
+			t.Errorf("Release(old id) err = %v, want ErrOrder", err)
+		}
+		if _, err := c.Release(6, 9, gpu1); !errors.Is(err, ErrUnknownBuffer) {
+			t.Errorf("Release(unknown buffer) err = %v, want ErrUnknownBuffer", err)
+		}
+		// A failing Release changes nothing: id 6 is still free.
+		if _, err := c.Release(6, 1, gpu1); err != nil {
+			t.Errorf("Release(6) after failures: %v", err)
+		}
+	})
+	t.Run("GeometryErrors_P1_P5", func(t *testing.T) {
+		if _, err := NewGeometry(Dims{1 << 30, 1 << 30, 1 << 30}, 8, Dims{}); !errors.Is(err, ErrBadGeometry) || !strings.Contains(err.Error(), "overflows") {
+			t.Errorf("NewGeometry(2^90 elements) err = %v, want ErrBadGeometry saying it overflows", err)
+		}
+		// A geometry whose page size is not what NewGeometry makes of it.
+		c := New(Config{})
+		if err := c.AddBuffer(BufferSpec{ID: 1, Geometry: Geometry{Range: Dims{1, 1, 8}, ElemSize: 4, PageSize: Dims{1, 1, 16}}}); !errors.Is(err, ErrBadGeometry) {
+			t.Errorf("AddBuffer(page larger than the range) err = %v, want ErrBadGeometry", err)
+		}
+		geo, err := NewGeometry(Dims{1, 8, 8}, 4, Dims{1, 2, 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := View{Range: Dims{1, 1, 256}, ElemSize: 1}
+		if got, err := geo.ViewPageRange(v, Dims{0, 0, 10}, Dims{1, 1, 0}); err != nil || got != (Box{}) {
+			t.Errorf("ViewPageRange(zero extent) = %v, %v; want the empty box", got, err)
+		}
+		if _, err := geo.ViewPageRange(v, Dims{0, 0, 250}, Dims{1, 1, 7}); !errors.Is(err, ErrOutOfRange) {
+			t.Errorf("ViewPageRange(leaves the view) err = %v, want ErrOutOfRange", err)
+		}
+		if _, err := geo.ViewPageRange(View{Range: Dims{1, 0, 256}, ElemSize: 1}, Dims{}, Dims{1, 1, 1}); !errors.Is(err, ErrBadGeometry) {
+			t.Errorf("ViewPageRange(zero view extent) err = %v, want ErrBadGeometry", err)
+		}
+	})
 }
