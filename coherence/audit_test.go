@@ -277,3 +277,44 @@ func TestDocumentedContracts(t *testing.T) {
 		}
 	})
 }
+
+// Step's Allocate, Copies and Lost are sorted by buffer ID as an unsigned
+// number: IDs from 2^63 up (hashes, say) sorted before small ones, so
+// Lost was not "per buffer in ID order" (C5) and Allocate and Copies not
+// in the order LoseNode and Buffers use.
+func TestStepSortedByBufferID_C5(t *testing.T) {
+	c := New(Config{})
+	geo, err := NewGeometry(Dims{1, 1, 8}, 4, Dims{1, 1, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := BufferID(1<<63 + 1)
+	h := host0
+	for _, id := range []BufferID{big, 1} {
+		if err := c.AddBuffer(BufferSpec{ID: id, Geometry: geo, HostData: &h}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	both := func(m Mode, on AllocID, discard bool) []Access {
+		return []Access{
+			{Buffer: big, Pages: geo.All(), Mode: m, Target: on, Discard: discard},
+			{Buffer: 1, Pages: geo.All(), Mode: m, Target: on, Discard: discard},
+		}
+	}
+	st := mustSubmit(t, c, 1, both(Read, gpu1, false)...)
+	if len(st.Allocate) != 2 || st.Allocate[0].Buffer != 1 || st.Allocate[1].Buffer != big {
+		t.Errorf("Allocate = %v, want buffer 1 then %d", st.Allocate, big)
+	}
+	if len(st.Copies) != 2 || st.Copies[0].Buffer != 1 || st.Copies[1].Buffer != big {
+		t.Errorf("Copies = %v, want buffer 1 then %d", st.Copies, big)
+	}
+	mustSubmit(t, c, 2, both(Write, n1g1, true)...)
+	lost := c.LoseNode(1)
+	if len(lost) != 2 || lost[0].Buffer != 1 || lost[1].Buffer != big {
+		t.Fatalf("LoseNode = %v, want buffer 1 then %d", lost, big)
+	}
+	st, err = c.Submit(CommandGroup{ID: 3, Accesses: both(Read, gpu1, false)})
+	if !errors.Is(err, ErrLostPages) || len(st.Lost) != 2 || st.Lost[0].Buffer != 1 || st.Lost[1].Buffer != big {
+		t.Fatalf("Submit over lost pages: Lost = %v, %v; want buffer 1 then %d, ErrLostPages", st.Lost, err, big)
+	}
+}

@@ -1,6 +1,7 @@
 package coherence
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -716,7 +717,7 @@ func finishDeps(deps []CGID, self CGID) []CGID {
 func sortStep(s *Step) {
 	cmpAllocation := func(x, y Allocation) int {
 		if x.Buffer != y.Buffer {
-			return cmpInt(int(x.Buffer), int(y.Buffer))
+			return cmp.Compare(x.Buffer, y.Buffer)
 		}
 		return compareAlloc(x.Alloc, y.Alloc)
 	}
@@ -731,7 +732,7 @@ func sortStep(s *Step) {
 	}
 	slices.SortFunc(s.Copies, func(x, y Copy) int {
 		if x.Buffer != y.Buffer {
-			return cmpInt(int(x.Buffer), int(y.Buffer))
+			return cmp.Compare(x.Buffer, y.Buffer)
 		}
 		if c := compareAlloc(x.Dst, y.Dst); c != 0 {
 			return c
@@ -828,7 +829,7 @@ func (c *Core) lostNeeded(cg CommandGroup) []LostPages {
 	for i, b := range bufs {
 		out = append(out, LostPages{Buffer: b.id, Boxes: spansToBoxes(b.pages, spans[i]), Nodes: b.lostNodes(spans[i])})
 	}
-	slices.SortFunc(out, func(x, y LostPages) int { return cmpInt(int(x.Buffer), int(y.Buffer)) })
+	slices.SortFunc(out, func(x, y LostPages) int { return cmp.Compare(x.Buffer, y.Buffer) })
 	return out
 }
 
