@@ -318,3 +318,17 @@ func TestStepSortedByBufferID_C5(t *testing.T) {
 		t.Fatalf("Submit over lost pages: Lost = %v, %v; want buffer 1 then %d, ErrLostPages", st.Lost, err, big)
 	}
 }
+
+// PlanRecovery with no node left fails (C5); a negative NodesLeft, a
+// caller's miscount, planned a replay on no nodes.
+func TestPlanRecoveryNoNodeLeft_C5(t *testing.T) {
+	lost := []LostPages{{Buffer: 1, Boxes: []Box{span1(0, 1)}, Nodes: []NodeID{1}}}
+	for _, left := range []int{0, -1} {
+		if p := PlanRecovery(RecoveryInput{Lost: lost, NodesLeft: left}); p.Action != RecoverFail {
+			t.Errorf("PlanRecovery(NodesLeft %d) = %v, want fail", left, p.Action)
+		}
+	}
+	if p := PlanRecovery(RecoveryInput{Lost: lost, NodesLeft: 1}); p.Action != RecoverReplay {
+		t.Errorf("PlanRecovery(NodesLeft 1) = %v, want replay", p.Action)
+	}
+}
