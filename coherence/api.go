@@ -72,7 +72,9 @@ type Access struct {
 	Mode  Mode
 	// Op is the reduction operator, with Mode == Reduce.
 	Op ReduceOp
-	// Discard (no_init) accessors never cause a transfer (T1).
+	// Discard (no_init) accessors never cause a transfer (T1). Only a
+	// mode that writes may discard: Read with Discard fails with
+	// ErrBadAccess.
 	Discard bool
 	// Target is the allocation the kernel uses: the memory of the device it
 	// runs on, or the host allocation for a host accessor.
@@ -170,16 +172,20 @@ var (
 	// ErrUnknownBuffer: a call named a buffer that AddBuffer did not add or
 	// that was removed.
 	ErrUnknownBuffer = errors.New("coherence: unknown buffer")
+	// ErrBufferExists: AddBuffer named a buffer ID that is already in use.
+	ErrBufferExists = errors.New("coherence: buffer already exists")
 	// ErrOutOfRange: a page box or element range lies outside the buffer.
 	ErrOutOfRange = errors.New("coherence: range outside the buffer")
 	// ErrBadGeometry: a geometry has a zero or negative extent, element size
-	// or page size.
+	// or page size, a byte size that overflows int, or more than MaxPages
+	// pages; or a Geometry not built by NewGeometry was used.
 	ErrBadGeometry = errors.New("coherence: invalid buffer geometry")
 	// ErrOrder: command group IDs were not strictly increasing.
 	ErrOrder = errors.New("coherence: command group IDs out of order")
 	// ErrLostPages: a command group needs pages that have no valid copy left.
 	ErrLostPages = errors.New("coherence: pages have no valid copy left")
-	// ErrBadAccess: an access has an invalid mode.
+	// ErrBadAccess: an access has an invalid mode, or is a Read with
+	// Discard.
 	ErrBadAccess = errors.New("coherence: invalid access")
 	// ErrTooManyAllocations: a buffer would have more allocations than its
 	// page states can track (255); release some with Core.Release.

@@ -1,6 +1,7 @@
 package coherence
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -10,7 +11,7 @@ import (
 
 // Core is the coherence state of all buffers of one runtime or job: page
 // states per allocation and the conflict-tracking history. It is not safe for
-// concurrent use.
+// concurrent use. The zero Core is ready to use, like New(Config{}).
 type Core struct {
 	cost     CostModel
 	bufs     map[BufferID]*buffer
@@ -149,13 +150,17 @@ func (c *Core) isLive(id CGID) bool { return c.alive.has(id) }
 
 // AddBuffer registers a buffer. With HostData set, that allocation exists and
 // holds every page up to date (B5); otherwise the buffer holds no initialised
-// data and no transfer happens until something writes it (T2).
+// data and no transfer happens until something writes it (T2). Errors wrap
+// ErrBufferExists (the ID is in use) or ErrBadGeometry.
 func (c *Core) AddBuffer(s BufferSpec) error {
 	if _, ok := c.bufs[s.ID]; ok {
-		return fmt.Errorf("coherence: buffer %d already exists; pick a fresh BufferID", s.ID)
+		return fmt.Errorf("%w: buffer %d; pick a fresh BufferID (or RemoveBuffer the old one first)", ErrBufferExists, s.ID)
 	}
 	if err := s.Geometry.validate(); err != nil {
 		return fmt.Errorf("buffer %d: %w", s.ID, err)
+	}
+	if c.bufs == nil { // a zero Core: nothing is planned before a buffer exists
+		c.bufs, c.cost = map[BufferID]*buffer{}, DefaultCost{}
 	}
 	b := &buffer{id: s.ID, geo: s.Geometry, pages: s.Geometry.Pages()}
 	b.n = b.pages.Volume()
@@ -712,7 +717,7 @@ func finishDeps(deps []CGID, self CGID) []CGID {
 func sortStep(s *Step) {
 	cmpAllocation := func(x, y Allocation) int {
 		if x.Buffer != y.Buffer {
-			return cmpInt(int(x.Buffer), int(y.Buffer))
+			return cmp.Compare(x.Buffer, y.Buffer)
 		}
 		return compareAlloc(x.Alloc, y.Alloc)
 	}
@@ -727,7 +732,7 @@ func sortStep(s *Step) {
 	}
 	slices.SortFunc(s.Copies, func(x, y Copy) int {
 		if x.Buffer != y.Buffer {
-			return cmpInt(int(x.Buffer), int(y.Buffer))
+			return cmp.Compare(x.Buffer, y.Buffer)
 		}
 		if c := compareAlloc(x.Dst, y.Dst); c != 0 {
 			return c
@@ -761,6 +766,10 @@ func (c *Core) validate(cg CommandGroup, bs []*buffer) ([]*buffer, error) {
 		}
 		if a.Mode < Read || a.Mode > Reduce {
 			errs = append(errs, fmt.Errorf("%w: command group %d, access %d: mode %v; use Read, Write, ReadWrite or Reduce", ErrBadAccess, cg.ID, i, a.Mode))
+		}
+		if a.Mode == Read && a.Discard {
+			errs = append(errs, fmt.Errorf("%w: command group %d, access %d: a Read access cannot be Discard (it would read pages it never brought in); drop Discard, or use Write",
+				ErrBadAccess, cg.ID, i))
 		}
 		if err := b.checkBox(a.Pages); err != nil {
 			errs = append(errs, fmt.Errorf("command group %d, access %d: %w", cg.ID, i, err))
@@ -820,7 +829,7 @@ func (c *Core) lostNeeded(cg CommandGroup) []LostPages {
 	for i, b := range bufs {
 		out = append(out, LostPages{Buffer: b.id, Boxes: spansToBoxes(b.pages, spans[i]), Nodes: b.lostNodes(spans[i])})
 	}
-	slices.SortFunc(out, func(x, y LostPages) int { return cmpInt(int(x.Buffer), int(y.Buffer)) })
+	slices.SortFunc(out, func(x, y LostPages) int { return cmp.Compare(x.Buffer, y.Buffer) })
 	return out
 }
 

@@ -188,11 +188,18 @@ func FuzzDiscardPages(f *testing.F) {
 }
 
 // FuzzDefaultPageSize: any extents give a page size of at least 1 and at most
-// the extent in every dimension, contiguous, near the 64 KiB target.
+// the extent in every dimension; contiguous (every dimension outside the
+// one that is split is 1, every one inside it whole); at most
+// DefaultPageBytes unless one element is larger; the whole buffer when it
+// fits in DefaultPageBytes; and the split dimension cut into the fewest
+// equal parts (P1).
 func FuzzDefaultPageSize(f *testing.F) {
 	f.Add(int64(1), int64(4096), int64(4096), int64(4))
 	f.Add(int64(1), int64(1), int64(1)<<62, int64(1))
 	f.Add(int64(-5), int64(0), int64(7), int64(0))
+	f.Add(int64(1), int64(1000), int64(20000), int64(4))
+	f.Add(int64(64), int64(64), int64(64), int64(8))
+	f.Add(int64(3), int64(5), int64(7), int64(1)<<20)
 	f.Fuzz(func(t *testing.T, r0, r1, r2, elem int64) {
 		rng := Dims{int(r0), int(r1), int(r2)}
 		ps := DefaultPageSize(rng, int(elem))
@@ -200,6 +207,57 @@ func FuzzDefaultPageSize(f *testing.F) {
 			if ps[d] < 1 || ps[d] > max(rng[d], 1) {
 				t.Fatalf("DefaultPageSize(%v, %d) = %v", rng, elem, ps)
 			}
+		}
+		// The checks below need the buffer's size; skip extents whose
+		// byte size overflows (DefaultPageSize still must not crash).
+		e := max(int(elem), 1)
+		var whole Dims
+		for d := range 3 {
+			whole[d] = max(rng[d], 1)
+		}
+		size, ok := mulChecked(whole[0], whole[1], whole[2], e)
+		if !ok {
+			return
+		}
+		if size <= DefaultPageBytes {
+			if ps != whole {
+				t.Fatalf("DefaultPageSize(%v, %d) = %v; a buffer of %d bytes is one page", rng, elem, ps, size)
+			}
+			return
+		}
+		split := -1 // the innermost dimension that is not whole
+		for d := 2; d >= 0 && split < 0; d-- {
+			if ps[d] < whole[d] {
+				split = d
+			}
+		}
+		if bytes := ps.Volume() * e; bytes > DefaultPageBytes && ps.Volume() > 1 {
+			t.Fatalf("DefaultPageSize(%v, %d) = %v: %d bytes, above DefaultPageBytes", rng, elem, ps, bytes)
+		}
+		if split < 0 {
+			return // the whole buffer: one element larger than the target
+		}
+		for d := range split {
+			if ps[d] != 1 {
+				t.Fatalf("DefaultPageSize(%v, %d) = %v: not contiguous (dimension %d outside the split dimension %d is not 1)", rng, elem, ps, d, split)
+			}
+		}
+		// The fewest equal parts: one part fewer would not fit, and no
+		// smaller page gives as few parts.
+		cdiv := func(a, b int) int { // overflow-free ceiling
+			if a%b != 0 {
+				return a/b + 1
+			}
+			return a / b
+		}
+		n, p := whole[split], ps[split]
+		parts := cdiv(n, p) // >= 2: p < n
+		inner := ps.Volume() / p
+		if bigger := cdiv(n, parts-1); bigger*inner*e <= DefaultPageBytes {
+			t.Fatalf("DefaultPageSize(%v, %d) = %v: %d parts of dimension %d where %d fit", rng, elem, ps, parts, split, parts-1)
+		}
+		if eq := cdiv(n, parts); eq != p {
+			t.Fatalf("DefaultPageSize(%v, %d) = %v: %d parts of dimension %d are not equal (pages of %d would do)", rng, elem, ps, parts, split, eq)
 		}
 	})
 }

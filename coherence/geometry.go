@@ -19,6 +19,14 @@ import (
 // per page per allocation is 1/524288 of the data.
 const DefaultPageBytes = 64 << 10
 
+// MaxPages is the most pages a geometry may have. The core keeps a header
+// per 256 pages of every buffer from AddBuffer on (about 0.34 bytes per
+// page: 1.4 GiB at the limit), so a page grid far beyond any real
+// allocation (a huge range with tiny pages) fails NewGeometry with
+// ErrBadGeometry instead of exhausting memory. At the default page size
+// the limit is 256 TiB per buffer.
+const MaxPages = 1 << 32
+
 // Geometry maps a buffer's element range onto its 3D page grid (P1).
 // Build it with NewGeometry; the zero value is invalid.
 type Geometry struct {
@@ -30,7 +38,8 @@ type Geometry struct {
 // NewGeometry validates and builds a geometry. A zero PageSize means
 // DefaultPageSize(rng, elemSize); otherwise every dimension of pageSize must
 // be at least 1, and dimensions larger than the range are clipped to it.
-// Errors wrap ErrBadGeometry and name every bad field.
+// A page grid of more than MaxPages pages is refused. Errors wrap
+// ErrBadGeometry and name every bad field.
 func NewGeometry(rng Dims, elemSize int, pageSize Dims) (Geometry, error) {
 	var errs []error
 	for d := range 3 {
@@ -62,7 +71,28 @@ func NewGeometry(rng Dims, elemSize int, pageSize Dims) (Geometry, error) {
 	for d := range 3 {
 		pageSize[d] = min(pageSize[d], rng[d])
 	}
-	return Geometry{Range: rng, ElemSize: elemSize, PageSize: pageSize}, nil
+	g := Geometry{Range: rng, ElemSize: elemSize, PageSize: pageSize}
+	if n := g.NumPages(); uint64(n) > MaxPages {
+		return Geometry{}, fmt.Errorf("%w: Range %v with PageSize %v gives %d pages, more than MaxPages (%d); use larger pages",
+			ErrBadGeometry, rng, pageSize, n, uint64(MaxPages))
+	}
+	return g, nil
+}
+
+// check is validate's cheap part, for the methods that map ranges: a
+// geometry that does not come from NewGeometry (the zero value, or fields
+// set by hand) fails with ErrBadGeometry instead of dividing by zero.
+func (g Geometry) check() error {
+	for d := range 3 {
+		if g.Range[d] < 1 || g.PageSize[d] < 1 {
+			return fmt.Errorf("%w: Range %v, PageSize %v: every extent and page size must be >= 1; build the geometry with NewGeometry",
+				ErrBadGeometry, g.Range, g.PageSize)
+		}
+	}
+	if g.ElemSize < 1 {
+		return fmt.Errorf("%w: ElemSize = %d, must be >= 1; build the geometry with NewGeometry", ErrBadGeometry, g.ElemSize)
+	}
+	return nil
 }
 
 // validate checks a geometry that may not come from NewGeometry.
@@ -162,8 +192,13 @@ func (g Geometry) All() Box { return Box{Hi: g.Pages()} }
 // PageRange is the page range of an accessor with the given element offset
 // and range: every page fully or partly covered. A range with a zero extent
 // gives the empty Box{}. ErrOutOfRange (wrapped, naming the dimension and the
-// bounds) if the range leaves the buffer or has a negative component.
+// bounds) if the range leaves the buffer or has a negative component;
+// ErrBadGeometry if g does not come from NewGeometry (a zero or negative
+// extent, element size or page size).
 func (g Geometry) PageRange(offset, rng Dims) (Box, error) {
+	if err := g.check(); err != nil {
+		return Box{}, err
+	}
 	if err := checkElemRange(g.Range, offset, rng); err != nil {
 		return Box{}, err
 	}
@@ -219,8 +254,12 @@ type View struct {
 // ones are widened to whole elements; otherwise it is the bounding page box of
 // the linear byte interval the accessor spans, which may be larger than the
 // accessed bytes (allowed by the spec). Errors wrap ErrBadGeometry (view does
-// not match the buffer's bytes) or ErrOutOfRange.
+// not match the buffer's bytes, or g does not come from NewGeometry) or
+// ErrOutOfRange.
 func (g Geometry) ViewPageRange(v View, offset, rng Dims) (Box, error) {
+	if err := g.check(); err != nil {
+		return Box{}, err
+	}
 	if v.ElemSize < 1 || v.Range[0] < 1 || v.Range[1] < 1 || v.Range[2] < 1 {
 		return Box{}, fmt.Errorf("%w: view %v × %d bytes has a non-positive extent", ErrBadGeometry, v.Range, v.ElemSize)
 	}
@@ -474,6 +513,7 @@ func (DefaultCost) Cost(src, dst AllocID) int {
 // that must preserve those elements submits full as Discard and each partial
 // box as a non-discard Write (which transfers the page first, T3). With page
 // sized or page aligned accessors partial is empty and nothing changes.
+// Errors are PageRange's.
 func (g Geometry) DiscardPages(offset, rng Dims) (full Box, partial []Box, err error) {
 	pages, err := g.PageRange(offset, rng)
 	if err != nil || pages.Empty() {

@@ -54,7 +54,8 @@ type RecoveryInput struct {
 	InFlight []CGID
 	// Log holds the groups since the checkpoint, in submission order.
 	Log []LoggedGroup
-	// NodesLeft is the number of nodes the job can still run on.
+	// NodesLeft is the number of nodes the job can still run on (zero or
+	// less: none, RecoverFail).
 	NodesLeft int
 }
 
@@ -78,7 +79,7 @@ func PlanRecovery(in RecoveryInput) RecoveryPlan {
 	if !lost && len(in.InFlight) == 0 {
 		return RecoveryPlan{Action: RecoverContinue}
 	}
-	if in.NodesLeft == 0 {
+	if in.NodesLeft <= 0 {
 		return RecoveryPlan{Action: RecoverFail}
 	}
 	p := RecoveryPlan{Action: RecoverReplay}
