@@ -21,6 +21,7 @@ import (
 	"github.com/acpp/acpp/kernels"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 )
 
@@ -45,7 +46,10 @@ func Main(ctx context.Context, args []string, env Env) int {
 	root.SetArgs(args)
 	root.SetOut(env.Stdout)
 	root.SetErr(env.Stderr)
-	err := root.Execute()
+	err := unknownCommand(root, args)
+	if err == nil {
+		err = root.Execute()
+	}
 	if err == nil {
 		return 0
 	}
@@ -55,6 +59,30 @@ func Main(ctx context.Context, args []string, env Env) int {
 		return 2
 	}
 	return 1
+}
+
+// unknownCommand refuses a first word that names no command before cobra
+// sees it: with --help, cobra printed the root's help for `acpp-submit
+// bench --help` and exited 0, as if the command existed. cobra adds its
+// help and completion commands as it executes, so they are added here
+// first (it adds them once); its hidden __complete commands are left to it.
+func unknownCommand(root *cobra.Command, args []string) error {
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd(args...)
+	c, rest, err := root.Find(args)
+	if err != nil || c != root {
+		return nil
+	}
+	for _, a := range rest {
+		if strings.HasPrefix(a, "-") {
+			continue
+		}
+		if strings.HasPrefix(a, "__") {
+			return nil
+		}
+		return usageError{fmt.Errorf("unknown command %q (see %s --help)", a, root.CommandPath())}
+	}
+	return nil
 }
 
 type usageError struct{ error }
@@ -69,9 +97,17 @@ type clusterFlags struct {
 	selectNodes    []string
 	selectKinds    []string
 	placement      string
-	placementSet   bool // --placement given: refused without --cluster
 	onNodeLoss     string
 	checkpoint     string
+	// flags is the command's flag set (add), to tell a flag given from
+	// its default: --placement, --credentials and --client given without
+	// --cluster are refused, not ignored.
+	flags *pflag.FlagSet
+}
+
+// given reports whether the flag name was given on the command line.
+func (c *clusterFlags) given(name string) bool {
+	return c.flags != nil && c.flags.Changed(name)
 }
 
 func splitList(s string) []string {
@@ -86,6 +122,7 @@ func splitList(s string) []string {
 
 func (c *clusterFlags) add(cmd *cobra.Command, env Env, run bool) {
 	f := cmd.Flags()
+	c.flags = f
 	f.StringSliceVar(&c.addrs, "cluster", splitList(env.Getenv("ACPP_CLUSTER")), "QUIC address (host:port, an acpp-node's --quic-addr) of a cluster member; one address expands to every alive member, several (comma-separated or repeated) are used as given (env ACPP_CLUSTER)"+map[bool]string{true: "; without it the job runs on the embedded runtime of this machine", false: ""}[run])
 	creds := env.Getenv("ACPP_CREDENTIALS")
 	if creds == "" {
@@ -118,7 +155,16 @@ func (c *clusterFlags) config() (*ClusterConfig, error) {
 		return nil, usageError{fmt.Errorf("--placement %q: use auto or round-robin", c.placement)}
 	}
 	if len(c.addrs) == 0 {
-		if c.placementSet {
+		var creds []string
+		for _, name := range []string{"credentials", "client"} {
+			if c.given(name) {
+				creds = append(creds, "--"+name)
+			}
+		}
+		if len(creds) > 0 {
+			return nil, usageError{fmt.Errorf("%s name the credentials for a cluster: give --cluster ADDR (or ACPP_CLUSTER) too; without it the command uses this machine and no credentials", strings.Join(creds, " and "))}
+		}
+		if c.given("placement") {
 			return nil, usageError{errors.New("--placement places steps on cluster nodes: give --cluster ADDR too (an embedded run places steps by their device: field and --device)")}
 		}
 		if len(c.selectNodes) > 0 || len(c.selectKinds) > 0 {
@@ -128,6 +174,13 @@ func (c *clusterFlags) config() (*ClusterConfig, error) {
 			return nil, usageError{errors.New("--on-node-loss and --checkpoint say how a cluster run survives losing a node: give --cluster ADDR too (an embedded run has no nodes to lose)")}
 		}
 		return nil, nil
+	}
+	// A bad kind is refused here, before any connection: after one, an
+	// unreachable cluster would hide it.
+	for _, k := range c.selectKinds {
+		if _, err := device.ParseKind(k); err != nil {
+			return nil, usageError{fmt.Errorf("--kinds: %w", err)}
+		}
 	}
 	if c.onNodeLoss != "" {
 		if _, err := coordinator.ParseNodeLossPolicy(c.onNodeLoss); err != nil {
@@ -222,7 +275,6 @@ func newRunCmd(env Env) *cobra.Command {
   acpp-submit run --cluster 127.0.0.1:7951 --credentials creds --client alice examples/jobs/jacobi.yaml`,
 		Args: exactlyOneJob,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cf.placementSet = cmd.Flags().Changed("placement")
 			cc, err := cf.config()
 			if err != nil {
 				return err
@@ -264,6 +316,14 @@ func newRunCmd(env Env) *cobra.Command {
 			case "auto", "always", "never":
 			default:
 				return usageError{fmt.Errorf("--progress %q: use auto, always or never", progress)}
+			}
+			// --quiet prints nothing but errors: a flag that asks for more
+			// output is refused with it, not overruled without a word.
+			if quiet && progress == "always" {
+				return usageError{errors.New("--quiet prints nothing but errors, --progress always a progress bar: give one of them")}
+			}
+			if quiet && verbose {
+				return usageError{errors.New("--quiet prints nothing but errors, --verbose the runtime's debug log: give one of them")}
 			}
 			var bar *progressbar.ProgressBar
 			lastLine := time.Now()
@@ -499,11 +559,11 @@ advertises: a node's own binary (node/nodecmd, examples/custom-node) may carry
 kernels of its own, and a group runs only on nodes that have its kernel.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(cf.addrs) > 0 {
-				cc, err := cf.config()
-				if err != nil {
-					return err
-				}
+			cc, err := cf.config()
+			if err != nil {
+				return err
+			}
+			if cc != nil {
 				return KernelsOnCluster(cmd.Context(), cc, env.Stdout)
 			}
 			if err := kernels.Register(); err != nil {

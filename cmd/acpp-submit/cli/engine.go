@@ -73,12 +73,19 @@ func openEngine(ctx context.Context, cfg Config, log *slog.Logger) (*engine, err
 	qopts = append(qopts, cfg.queueOptions...)
 	q, err := acpp.NewQueue(ctx, qopts...)
 	if err != nil {
-		if errors.Is(err, acpp.ErrNoDevice) {
-			return nil, fmt.Errorf("--device %s: %w (acpp-submit devices lists this machine's devices)", strings.Join(cfg.Devices, ","), err)
-		}
-		return nil, fmt.Errorf("open the local devices: %w", err)
+		return nil, openLocalError(cfg.Devices, err)
 	}
 	return &engine{q: q}, nil
+}
+
+// openLocalError is the error of opening this machine's devices: a
+// --device selection that matches none of them names the flag (run and
+// check say it alike).
+func openLocalError(devices []string, err error) error {
+	if len(devices) > 0 && errors.Is(err, acpp.ErrNoDevice) {
+		return fmt.Errorf("--device %s: %w (acpp-submit devices lists this machine's devices)", strings.Join(devices, ","), err)
+	}
+	return fmt.Errorf("open the local devices: %w", err)
 }
 
 // devices names the devices the job may run on ("cpu:0", "n1/cuda:0"),

@@ -122,7 +122,7 @@ func machineBudgets(ctx context.Context, limit acpp.MemoryLimit, devices []strin
 	}
 	q, err := acpp.NewQueue(ctx, opts...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("open the local devices: %w", err)
+		return nil, nil, openLocalError(devices, err)
 	}
 	defer q.Close()
 	infos := q.Devices()

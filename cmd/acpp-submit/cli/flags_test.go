@@ -1,0 +1,65 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+// TestFlagsTakeEffectOrFail: a flag given where it cannot take effect is
+// refused, naming it, with exit 2 (usage), and a bad value is refused
+// naming its flag before anything connects; variables only supply
+// defaults, so a set one never refuses a command that does not use it.
+// Each row failed before: the flag was accepted and ignored, overruled by
+// another without a word, or its error named something else.
+func TestFlagsTakeEffectOrFail(t *testing.T) {
+	job := writeJob(t, "small.yaml", smallJob)
+	out := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		code int
+		err  string // in stderr
+	}{
+		// --credentials and --client without --cluster were ignored: the
+		// job ran on this machine.
+		{"run credentials without cluster", []string{"run", "-o", out, "--credentials", "creds", job}, nil, 2, "--credentials name the credentials for a cluster: give --cluster ADDR"},
+		{"run client without cluster", []string{"run", "-o", out, "--client", "alice", job}, nil, 2, "--client name the credentials for a cluster"},
+		{"check both without cluster", []string{"check", "--credentials", "creds", "--client", "alice", job}, nil, 2, "--credentials and --client name the credentials"},
+		{"kernels client without cluster", []string{"kernels", "--client", "alice"}, nil, 2, "--client name the credentials for a cluster"},
+		// The variables are defaults: set, they refuse nothing.
+		{"variables without cluster", []string{"run", "-o", out, "-q", job}, map[string]string{"ACPP_CREDENTIALS": "creds", "ACPP_CLIENT": "alice"}, 0, ""},
+		{"kernels with variables", []string{"kernels"}, map[string]string{"ACPP_CLIENT": "alice"}, 0, ""},
+		// A bad --kinds was found only after the credentials loaded and
+		// the cluster answered (here: a missing credentials file, exit 1).
+		{"bad kind before connecting", []string{"run", "--cluster", "127.0.0.1:1", "--client", "alice", "--credentials", "/nonexistent", "--kinds", "gpu", job}, nil, 2, `--kinds: device: unknown device kind "gpu"`},
+		// check --device matching no local device named the Go API
+		// ("import the backend"), not the flag.
+		{"check device none", []string{"check", "--device", "cpu:3", job}, nil, 1, "--device cpu:3: acpp: no such device"},
+		{"check device kind none", []string{"check", "--device", "cuda", "--device", "cpu:5", job}, nil, 1, "--device cuda,cpu:5: acpp: no such device"},
+		// --quiet silently won over --progress always, and --verbose's
+		// log was printed under --quiet.
+		{"quiet and progress always", []string{"run", "-o", out, "-q", "--progress", "always", job}, nil, 2, "--quiet prints nothing but errors, --progress always"},
+		{"quiet and verbose", []string{"run", "-o", out, "-q", "-v", job}, nil, 2, "--quiet prints nothing but errors, --verbose"},
+		{"quiet and progress never", []string{"run", "-o", out, "-q", "--progress", "never", job}, nil, 0, ""},
+		// An unknown command with --help printed the root's help, exit 0.
+		{"unknown command with help", []string{"bench", "--help"}, nil, 2, `unknown command "bench"`},
+		{"unknown command with flags", []string{"frob", "-h", "x"}, nil, 2, `unknown command "frob"`},
+		{"help command", []string{"help", "run"}, nil, 0, ""},
+		{"completion command", []string{"completion", "bash"}, nil, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			getenv := func(k string) string { return tc.env[k] }
+			code := Main(context.Background(), tc.args, Env{Stdout: &stdout, Stderr: &stderr, Getenv: getenv})
+			if code != tc.code || !strings.Contains(stderr.String(), tc.err) {
+				t.Errorf("Main(%q) with %v = %d, stderr %q; want %d, stderr with %q", tc.args, tc.env, code, stderr.String(), tc.code, tc.err)
+			}
+			if tc.code == 0 && stderr.Len() > 0 && strings.Contains(stderr.String(), "acpp-submit:") {
+				t.Errorf("Main(%q) succeeded but printed an error: %q", tc.args, stderr.String())
+			}
+		})
+	}
+}
