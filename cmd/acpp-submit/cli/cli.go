@@ -149,6 +149,19 @@ func cleanList(l []string) []string {
 // config builds the cluster config, or nil without --cluster.
 func (c *clusterFlags) config() (*ClusterConfig, error) {
 	c.addrs, c.selectNodes, c.selectKinds = cleanList(c.addrs), cleanList(c.selectNodes), cleanList(c.selectKinds)
+	// A list flag given with nothing in it (a script's "--cluster $ADDR"
+	// with ADDR unset) would otherwise be as if not given: a run on this
+	// machine instead of the cluster, every node instead of a selection.
+	for _, l := range []struct {
+		name, what string
+		n          int
+	}{{"cluster", "the QUIC address of a cluster member (leave --cluster out to run on this machine)", len(c.addrs)},
+		{"nodes", "at least one node name (leave --nodes out for every node)", len(c.selectNodes)},
+		{"kinds", "at least one device kind, cpu or cuda (leave --kinds out for every kind)", len(c.selectKinds)}} {
+		if l.n == 0 && c.given(l.name) {
+			return nil, usageError{fmt.Errorf("--%s is empty: give %s", l.name, l.what)}
+		}
+	}
 	switch c.placement {
 	case "", "auto", "round-robin":
 	default:

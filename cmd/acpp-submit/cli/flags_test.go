@@ -35,6 +35,13 @@ func TestFlagsTakeEffectOrFail(t *testing.T) {
 		// A bad --kinds was found only after the credentials loaded and
 		// the cluster answered (here: a missing credentials file, exit 1).
 		{"bad kind before connecting", []string{"run", "--cluster", "127.0.0.1:1", "--client", "alice", "--credentials", "/nonexistent", "--kinds", "gpu", job}, nil, 2, `--kinds: device: unknown device kind "gpu"`},
+		// A list flag given empty ("--cluster $ADDR" with ADDR unset) was
+		// as if not given: the job ran on this machine, or on every node.
+		{"empty cluster", []string{"run", "-o", out, "--cluster", "", job}, nil, 2, "--cluster is empty: give the QUIC address"},
+		{"blank cluster", []string{"kernels", "--cluster", " ,"}, nil, 2, "--cluster is empty"},
+		{"empty nodes", []string{"run", "--cluster", "127.0.0.1:1", "--client", "alice", "--nodes", "", job}, nil, 2, "--nodes is empty: give at least one node name"},
+		{"empty kinds", []string{"run", "--cluster", "127.0.0.1:1", "--client", "alice", "--kinds", " ", job}, nil, 2, "--kinds is empty"},
+		{"empty variable", []string{"run", "-o", out, "-q", job}, map[string]string{"ACPP_CLUSTER": "", "ACPP_NODES": " "}, 0, ""},
 		// check --device matching no local device named the Go API
 		// ("import the backend"), not the flag.
 		{"check device none", []string{"check", "--device", "cpu:3", job}, nil, 1, "--device cpu:3: acpp: no such device"},
