@@ -100,6 +100,14 @@ func TestRunErrorsNameTheSetting(t *testing.T) {
 		{"cpu-workers env", map[string]string{"ACPP_CPU_WORKERS": "-2"}, []string{"--name", "n1"}, "cpu-workers -2"},
 		{"cpu-workers file", nil, []string{"--name", "n1", "--config", file("cpu_workers: -3\n")}, "cpu-workers -3"},
 		{"max-job-bytes", nil, []string{"--name", "n1", "--max-bytes", "1MiB", "--max-job-bytes", "2MiB"}, "max-job-bytes 2MiB is more than max-bytes 1MiB"},
+		// A flag given empty where empty means nothing (a script's
+		// "--timing $T" with T unset): --credentials "" failed naming
+		// node.Config's CredentialsDir; --timing, --log-format and
+		// --max-bytes "" were taken as their defaults.
+		{"credentials empty", nil, []string{"--name", "n1", "--credentials", ""}, `--credentials is empty: give a value, or leave the flag out for its default, "/etc/acpp"`},
+		{"timing empty", nil, []string{"--name", "n1", "--timing", ""}, `--timing is empty`},
+		{"log-format empty", nil, []string{"--name", "n1", "--log-format", ""}, `--log-format is empty`},
+		{"max-bytes empty", nil, []string{"--name", "n1", "--max-bytes", ""}, `--max-bytes is empty`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, _, err := execute(t, tt.env, append(append([]string{}, base...), tt.args...)...)
@@ -110,7 +118,7 @@ func TestRunErrorsNameTheSetting(t *testing.T) {
 			if !strings.Contains(msg, tt.want) {
 				t.Errorf("error %q does not name %s", msg, tt.want)
 			}
-			for _, field := range []string{"invalid config", "Name:", "Devices:", "CPUWorkers", "MaxJobBytes"} {
+			for _, field := range []string{"invalid config", "Name:", "Devices:", "CPUWorkers", "MaxJobBytes", "CredentialsDir"} {
 				if strings.Contains(msg, field) {
 					t.Errorf("error %q names node.Config (%s), not the setting", msg, field)
 				}

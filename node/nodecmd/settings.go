@@ -149,10 +149,19 @@ func resolve(fs *pflag.FlagSet, flags *settings, file []byte, lookupEnv func(str
 		overlay(&out, &f, keys)
 	}
 	ot, ft := out.table(), flags.table()
+	var empty []error
 	for i, st := range ot {
 		if fs != nil && fs.Changed(st.flag) {
 			switch {
 			case st.str != nil:
+				// An empty value means nothing for this setting: given as a
+				// flag (a script's "--timing $T" with T unset) it is refused,
+				// not taken as the default, nor passed on to fail by
+				// node.Config's field name (--credentials "").
+				if *ft[i].str == "" && !st.emptyOK {
+					empty = append(empty, fmt.Errorf("--%s is empty: give a value, or leave the flag out for its default, %s (acpp-node run --help)", st.flag, defaultOf(st.flag)))
+					continue
+				}
 				*st.str = *ft[i].str
 			case st.list != nil:
 				*st.list = cleanList(*ft[i].list)
@@ -178,7 +187,19 @@ func resolve(fs *pflag.FlagSet, flags *settings, file []byte, lookupEnv func(str
 			*st.num = n
 		}
 	}
-	return out, nil
+	return out, errors.Join(empty...)
+}
+
+// defaultOf is the default of the setting with the given flag, as its
+// help shows it.
+func defaultOf(flag string) string {
+	d := defaultSettings()
+	for _, st := range d.table() {
+		if st.flag == flag && st.str != nil {
+			return strconv.Quote(*st.str)
+		}
+	}
+	return "none"
 }
 
 // cleanList trims the entries of a list setting and drops empty ones
