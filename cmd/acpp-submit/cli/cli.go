@@ -243,6 +243,20 @@ By default a job runs on the embedded runtime: the CPU and the GPUs of this mach
 		}
 		return c.Help()
 	}
+	// A string flag whose default is a value (--placement auto,
+	// --max-bytes auto, --credentials /etc/acpp, --out-dir .) given
+	// empty, as a script's "--placement $P" with P unset gives it, is
+	// refused: it was taken as the default, or (--credentials) as
+	// another default, without a word.
+	root.PersistentPreRunE = func(c *cobra.Command, _ []string) error {
+		var err error
+		c.Flags().Visit(func(f *pflag.Flag) {
+			if err == nil && f.Value.Type() == "string" && f.DefValue != "" && f.Value.String() == "" {
+				err = usageError{fmt.Errorf("--%s is empty: give a value, or leave the flag out for its default, %q (see %s --help)", f.Name, f.DefValue, c.CommandPath())}
+			}
+		})
+		return err
+	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
 	})

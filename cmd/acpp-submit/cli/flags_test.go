@@ -42,6 +42,13 @@ func TestFlagsTakeEffectOrFail(t *testing.T) {
 		{"empty nodes", []string{"run", "--cluster", "127.0.0.1:1", "--client", "alice", "--nodes", "", job}, nil, 2, "--nodes is empty: give at least one node name"},
 		{"empty kinds", []string{"run", "--cluster", "127.0.0.1:1", "--client", "alice", "--kinds", " ", job}, nil, 2, "--kinds is empty"},
 		{"empty variable", []string{"run", "-o", out, "-q", job}, map[string]string{"ACPP_CLUSTER": "", "ACPP_NODES": " "}, 0, ""},
+		// A string flag with a default, given empty, was taken as the
+		// default (--credentials "": /etc/acpp, not the one before it).
+		{"empty placement", []string{"run", "--cluster", "127.0.0.1:1", "--client", "alice", "--placement", "", job}, nil, 2, `--placement is empty: give a value, or leave the flag out for its default, "auto"`},
+		{"empty credentials", []string{"status", "--cluster", "127.0.0.1:1", "--client", "alice", "--credentials", ""}, nil, 2, `--credentials is empty`},
+		{"empty max-bytes", []string{"check", "--max-bytes", "", job}, nil, 2, `--max-bytes is empty`},
+		{"empty out-dir", []string{"run", "-o", "", job}, nil, 2, `--out-dir is empty`},
+		{"empty trace is none", []string{"run", "-q", "-o", out, "--trace", "", job}, nil, 0, ""},
 		// check --device matching no local device named the Go API
 		// ("import the backend"), not the flag.
 		{"check device none", []string{"check", "--device", "cpu:3", job}, nil, 1, "--device cpu:3: acpp: no such device"},
