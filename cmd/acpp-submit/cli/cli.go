@@ -371,6 +371,14 @@ func newRunCmd(env Env) *cobra.Command {
 					fmt.Fprintf(env.Stderr, "progress: %d/%d command groups done (%s)\n", done, total, time.Since(start).Round(time.Millisecond))
 				}
 			}
+			for _, f := range []struct{ flag, path string }{{"--trace", trace}, {"--dag", dag}} {
+				if f.path == "" {
+					continue
+				}
+				if err := canWrite(f.path); err != nil {
+					return usageError{fmt.Errorf("%s: %w", f.flag, err)}
+				}
+			}
 			res, err := Run(cmd.Context(), cfg)
 			if bar != nil {
 				bar.Finish()

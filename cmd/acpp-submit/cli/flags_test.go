@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -75,5 +77,32 @@ func TestFlagsTakeEffectOrFail(t *testing.T) {
 				t.Errorf("Main(%q) succeeded but printed an error: %q", tc.args, stderr.String())
 			}
 		})
+	}
+}
+
+// TestUnwritablePathsRefusedBeforeRunning: an output, --trace or --dag
+// path that cannot be written fails the run before any step runs (it
+// failed once the whole job had run, its results lost), naming the output
+// or the flag; a directory given as a file is refused too.
+func TestUnwritablePathsRefusedBeforeRunning(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "a-file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	job := "../../../examples/jobs/saxpy.yaml"
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--out-dir", filepath.Join(file, "out")}, 1, `outputs[0].file: output of buffer "y": mkdir ` + file + ": not a directory"},
+		{[]string{"--out-dir", dir, "--trace", filepath.Join(file, "t.json")}, 2, "--trace: mkdir " + file},
+		{[]string{"--out-dir", dir, "--dag", dir}, 2, "--dag: " + dir + " is a directory"},
+	} {
+		code, out, errs := runMain(append(append([]string{"run", "--set", "n=64"}, tc.args...), job)...)
+		if code != tc.code || !strings.Contains(errs, tc.want) || strings.Contains(out, "command groups in") {
+			t.Errorf("run %v: exit %d\n%s%s\nwant exit %d before running, with %q", tc.args, code, out, errs, tc.code, tc.want)
+		}
 	}
 }

@@ -279,6 +279,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			cc.Checkpoint, cc.checkpointFromJob = job.Recovery.Checkpoint, job.Recovery.Checkpoint != ""
 		}
 	}
+	if err := checkOutputs(job, cfg.OutDir); err != nil {
+		return nil, err
+	}
 	if r.eng, err = openEngine(ctx, cfg, log); err != nil {
 		return nil, err
 	}
