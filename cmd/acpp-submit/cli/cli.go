@@ -181,7 +181,7 @@ func (c *clusterFlags) config() (*ClusterConfig, error) {
 			return nil, usageError{errors.New("--placement places steps on cluster nodes: give --cluster ADDR too (an embedded run places steps by their device: field and --device)")}
 		}
 		if len(c.selectNodes) > 0 || len(c.selectKinds) > 0 {
-			return nil, usageError{errors.New("--nodes and --kinds select cluster devices: give --cluster ADDR too (for this machine's devices use --device)")}
+			return nil, usageError{errors.New("--nodes and --kinds (ACPP_NODES, ACPP_KINDS) select cluster devices: give --cluster ADDR too (for this machine's devices use --device)")}
 		}
 		if c.onNodeLoss != "" || c.checkpoint != "" {
 			return nil, usageError{errors.New("--on-node-loss and --checkpoint say how a cluster run survives losing a node: give --cluster ADDR too (an embedded run has no nodes to lose)")}

@@ -83,10 +83,29 @@ func openEngine(ctx context.Context, cfg Config, log *slog.Logger) (*engine, err
 // check say it alike).
 func openLocalError(devices []string, err error) error {
 	if len(devices) > 0 && errors.Is(err, acpp.ErrNoDevice) {
-		return fmt.Errorf("--device %s: %w (acpp-submit devices lists this machine's devices)", strings.Join(devices, ","), err)
+		// Say it without the Go API's advice (import a backend: this
+		// command has them all): what this machine has, and where to look.
+		have := "none that opens"
+		if q, qerr := acpp.NewQueue(context.Background(), acpp.WithLogger(slog.New(slog.DiscardHandler))); qerr == nil {
+			var ids []string
+			for _, d := range q.Devices() {
+				ids = append(ids, d.ID.String())
+			}
+			have = "it has " + strings.Join(ids, ", ")
+			q.Close()
+		}
+		return noSuchDevice(fmt.Sprintf("--device %s: this machine has no such device: %s (acpp-submit devices lists them; a GPU needs the NVIDIA driver)",
+			strings.Join(devices, ","), have))
 	}
 	return fmt.Errorf("open the local devices: %w", err)
 }
+
+// noSuchDevice is a --device that selects none of this machine's devices;
+// it matches acpp.ErrNoDevice.
+type noSuchDevice string
+
+func (e noSuchDevice) Error() string { return string(e) }
+func (e noSuchDevice) Unwrap() error { return acpp.ErrNoDevice }
 
 // devices names the devices the job may run on ("cpu:0", "n1/cuda:0"),
 // for the summary.

@@ -51,10 +51,12 @@ func TestFlagsTakeEffectOrFail(t *testing.T) {
 		{"empty max-bytes", []string{"check", "--max-bytes", "", job}, nil, 2, `--max-bytes is empty`},
 		{"empty out-dir", []string{"run", "-o", "", job}, nil, 2, `--out-dir is empty`},
 		{"empty trace is none", []string{"run", "-q", "-o", out, "--trace", "", job}, nil, 0, ""},
-		// check --device matching no local device named the Go API
-		// ("import the backend"), not the flag.
-		{"check device none", []string{"check", "--device", "cpu:3", job}, nil, 1, "--device cpu:3: acpp: no such device"},
-		{"check device kind none", []string{"check", "--device", "cuda", "--device", "cpu:5", job}, nil, 1, "--device cuda,cpu:5: acpp: no such device"},
+		// check and run --device matching no local device named the Go
+		// API ("import the backend", which this command has done), not
+		// the flag and what the machine has.
+		{"check device none", []string{"check", "--device", "cpu:3", job}, nil, 1, "--device cpu:3: this machine has no such device: it has cpu:0"},
+		{"check device kind none", []string{"check", "--device", "cuda", "--device", "cpu:5", job}, nil, 1, "--device cuda,cpu:5: this machine has no such device: it has cpu:0"},
+		{"run device none", []string{"run", "-o", out, "--device", "cuda:7", job}, nil, 1, "--device cuda:7: this machine has no such device: it has cpu:0"},
 		// --quiet silently won over --progress always, and --verbose's
 		// log was printed under --quiet.
 		{"quiet and progress always", []string{"run", "-o", out, "-q", "--progress", "always", job}, nil, 2, "--quiet prints nothing but errors, --progress always"},
