@@ -1131,13 +1131,6 @@ func (j *Job) liveDepsLocked(g *groupState, ids []GroupID) []*groupState {
 	return out
 }
 
-func withAlloc(allocs map[coherence.BufferID]uint64, b coherence.BufferID) []uint64 {
-	if id, ok := allocs[b]; ok {
-		return []uint64{id}
-	}
-	return nil
-}
-
 // enqueueLocked appends the builder's entries to their nodes' FIFOs and
 // wakes the senders.
 func (j *Job) enqueueLocked(bd *builder) {

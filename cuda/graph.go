@@ -132,7 +132,6 @@ type graphs struct {
 	recs  []recognizer // per stream
 	cache map[string]*graphEntry
 	tick  uint64
-	ahead []resolved     // scratch: the launches after the current one
 	run   []heldLaunch   // scratch: a run to replay
 	key   []byte         // scratch for keys
 	held  [][]heldLaunch // per stream: a run held back, in phase from the pattern's start

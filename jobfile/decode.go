@@ -1053,8 +1053,8 @@ func (d *decoder) fill(n *yaml.Node, p string) *Fill {
 	f := &Fill{Region: r}
 	have := false
 	for _, g := range rest {
-		f.Value, have = d.number(g.node, join(p, g.key))
-		have = true
+		f.Value, _ = d.number(g.node, join(p, g.key)) // a bad number is reported there
+		have = true                                   // and is not "missing"
 	}
 	if !have {
 		d.errf(n, p+".value", "missing; say the value to fill with")
