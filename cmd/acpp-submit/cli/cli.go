@@ -70,6 +70,13 @@ func unknownCommand(root *cobra.Command, args []string) error {
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd(args...)
 	c, rest, err := root.Find(args)
+	if err == nil && c.Name() == "help" && len(rest) > 0 {
+		// `help TOPIC` for no command printed cobra's "Unknown help
+		// topic" and the root's help, exit 0.
+		if t, _, terr := root.Find(rest); terr != nil || t == root {
+			return usageError{fmt.Errorf("unknown help topic %q (see %s --help)", strings.Join(rest, " "), root.CommandPath())}
+		}
+	}
 	if err != nil || c != root {
 		return nil
 	}

@@ -66,6 +66,7 @@ func TestFlagsTakeEffectOrFail(t *testing.T) {
 		{"unknown command with help", []string{"bench", "--help"}, nil, 2, `unknown command "bench"`},
 		{"unknown command with flags", []string{"frob", "-h", "x"}, nil, 2, `unknown command "frob"`},
 		{"help command", []string{"help", "run"}, nil, 0, ""},
+		{"help of no command", []string{"help", "bench"}, nil, 2, `unknown help topic "bench"`},
 		{"completion command", []string{"completion", "bash"}, nil, 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
