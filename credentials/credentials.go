@@ -108,7 +108,11 @@ func CheckName(kind, name string) error {
 // case letters, digits, '-' and '.'.
 func checkCluster(name string) error {
 	if err := CheckName("cluster", name); err != nil {
-		return err
+		if len(name) == 0 || len(name) > 64 {
+			return err
+		}
+		// Say the cluster's own rule, not a node's (which allows '_').
+		return fmt.Errorf("%w: cluster name %q: use lower-case letters, digits, '-' and '.', starting with a letter or digit (it is a host name in certificates)", ErrInvalid, name)
 	}
 	if strings.ContainsAny(name, "_ABCDEFGHIJKLMNOPQRSTUVWXYZ") || strings.Contains(name, "..") || strings.HasSuffix(name, ".") || strings.HasSuffix(name, "-") {
 		return fmt.Errorf("%w: cluster name %q: use lower-case letters, digits, '-' and '.' (it is a host name in certificates)", ErrInvalid, name)

@@ -261,6 +261,13 @@ func TestNames(t *testing.T) {
 	if _, err := NewCA(CAConfig{Cluster: "Lab_1"}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("NewCA with an upper-case cluster name: error %v, want ErrInvalid", err)
 	}
+	// A cluster name's error states the cluster's rule (it said a node's,
+	// which allows '_', for a name with a space).
+	for _, name := range []string{"a b", "Lab_1", "_x"} {
+		if _, err := NewCA(CAConfig{Cluster: name}); err == nil || !strings.Contains(err.Error(), "use lower-case letters, digits, '-' and '.'") {
+			t.Errorf("NewCA(%q): %v, want the cluster name rule", name, err)
+		}
+	}
 }
 
 func TestExpiredCertificateRefused_C6(t *testing.T) {
