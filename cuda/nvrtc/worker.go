@@ -31,12 +31,20 @@ type Worker struct {
 	// MaxProcs bounds the workers running at once; 0 means 4. Compile
 	// calls beyond it wait for one to finish.
 	MaxProcs int
+	// MaxMemory bounds a worker's address space (RLIMIT_AS, where the
+	// system has it); 0 means DefaultWorkerMemory. A compilation that
+	// needs more fails in the worker.
+	MaxMemory uint64
 
 	slots chan struct{}
 }
 
 // DefaultWorkerTimeout is how long a worker may compile one program.
 const DefaultWorkerTimeout = 2 * time.Minute
+
+// DefaultWorkerMemory is the address space a worker may use: NVRTC
+// compiles a kernel in well under 1 GiB.
+const DefaultWorkerMemory = 8 << 30
 
 // maxWorkerReply bounds what a worker may write back (PTX and log): more
 // than any real module, less than a worker gone wrong could make the
@@ -48,6 +56,9 @@ type workerRequest struct {
 	Library string   // the libnvrtc the caller loaded
 	Program Program  // the source, its name, options and headers
 	Options []string // the options Compile passes (architecture first)
+	// MaxMemory is the address space the worker limits itself to (0:
+	// none).
+	MaxMemory uint64
 }
 
 // workerReply is what a worker writes back.
@@ -75,6 +86,9 @@ func (c *Compiler) UseWorker(w Worker) error {
 	if w.MaxProcs == 0 {
 		w.MaxProcs = 4
 	}
+	if w.MaxMemory == 0 {
+		w.MaxMemory = DefaultWorkerMemory
+	}
 	w.slots = make(chan struct{}, w.MaxProcs)
 	c.worker.Store(&w)
 	return nil
@@ -82,7 +96,7 @@ func (c *Compiler) UseWorker(w Worker) error {
 
 // compile runs one compilation in a worker process.
 func (w *Worker) compile(lib *Lib, p Program, opts []string) ([]byte, string, error) {
-	req, err := json.Marshal(workerRequest{Library: lib.Path, Program: p, Options: opts})
+	req, err := json.Marshal(workerRequest{Library: lib.Path, Program: p, Options: opts, MaxMemory: w.MaxMemory})
 	if err != nil {
 		return nil, "", fmt.Errorf("nvrtc: encode the worker's request: %w", err)
 	}
@@ -182,6 +196,9 @@ func serveWorker(r io.Reader, w io.Writer, compile func(workerRequest) ([]byte, 
 	var req workerRequest
 	if err := json.Unmarshal(b, &req); err != nil {
 		return fmt.Errorf("nvrtc worker: the request is no worker request (%v); this command is started by a node, not by hand", err)
+	}
+	if req.MaxMemory > 0 {
+		limitMemory(req.MaxMemory)
 	}
 	var rep workerReply
 	rep.PTX, rep.Log, err = compile(req)

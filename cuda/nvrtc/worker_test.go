@@ -2,6 +2,7 @@ package nvrtc
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"syscall"
@@ -23,6 +24,21 @@ func TestMain(m *testing.M) {
 				return nil, "", &CompileError{Name: req.Program.Name, Log: req.Program.Name + "(1): error: bad"}
 			}
 			return []byte(".version 9.0\n// " + req.Options[0] + " in pid " + strings.Repeat("x", 1) + "\n// " + string(req.Program.Source)), "a warning", nil
+		})
+		if err != nil {
+			os.Exit(3)
+		}
+	case "grow": // a compilation that keeps allocating, as a source can make NVRTC do
+		err := serveWorker(os.Stdin, os.Stdout, func(req workerRequest) ([]byte, string, error) {
+			var keep [][]byte
+			for i := 0; i < 64; i++ { // 4 GiB in all, touched
+				b := make([]byte, 64<<20)
+				for j := range b {
+					b[j] = byte(j)
+				}
+				keep = append(keep, b)
+			}
+			return nil, fmt.Sprint(len(keep)), errors.New("grew 4 GiB and was not stopped")
 		})
 		if err != nil {
 			os.Exit(3)
@@ -103,6 +119,15 @@ func TestWorkerFailuresStayInTheWorker(t *testing.T) {
 		if d := time.Since(start); d > 20*time.Second {
 			t.Errorf("%s: Compile took %v", tc.mode, d)
 		}
+	}
+	// A worker that grows past its MaxMemory dies, not the caller.
+	c := workerCompiler(t, "grow", time.Minute)
+	w := c.worker.Load()
+	w.MaxMemory = 1 << 30
+	if _, err := c.Compile(Program{Source: []byte("good grow"), Name: "k.cu"}, 9, 0); err == nil || !strings.Contains(err.Error(), "the compiler process for k.cu failed") {
+		t.Errorf("grow past MaxMemory: Compile = %v, want the worker's failure", err)
+	} else {
+		t.Logf("grow past MaxMemory: %v", err)
 	}
 	if err := NewCompiler(Config{}).UseWorker(Worker{Command: []string{"x"}, Timeout: -1}); err == nil {
 		t.Error("UseWorker with a negative Timeout: nil error")
