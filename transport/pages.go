@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -47,21 +48,47 @@ type PageSink struct {
 	// the receiving node delayed every acknowledgement of a chain of
 	// transfers between two nodes; docs/TRANSPORT.md).
 	After func(err error)
+
+	// log is the transport's logger, set once the handler returned the
+	// sink: a Done or After that panics is logged there.
+	log *slog.Logger
 }
 
-// finish calls Done (if set) and returns its error.
-func (s PageSink) finish(err error) error {
+// finish calls Done (if set) and returns its error. A Done that panics
+// fails the transfer (the sender is refused) instead of the process, as
+// a panicking handler does.
+func (s PageSink) finish(err error) (derr error) {
 	if s.Done == nil {
 		return nil
 	}
+	defer func() {
+		if p := recover(); p != nil {
+			s.logPanic("Done", p)
+			derr = &proto.ErrorReply{Code: proto.CodeRefused, Message: fmt.Sprintf("the receiver's page sink panicked: %v (a bug: please report it with the receiver's log)", p)}
+		}
+	}()
 	return s.Done(err)
 }
 
-// after calls After (if set).
+// after calls After (if set); a panic in it is logged, not fatal.
 func (s PageSink) after(err error) {
-	if s.After != nil {
-		s.After(err)
+	if s.After == nil {
+		return
 	}
+	defer func() {
+		if p := recover(); p != nil {
+			s.logPanic("After", p)
+		}
+	}()
+	s.After(err)
+}
+
+func (s PageSink) logPanic(what string, p any) {
+	log := s.log
+	if log == nil {
+		log = slog.Default()
+	}
+	log.Error("page sink panicked", "callback", what, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 }
 
 // PageHandler is asked where an incoming transfer's bytes go, once per
@@ -580,6 +607,7 @@ func (t *Transport) receiveSegment(c *conn, s *quic.Stream, env proto.Envelope, 
 		if err != nil {
 			return sink, err
 		}
+		sink.log = t.log
 		if got := runsLen(sink.Dst); got != total {
 			err := &proto.ErrorReply{Code: proto.CodeRefused, Message: fmt.Sprintf("%s: destination holds %d bytes, the transfer %d", t.self, got, total)}
 			sink.finish(err)

@@ -38,7 +38,14 @@ func TestPanickingHandlerDoesNotTakeTheNodeDown(t *testing.T) {
 		if h.Job == 666 {
 			panic("page handler bug")
 		}
-		return store.handler(ctx, from, h)
+		sink, err := store.handler(ctx, from, &proto.PageHeader{Job: 1, Buffer: h.Buffer, ElemSize: h.ElemSize, Boxes: h.Boxes})
+		switch h.Job {
+		case 667:
+			sink.Done = func(error) error { panic("Done bug") }
+		case 668:
+			sink.After = func(error) { panic("After bug") }
+		}
+		return sink, err
 	})
 	ctx := testCtx(t)
 	peer := credentials.Node("n2")
@@ -72,6 +79,18 @@ func TestPanickingHandlerDoesNotTakeTheNodeDown(t *testing.T) {
 	src := [][]byte{make([]byte, 100)}
 	if err := n1.SendPages(ctx, peer, &bad, src); !errors.As(err, &re) || re.Code != proto.CodeRefused || !strings.Contains(err.Error(), "panicked") {
 		t.Fatalf("transfer whose page handler panics: %v, want CodeRefused saying it panicked", err)
+	}
+	// The sink's Done and After are the receiver's code too: a panic in
+	// Done refuses the transfer, one in After is logged; the node goes on.
+	done := bad
+	done.Job = 667
+	if err := n1.SendPages(ctx, peer, &done, src); !errors.As(err, &re) || re.Code != proto.CodeRefused || !strings.Contains(err.Error(), "page sink panicked") {
+		t.Fatalf("transfer whose sink's Done panics: %v, want CodeRefused saying it panicked", err)
+	}
+	after := bad
+	after.Job = 668
+	if err := n1.SendPages(ctx, peer, &after, src); err != nil {
+		t.Fatalf("transfer whose sink's After panics: %v (the pages landed; After runs once the sender is answered)", err)
 	}
 	good := bad
 	good.Job = 1
