@@ -485,9 +485,9 @@ func newCheckCmd(env Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := errors.Join(checkFiles(job, filepath.Dir(args[0])), checkLaunches(job)); err != nil {
-				return err
-			}
+			// What the files, the launches and (below) the devices show is
+			// reported in one list, in line order, as the file's own mistakes are.
+			jobErrs := joinJobErrors(checkFiles(job, filepath.Dir(args[0])), checkLaunches(job))
 			var mems []memBudget
 			var missing []string
 			where, hostOut := "this machine", (*memBudget)(nil)
@@ -506,7 +506,7 @@ func newCheckCmd(env Env) *cobra.Command {
 					err = checkStepDevices(job, infos)
 				}
 			}
-			if err != nil {
+			if err = joinJobErrors(jobErrs, err); err != nil {
 				return err
 			}
 			why := fit(job, mems, where, hostOut)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"math"
 	"os"
@@ -654,26 +655,44 @@ steps:
 		`p.yaml:7: kernels.ee.entry: entry "nosuch" is not in empty.ptx (entries: other)`,
 		"p.yaml:2: buffers.v.init.file: " + filepath.Join(dir, "v.raw") + ` has 4 bytes, buffer "v" (float32 [33]) needs 132`,
 		"p.yaml:3: buffers.w.init.file: " + filepath.Join(dir, "sub") + " is a directory",
-		"p.yaml:11: steps[1].device: no device cpu:7 here (devices: cpu:0)",
+		`p.yaml:9: steps[0]: no device here runs kernel "kk" (devices: cpu:0)`,
+		"p.yaml:12: steps[1].device: no device cpu:7 here (devices: cpu:0)",
 	}
 	var out, errb bytes.Buffer
 	if code := Main(context.Background(), []string{"check", "--device", "cpu", job}, Env{Stdout: &out, Stderr: &errb}); code != 1 {
 		t.Fatalf("check: exit %d, want 1\n%s%s", code, out.String(), errb.String())
 	}
-	for _, w := range want[:5] { // the device error comes once the files are right
-		if !strings.Contains(errb.String(), w) {
-			t.Errorf("check stderr lacks %q:\n%s", w, errb.String())
+	// Every problem at once (JOBS.md), the device with the files, in line
+	// order: the device error came only once the files were right.
+	inOrder := func(what, got string, want []string) {
+		t.Helper()
+		at := -1
+		for _, l := range []int{2, 3, 5, 6, 7, 9, 12} {
+			for _, w := range want {
+				if strings.HasPrefix(w, fmt.Sprintf("p.yaml:%d:", l)) {
+					i := strings.Index(got, w)
+					if i < 0 {
+						t.Errorf("%s stderr lacks %q:\n%s", what, w, got)
+					} else if i < at {
+						t.Errorf("%s stderr has %q out of line order:\n%s", what, w, got)
+					} else {
+						at = i
+					}
+				}
+			}
 		}
 	}
-	// run finds the same file mistakes.
+	inOrder("check", errb.String(), want)
+	// run finds the same file mistakes, the init files' too, before anything
+	// runs: no summary (it printed one of 0 command groups).
 	errb.Reset()
-	if code := Main(context.Background(), []string{"run", "-q", "--device", "cpu", "-o", t.TempDir(), job}, Env{Stdout: &out, Stderr: &errb}); code != 1 {
+	out.Reset()
+	if code := Main(context.Background(), []string{"run", "--progress", "never", "--device", "cpu", "-o", t.TempDir(), job}, Env{Stdout: &out, Stderr: &errb}); code != 1 {
 		t.Fatalf("run: exit %d, want 1\n%s", code, errb.String())
 	}
-	for _, w := range want[:3] {
-		if !strings.Contains(errb.String(), w) {
-			t.Errorf("run stderr lacks %q:\n%s", w, errb.String())
-		}
+	inOrder("run", errb.String(), want[:5])
+	if out.Len() != 0 {
+		t.Errorf("run of a job whose files are wrong printed %q, want nothing on stdout", out.String())
 	}
 	// With the files right, check still refuses the device.
 	must(os.WriteFile(filepath.Join(dir, "v.raw"), make([]byte, 132), 0o644))
@@ -729,6 +748,27 @@ steps:
 	if code := Main(context.Background(), []string{"run", "-q", "--device", "cpu", "-o", t.TempDir(), job}, Env{Stdout: &out, Stderr: &errb}); code != 1 ||
 		!strings.Contains(errb.String(), "a work-group of 100 items") {
 		t.Errorf("run: exit %d, stderr %q; want 1 and the same refusal", code, errb.String())
+	}
+	// run refuses such a launch before anything runs, as check does: a
+	// later step's bad launch failed only after the groups before it ran.
+	late := writeJob(t, "late.yaml", `buffers:
+  a: {type: float32, range: [1000], init: {value: 1}}
+  p: {type: float32, range: [10]}
+steps:
+  - fill: {buffer: a, value: 2}
+  - kernel: reduce_sum_f32
+    range: [1000]
+    work_group: [100]
+    scalars: {n: 1000}
+    local: {scratch: 400}
+    accessors: [{buffer: a, mode: read}, {buffer: p, mode: write}]
+`)
+	res, err := Run(context.Background(), Config{JobFile: late, OutDir: t.TempDir(), Devices: []string{"cpu"}})
+	if err == nil || !strings.Contains(err.Error(), "late.yaml:6: steps[1]: ") || !strings.Contains(err.Error(), "a work-group of 100 items") {
+		t.Fatalf("Run = %v, want the refusal at late.yaml:6", err)
+	}
+	if res != nil {
+		t.Errorf("Run of a job with a launch the kernel cannot compute ran %d command groups first; want it refused before anything runs", res.Count)
 	}
 }
 

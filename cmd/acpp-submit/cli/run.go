@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -267,6 +268,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res := &Result{Job: job, PerDevice: map[string]*Tally{}, PerStep: map[string]map[string]*Tally{}}
 	r.res = res
+	// What check finds in the files the job names and in its launches,
+	// before anything runs: a bad init file of the last buffer, or a launch
+	// a later step cannot compute, would fail only after the groups before it.
+	if err := joinJobErrors(checkFiles(job, r.dir), checkLaunches(job)); err != nil {
+		return nil, err
+	}
 	if err := r.registerJobKernels(); err != nil {
 		return nil, err
 	}
@@ -484,6 +491,36 @@ func checkFiles(job *jobfile.Job, dir string) error {
 		return errs
 	}
 	return nil
+}
+
+// joinJobErrors joins errors found by separate checks into one list of
+// job file errors in line order (jobfile.Errors) when they all are;
+// otherwise as errors.Join does.
+func joinJobErrors(errs ...error) error {
+	var all jobfile.Errors
+	var other []error
+	for _, err := range errs {
+		switch e := err.(type) {
+		case nil:
+		case jobfile.Errors:
+			all = append(all, e...)
+		case *jobfile.Error:
+			all = append(all, e)
+		default:
+			other = append(other, err)
+		}
+	}
+	if len(other) > 0 {
+		if len(all) > 0 {
+			other = append([]error{all}, other...)
+		}
+		return errors.Join(other...)
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].Line < all[j].Line })
+	return all
 }
 
 // groupCount is the number of command groups a job submits: its steps'
