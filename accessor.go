@@ -101,7 +101,11 @@ func access[T any](h *Handler, b *Buffer[T], mode coherence.Mode, shape accShape
 		if ranged {
 			ctor = "its region is the constructor's range and offset"
 		}
-		h.fail(fmt.Errorf("%w: Within cannot apply to a %s accessor: %s", ErrOption, shape, ctor))
+		article := "a"
+		if !ranged {
+			article = "an" // unranged
+		}
+		h.fail(fmt.Errorf("%w: Within cannot apply to %s %s accessor: %s", ErrOption, article, shape, ctor))
 		return nil
 	}
 	if cfg.within {

@@ -21,11 +21,11 @@ func TestWithinOnlyOnRawAccessors_V3(t *testing.T) {
 		declare func(h *Handler)
 		msg     string
 	}{
-		"Read":           {func(h *Handler) { Read(h, b, w) }, "Within cannot apply to a unranged accessor"},
+		"Read":           {func(h *Handler) { Read(h, b, w) }, "Within cannot apply to an unranged accessor"},
 		"Write":          {func(h *Handler) { Write(h, b, w) }, "use ReadRange, WriteRange or ReadWriteRange"},
 		"ReadWrite":      {func(h *Handler) { ReadWrite(h, b, w) }, "or a Raw constructor"},
 		"ReadRange":      {func(h *Handler) { ReadRange(h, b, R1(2), I1(0), w) }, "its region is the constructor's"},
-		"WriteRange":     {func(h *Handler) { WriteRange(h, b, R1(2), I1(0), w) }, "ranged accessor"},
+		"WriteRange":     {func(h *Handler) { WriteRange(h, b, R1(2), I1(0), w) }, "Within cannot apply to a ranged accessor"},
 		"ReadWriteRange": {func(h *Handler) { ReadWriteRange(h, b, R1(2), I1(0), w) }, "ranged accessor"},
 	} {
 		_, err := q.Submit(func(h *Handler) error {

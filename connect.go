@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/acpp/acpp/credentials"
 	"github.com/acpp/acpp/internal/engine"
@@ -31,6 +32,7 @@ type clusterConfig struct {
 	tunes       []func(*cluster.CoordinatorConfig)
 	onLoss      NodeLossPolicy
 	checkpoint  *int
+	given       []string // the options given, by name, once each (NewQueue's error names them)
 }
 
 // NodeLossPolicy is what a cluster queue's job does when it loses a node
@@ -60,7 +62,7 @@ const (
 // WithNodeLoss sets what a cluster queue's job does when it loses a node
 // (RecoverOnNodeLoss, the default, or FailOnNodeLoss). Connect only.
 func WithNodeLoss(p NodeLossPolicy) Option {
-	return func(c *queueConfig) { c.clusterCfg().onLoss = p }
+	return func(c *queueConfig) { c.clusterCfg("WithNodeLoss").onLoss = p }
 }
 
 // WithCheckpoints sets how often a recovering cluster queue copies every
@@ -69,12 +71,16 @@ func WithNodeLoss(p NodeLossPolicy) Option {
 // groups submitted ahead of their execution they come further apart
 // (coordinator.Config.Checkpoint). Connect only.
 func WithCheckpoints(n int) Option {
-	return func(c *queueConfig) { c.clusterCfg().checkpoint = &n }
+	return func(c *queueConfig) { c.clusterCfg("WithCheckpoints").checkpoint = &n }
 }
 
-func (c *queueConfig) clusterCfg() *clusterConfig {
+// clusterCfg returns the Connect-only options, noting that option was given.
+func (c *queueConfig) clusterCfg(option string) *clusterConfig {
 	if c.cluster == nil {
 		c.cluster = &clusterConfig{}
+	}
+	if !slices.Contains(c.cluster.given, option) {
+		c.cluster.given = append(c.cluster.given, option)
 	}
 	return c.cluster
 }
@@ -83,13 +89,16 @@ func (c *queueConfig) clusterCfg() *clusterConfig {
 // made by `acpp-node credentials --dir DIR client NAME` and the client's
 // name (acpp-submit's --credentials and --client). Connect only.
 func WithCredentials(dir, client string) Option {
-	return func(c *queueConfig) { cc := c.clusterCfg(); cc.dir, cc.client, cc.dirSet = dir, client, true }
+	return func(c *queueConfig) {
+		cc := c.clusterCfg("WithCredentials")
+		cc.dir, cc.client, cc.dirSet = dir, client, true
+	}
 }
 
 // WithClientCredentials passes credentials already loaded with
 // credentials.LoadClient. Connect only.
 func WithClientCredentials(creds *credentials.Credentials) Option {
-	return func(c *queueConfig) { c.clusterCfg().creds = creds }
+	return func(c *queueConfig) { c.clusterCfg("WithClientCredentials").creds = creds }
 }
 
 // WithNodes limits a cluster queue to the devices of the named nodes
@@ -97,14 +106,17 @@ func WithClientCredentials(creds *credentials.Credentials) Option {
 // that no node reached at Connect has is logged as a warning (a typo, or
 // a node not up yet: its devices join the job if it joins the cluster).
 func WithNodes(names ...string) Option {
-	return func(c *queueConfig) { cc := c.clusterCfg(); cc.nodes = append(cc.nodes, names...) }
+	return func(c *queueConfig) { cc := c.clusterCfg("WithNodes"); cc.nodes = append(cc.nodes, names...) }
 }
 
 // WithLabels limits a cluster queue to the nodes that carry every label in
 // match; labels maps node names to their labels (nodes do not publish
 // labels: they come from the caller, e.g. a cluster file). Connect only.
 func WithLabels(labels map[string][]string, match ...string) Option {
-	return func(c *queueConfig) { cc := c.clusterCfg(); cc.labels, cc.match = labels, append(cc.match, match...) }
+	return func(c *queueConfig) {
+		cc := c.clusterCfg("WithLabels")
+		cc.labels, cc.match = labels, append(cc.match, match...)
+	}
 }
 
 // WithCoordinator adjusts the job's coordinator.Config before Connect opens
@@ -115,7 +127,7 @@ func WithLabels(labels map[string][]string, match ...string) Option {
 func WithCoordinator(f func(*cluster.CoordinatorConfig)) Option {
 	return func(c *queueConfig) {
 		if f != nil {
-			cc := c.clusterCfg()
+			cc := c.clusterCfg("WithCoordinator")
 			cc.tunes = append(cc.tunes, f)
 		}
 	}

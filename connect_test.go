@@ -706,8 +706,24 @@ func TestConnectRefusesNewQueueOptions(t *testing.T) {
 			t.Errorf("Connect with %s: %v, want ErrOption naming it", tc.name, err)
 		}
 	}
-	if _, err := NewQueue(context.Background(), WithNodeLoss(FailOnNodeLoss)); !errors.Is(err, ErrOption) {
-		t.Errorf("NewQueue(WithNodeLoss) = %v, want ErrOption", err)
+	// NewQueue refuses Connect's options the same way, naming the ones
+	// given (each once), not every cluster option.
+	for _, tc := range []struct {
+		opts      []Option
+		want, not string
+	}{
+		{[]Option{WithNodeLoss(FailOnNodeLoss)}, "WithNodeLoss applies to Connect only", "WithNodes"},
+		{[]Option{WithNodes("n1"), WithCPUDevices(2), WithNodes("n2"), WithCheckpoints(3)}, "WithNodes, WithCheckpoints apply to Connect only", "WithCredentials"},
+		{[]Option{WithCredentials("creds", "alice")}, "WithCredentials applies to Connect only", "WithCoordinator"},
+		{[]Option{WithClientCredentials(nil), WithLabels(nil, "gpu"), WithCoordinator(func(*coordinator.Config) {})}, "WithClientCredentials, WithLabels, WithCoordinator apply to Connect only", "WithNodeLoss"},
+	} {
+		q, err := NewQueue(context.Background(), tc.opts...)
+		if err == nil {
+			q.Close()
+		}
+		if !errors.Is(err, ErrOption) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), tc.not) {
+			t.Errorf("NewQueue(%s) = %v, want ErrOption naming just those", tc.want, err)
+		}
 	}
 }
 
@@ -741,6 +757,10 @@ func TestConnectRefusesBadClusterOptions(t *testing.T) {
 	_, err := Connect(testCtx(t), c.Addrs(), creds, WithKind(CUDA), WithNodes("n0"))
 	if !errors.Is(err, ErrNoDevice) || !strings.Contains(err.Error(), "WithKind(cuda), WithNodes(n0) select none") {
 		t.Errorf("Connect(WithKind(CUDA)) on CPU nodes: %v, want ErrNoDevice naming WithKind and WithNodes", err)
+	}
+	_, err = Connect(testCtx(t), c.Addrs(), creds, WithKind(CUDA))
+	if !errors.Is(err, ErrNoDevice) || !strings.Contains(err.Error(), "; WithKind(cuda) selects none of them") {
+		t.Errorf("Connect(WithKind(CUDA)) on CPU nodes: %v, want ErrNoDevice naming WithKind (one option: selects)", err)
 	}
 }
 

@@ -3,6 +3,7 @@ package acpp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -72,6 +73,9 @@ func TestQueuePageStatesFollowGroups_P2_P3_P4(t *testing.T) {
 	bp = pagesOf(t, q, b.ID())
 	if got, _ := outdatedOn(bp, "host"); !slices.Equal(got, []PageBox{pageBox(0, 4)}) {
 		t.Errorf("after a write on %s the host's outdated pages = %v, want all four", dev, got)
+	} else if s := fmt.Sprint(got); s != "[[0,1)x[0,1)x[0,4)]" {
+		// docs/API.md, "Watching a queue", prints them with fmt.Println.
+		t.Errorf("fmt.Sprint(outdated boxes) = %q, want %q", s, "[[0,1)x[0,1)x[0,4)]")
 	}
 	if got, ok := outdatedOn(bp, dev); !ok || len(got) != 0 {
 		t.Errorf("after a write on %s its outdated pages = %v (allocated %v), want none", dev, got, ok)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/acpp/acpp/device"
@@ -152,7 +153,12 @@ func NewQueue(ctx context.Context, opts ...Option) (*Queue, error) {
 		}
 	}
 	if cfg.cluster != nil {
-		return nil, fmt.Errorf("%w: WithCredentials, WithClientCredentials, WithNodes, WithLabels, WithNodeLoss, WithCheckpoints and WithCoordinator apply to Connect only", ErrOption)
+		// Name the options given, as Connect names NewQueue's.
+		given, verb, pron := cfg.cluster.given, "applies", "it"
+		if len(given) > 1 {
+			verb, pron = "apply", "them"
+		}
+		return nil, fmt.Errorf("%w: %s %s to Connect only; drop %s for a queue of this machine's devices", ErrOption, strings.Join(given, ", "), verb, pron)
 	}
 	if cfg.cpus < 0 || cfg.workers < 0 {
 		return nil, fmt.Errorf("acpp: WithCPUDevices (%d) and WithWorkers (%d) must be >= 0", cfg.cpus, cfg.workers)

@@ -1,7 +1,7 @@
 // Package queueview serves the live view (package liveview) of a Go
 // program's own queue: its devices and memory, the command groups running
 // now, each buffer's page grid per allocation and the bytes per link,
-// read through the queue's public API (acpp.Queue.PageStates, Running,
+// read through the queue's public API (acpp.Queue.PageStates, RunningGroups,
 // Stats). It works for a queue of local devices (acpp.NewQueue) and for a
 // cluster queue (acpp.Connect).
 //

@@ -135,7 +135,8 @@ func Open[G any](ctx context.Context, cfg Config) (*Engine[G], error) {
 }
 
 // selection names the options that selected no device ("; WithKind(cuda),
-// WithNodes(n9) select none of them"), or "" when none was given.
+// WithNodes(n9) select none of them", "; WithKind(cuda) selects none of
+// them"), or "" when none was given.
 func (cfg Config) selection() string {
 	var opts []string
 	if len(cfg.Kinds) > 0 {
@@ -154,7 +155,11 @@ func (cfg Config) selection() string {
 	if len(opts) == 0 {
 		return ""
 	}
-	return "; " + strings.Join(opts, ", ") + " select none of them"
+	verb := " select"
+	if len(opts) == 1 {
+		verb = " selects"
+	}
+	return "; " + strings.Join(opts, ", ") + verb + " none of them"
 }
 
 // ---- devices ----
