@@ -337,7 +337,7 @@ func newRunCmd(env Env) *cobra.Command {
 				level = slog.LevelDebug
 			}
 			cfg := Config{JobFile: args[0], Params: params, OutDir: outDir, Record: trace != "" || dag != "", Devices: devices, Workers: workers, Window: window,
-				Logger: slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level})), Cluster: cc, MemoryLimit: limit, UI: uiAddr}
+				Logger: slog.New(saidElsewhere{slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}), verbose}), Cluster: cc, MemoryLimit: limit, UI: uiAddr}
 			if uiAddr != "" {
 				cfg.UIReady = func(url string) { fmt.Fprintf(env.Stderr, "live view: %s\n", url) }
 			}
@@ -704,4 +704,31 @@ func newClusterCmd(name, short string, env Env) *cobra.Command {
 	}
 	cf.add(cmd, env, false)
 	return cmd
+}
+
+// saidElsewhere drops the log records that run reports in its own words
+// (a failed job is its error; a recovery has its own lines), so that they
+// are not printed twice, unless --verbose asks for the whole log.
+type saidElsewhere struct {
+	slog.Handler
+	verbose bool
+}
+
+// ownLines are the messages of the coordinator's records that run prints
+// itself.
+var ownLines = map[string]bool{"job failed": true, "node lost: recovering": true}
+
+func (h saidElsewhere) Handle(ctx context.Context, r slog.Record) error {
+	if !h.verbose && ownLines[r.Message] {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h saidElsewhere) WithAttrs(as []slog.Attr) slog.Handler {
+	return saidElsewhere{h.Handler.WithAttrs(as), h.verbose}
+}
+
+func (h saidElsewhere) WithGroup(name string) slog.Handler {
+	return saidElsewhere{h.Handler.WithGroup(name), h.verbose}
 }

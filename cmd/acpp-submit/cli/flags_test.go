@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -106,6 +107,27 @@ func TestUnwritablePathsRefusedBeforeRunning(t *testing.T) {
 		code, out, errs := runMain(append(append([]string{"run", "--set", "n=64"}, tc.args...), job)...)
 		if code != tc.code || !strings.Contains(errs, tc.want) || strings.Contains(out, "command groups in") {
 			t.Errorf("run %v: exit %d\n%s%s\nwant exit %d before running, with %q", tc.args, code, out, errs, tc.code, tc.want)
+		}
+	}
+}
+
+// TestLogLinesSaidElsewhereDropped: without --verbose, run's log leaves
+// out the coordinator's records that run prints in its own words (the
+// job's error; the recovery lines), which came out twice; other warnings
+// stay, and --verbose keeps everything.
+func TestLogLinesSaidElsewhereDropped(t *testing.T) {
+	for _, verbose := range []bool{false, true} {
+		var b bytes.Buffer
+		log := slog.New(saidElsewhere{slog.NewTextHandler(&b, nil), verbose}).With("job", 7)
+		log.Error("job failed", "error", "boom")
+		log.Warn("node lost: recovering", "node", "n3")
+		log.Warn("a selected node is not in the job", "node", "n9")
+		out := b.String()
+		if got, want := strings.Contains(out, "job failed") || strings.Contains(out, "node lost"), verbose; got != want {
+			t.Errorf("verbose %v: the records said elsewhere printed: %v\n%s", verbose, got, out)
+		}
+		if !strings.Contains(out, "a selected node is not in the job") || !strings.Contains(out, "job=7") {
+			t.Errorf("verbose %v: another warning was dropped\n%s", verbose, out)
 		}
 	}
 }
