@@ -20,6 +20,14 @@ type KernelSource interface {
 	Names() []string
 }
 
+// kernelsWhere is a KernelSource that says where it looked (a cluster's
+// nodes), for the unknown-kernel error.
+type kernelsWhere interface {
+	// Where completes "unknown kernel "k": ..." ("no node of the cluster
+	// (n1, n2) has it").
+	Where() string
+}
+
 // Options configures Parse. The zero value checks the format only.
 type Options struct {
 	// Kernels resolves the kernels that steps name (device.Kernels with the
@@ -326,7 +334,12 @@ func (v *validator) kernelParams(s *Step) ([]device.Param, map[string]string, bo
 			known = append(known, n)
 		}
 		sort.Strings(known)
-		v.errf(s.lines.at("kernel", s.Line), s.Path+".kernel", "unknown kernel %q%s (kernels: %s); declare it under kernels: with its PTX module", s.Kernel, suggest(s.Kernel, known), strings.Join(known, ", "))
+		where, hint := "", "declare it under kernels: with its PTX module"
+		if w, ok := v.opts.Kernels.(kernelsWhere); ok {
+			where = ": " + w.Where()
+			hint += ", or run it on nodes that have it (a node of your own carries its kernels: examples/custom-node)"
+		}
+		v.errf(s.lines.at("kernel", s.Line), s.Path+".kernel", "unknown kernel %q%s%s (kernels: %s); %s", s.Kernel, suggest(s.Kernel, known), where, strings.Join(known, ", "), hint)
 		return nil, nil, false
 	}
 	types := map[string]string{}

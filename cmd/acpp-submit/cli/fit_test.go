@@ -254,3 +254,18 @@ func TestOwnKernelsOnClusterNeedAGPU(t *testing.T) {
 		t.Errorf("onCluster with a GPU on n2 = %q, %v", line, missing)
 	}
 }
+
+// A kernel no node of the cluster declares (a custom node's kernel on
+// stock nodes) is refused saying so, and how to get it there; it only
+// said to declare it with a PTX module.
+func TestUnknownKernelOnClusterSaysWhere(t *testing.T) {
+	src := kernelSource{members: []string{"n1", "n2"}}
+	_, err := loadWith("../../../examples/custom-node/poly.yaml", map[string]string{"n": "16"}, src)
+	if err == nil || !strings.Contains(err.Error(), `unknown kernel "custom.poly": neither this job nor any node of the cluster (n1, n2) declares it`) ||
+		!strings.Contains(err.Error(), "examples/custom-node") {
+		t.Errorf("poly.yaml against stock nodes: %v", err)
+	}
+	if _, err := Load("../../../examples/custom-node/poly.yaml", nil); err == nil || strings.Contains(err.Error(), "node of the cluster") {
+		t.Errorf("poly.yaml on this machine: %v, want the plain unknown-kernel error", err)
+	}
+}

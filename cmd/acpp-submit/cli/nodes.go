@@ -339,6 +339,12 @@ type kernelSource struct {
 	ptx     []string                  // the nodes with a device that runs PTX (a GPU)
 }
 
+// Where says where the kernels were looked for (jobfile's unknown-kernel
+// error).
+func (s kernelSource) Where() string {
+	return fmt.Sprintf("neither this job nor any node of the cluster (%s) declares it", strings.Join(s.members, ", "))
+}
+
 // Lookup is the registry's kernel, else the nodes' declaration.
 func (s kernelSource) Lookup(name string) (*device.Kernel, error) {
 	k, err := device.Kernels.Lookup(name)
