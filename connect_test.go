@@ -759,8 +759,8 @@ func TestConnectRefusesBadClusterOptions(t *testing.T) {
 		t.Errorf("Connect(WithKind(CUDA)) on CPU nodes: %v, want ErrNoDevice naming WithKind and WithNodes", err)
 	}
 	_, err = Connect(testCtx(t), c.Addrs(), creds, WithKind(CUDA))
-	if !errors.Is(err, ErrNoDevice) || !strings.Contains(err.Error(), "; WithKind(cuda) selects none of them") {
-		t.Errorf("Connect(WithKind(CUDA)) on CPU nodes: %v, want ErrNoDevice naming WithKind (one option: selects)", err)
+	if !errors.Is(err, ErrNoDevice) || !strings.Contains(err.Error(), "WithKind(cuda) selects none of the cluster's devices (n0/cpu:0") || strings.Contains(err.Error(), "Config.Devices") {
+		t.Errorf("Connect(WithKind(CUDA)) on CPU nodes: %v, want ErrNoDevice naming WithKind (one option: selects) and the devices, not coordinator.Config.Devices", err)
 	}
 }
 

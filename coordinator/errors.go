@@ -81,5 +81,19 @@ func (e *NodeLostError) Error() string {
 	return b.String()
 }
 
+// NoDeviceError is Open's error when Config.Devices selects none of the
+// devices of the nodes reached; it matches ErrNoDevice. All lists those
+// devices ("n1/cpu:0"), for a caller that words the selection its own way.
+type NoDeviceError struct {
+	All []string
+}
+
+func (e *NoDeviceError) Error() string {
+	return fmt.Sprintf("%v: the device filter selects none of %s; widen Config.Devices", ErrNoDevice, strings.Join(e.All, ", "))
+}
+
+// Unwrap makes a NoDeviceError match ErrNoDevice.
+func (e *NoDeviceError) Unwrap() error { return ErrNoDevice }
+
 // Is makes every NodeLostError match ErrNodeLost.
 func (e *NodeLostError) Is(target error) bool { return target == ErrNodeLost }

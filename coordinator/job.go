@@ -299,7 +299,7 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 		}
 	}
 	if len(j.devices) == 0 {
-		return fail(fmt.Errorf("%w: the device filter selects none of %s; widen Config.Devices", ErrNoDevice, strings.Join(all, ", ")))
+		return fail(&NoDeviceError{All: all})
 	}
 	for _, k := range cfg.Devices.Kinds {
 		if !slices.ContainsFunc(j.devices, func(d *Device) bool { return d.Kind == k }) {

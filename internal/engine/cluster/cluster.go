@@ -119,11 +119,15 @@ func Open[G any](ctx context.Context, cfg Config) (*Engine[G], error) {
 		e.groupDone(tr)
 	}
 	job, err := coordinator.Open(ctx, ccfg)
-	if errors.Is(err, coordinator.ErrNoDevice) {
+	if nd := (*coordinator.NoDeviceError)(nil); errors.As(err, &nd) {
 		// The public API's sentinel too: a program matches acpp.ErrNoDevice.
 		// Name the options that made the selection: the program set
 		// those, not coordinator.Config.Devices.
-		return nil, fmt.Errorf("acpp: Connect: %w (%w)%s", err, engine.ErrNoDevice, cfg.selection())
+		what := cfg.selection()
+		if what == "" {
+			what = "the job's device selection selects"
+		}
+		return nil, fmt.Errorf("acpp: Connect: %w: %s none of the cluster's devices (%s); widen it (%w)", engine.ErrNoDevice, what, strings.Join(nd.All, ", "), coordinator.ErrNoDevice)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("acpp: Connect: %w", err)
@@ -134,9 +138,9 @@ func Open[G any](ctx context.Context, cfg Config) (*Engine[G], error) {
 	return e, nil
 }
 
-// selection names the options that selected no device ("; WithKind(cuda),
-// WithNodes(n9) select none of them", "; WithKind(cuda) selects none of
-// them"), or "" when none was given.
+// selection names the options that selected no device ("WithKind(cuda),
+// WithNodes(n9) select", "WithKind(cuda) selects"), or "" when none was
+// given.
 func (cfg Config) selection() string {
 	var opts []string
 	if len(cfg.Kinds) > 0 {
@@ -159,7 +163,7 @@ func (cfg Config) selection() string {
 	if len(opts) == 1 {
 		verb = " selects"
 	}
-	return "; " + strings.Join(opts, ", ") + verb + " none of them"
+	return strings.Join(opts, ", ") + verb
 }
 
 // ---- devices ----
