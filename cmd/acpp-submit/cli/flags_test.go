@@ -68,6 +68,10 @@ func TestFlagsTakeEffectOrFail(t *testing.T) {
 		{"unknown command with flags", []string{"frob", "-h", "x"}, nil, 2, `unknown command "frob"`},
 		{"help command", []string{"help", "run"}, nil, 0, ""},
 		{"help of no command", []string{"help", "bench"}, nil, 2, `unknown help topic "bench"`},
+		// A --set the job cannot take is the command line's mistake (it
+		// exited 1, as a broken job file does).
+		{"set of no param", []string{"run", "-o", out, "--set", "nope=3", job}, nil, 2, `--set nope: the job declares no param "nope"`},
+		{"check set of no param", []string{"check", "--set", "nope=3", job}, nil, 2, `--set nope: the job declares no param "nope"`},
 		{"completion command", []string{"completion", "bash"}, nil, 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

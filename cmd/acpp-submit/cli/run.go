@@ -335,7 +335,27 @@ func loadWith(path string, params map[string]string, src jobfile.KernelSource) (
 	if err != nil {
 		return nil, fmt.Errorf("read the job file: %w", err)
 	}
-	return jobfile.Parse(path, data, jobfile.Options{Kernels: src, ParamType: kernels.ParamType, Params: params})
+	job, err := jobfile.Parse(path, data, jobfile.Options{Kernels: src, ParamType: kernels.ParamType, Params: params})
+	if setOnly(err) {
+		return nil, usageError{err} // what is wrong is the command line
+	}
+	return job, err
+}
+
+// setOnly reports whether every error of a job file's parse is about a
+// --set flag (an undeclared param, a value that is no number): a usage
+// error (exit 2), as a bad flag is.
+func setOnly(err error) bool {
+	var es jobfile.Errors
+	if !errors.As(err, &es) || len(es) == 0 {
+		return false
+	}
+	for _, e := range es {
+		if !strings.HasPrefix(e.Path, "--set ") {
+			return false
+		}
+	}
+	return true
 }
 
 func deviceOption(s string) (acpp.Option, error) {
