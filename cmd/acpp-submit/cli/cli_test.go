@@ -556,7 +556,7 @@ func TestMainCommands(t *testing.T) {
 		{"kinds without cluster", []string{"run", "--kinds", "cuda", bad}, 2, "", "give --cluster ADDR too"},
 		{"status without credentials", []string{"status", "--cluster", "127.0.0.1:7946", "--client", "alice", "--credentials", "/nonexistent"}, 1, "", "load client credentials \"alice\" from /nonexistent"},
 		{"check with set", []string{"check", "--set", "n=2048", "../../../examples/jobs/jacobi.yaml"}, 0, "params: borders=0 chunks=4 iters=100 n=2048", ""},
-		{"set unknown param", []string{"check", "--set", "m=2048", "../../../examples/jobs/jacobi.yaml"}, 1, "", `--set m: the job declares no param "m" (did you mean "n"?) (params: borders, chunks, iters, n, rows)`},
+		{"set unknown param", []string{"check", "--set", "m=2048", "../../../examples/jobs/jacobi.yaml"}, 2, "", `--set m: the job declares no param "m" (did you mean "n"?) (params: borders, chunks, iters, n, rows)`},
 		{"devices", []string{"devices"}, 0, "cpu:0", ""},
 		{"no such device", []string{"run", "--device", "cpu:7", "../../../examples/jobs/saxpy.yaml"}, 1, "", "acpp-submit devices lists"},
 		{"kernels", []string{"kernels"}, 0, "saxpy(a float32, x *float32, y *float32)", ""},
