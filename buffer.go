@@ -134,7 +134,14 @@ func (q *Queue) geometry(r Range, elem int, cfg bufferConfig) (coherence.Geometr
 		}
 		ps = toInternal(r.dims, cfg.page, 1)
 	}
-	return coherence.NewGeometry(r.dims3(), elem, ps)
+	geo, err := coherence.NewGeometry(r.dims3(), elem, ps)
+	if err != nil {
+		// A buffer too large for int, more pages than coherence tracks
+		// (coherence.MaxPages), a page size below 1: the range or page size
+		// does not fit, so it is ErrBadRange as the API documents.
+		return coherence.Geometry{}, fmt.Errorf("%w: %w", ErrBadRange, err)
+	}
+	return geo, nil
 }
 
 func (q *Queue) addBuffer(st *bufState, spec engine.BufferSpec) error {
@@ -283,7 +290,7 @@ func Reinterpret[U, T any](b *Buffer[T], r Range) (*Buffer[U], error) {
 	if err := r.valid(); err != nil {
 		return nil, err
 	}
-	if r.Count()*es != b.st.geo.Bytes() {
+	if bytes := b.st.geo.Bytes(); bytes%es != 0 || r.Count() != bytes/es {
 		return nil, fmt.Errorf("%w: %v elements of %d bytes do not cover the buffer's %d bytes", ErrBadRange, r, es, b.st.geo.Bytes())
 	}
 	return &Buffer[U]{st: b.st, rng: r, view: true}, nil

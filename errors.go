@@ -38,8 +38,9 @@ var (
 	ErrHandlerDone = errors.New("acpp: handler used outside its command group")
 	// ErrOption: an option was given where it cannot apply (a SubmitOption
 	// that Malloc, Memcpy, Memset or FillUSM does not take; a NewQueue
-	// option given to Connect, or a Connect option to NewQueue). Nothing
-	// was done; the message names the option and those that apply.
+	// option given to Connect, or a Connect option to NewQueue), or with a
+	// value it cannot take (WithWorkers beyond MaxWorkers). Nothing was
+	// done; the message names the option and those that apply.
 	ErrOption = errors.New("acpp: option does not apply here")
 	// ErrNoDevice: no device matched the selection.
 	ErrNoDevice = engine.ErrNoDevice

@@ -257,6 +257,11 @@ func TestLocalMemoryBounded_A3(t *testing.T) {
 			h.ParallelForND(R1(64), R1(16), func(g Group) { _, _ = a.Slice(g), c.Slice(g) })
 			return nil
 		}, "local accessors of 1228800 bytes in all"},
+		{"one byte past the limit", func(h *Handler) error {
+			a, c := LocalAccessor[byte](h, 1<<19), LocalAccessor[byte](h, 1<<19+1)
+			h.ParallelForND(R1(64), R1(16), func(g Group) { _, _ = a.Slice(g), c.Slice(g) })
+			return nil
+		}, "local accessors of 1048577 bytes in all"},
 		{"a named kernel's local argument", func(h *Handler) error {
 			h.LaunchND("acpptest.args", R1(64), R1(16), WriteRaw(h, b), Write(h, b), WriteRange(h, b, R1(64), I1(0)), LocalAccessor[float32](h, 1<<32))
 			return nil

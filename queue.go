@@ -53,12 +53,24 @@ func WithKind(kind device.Kind) Option {
 	return func(c *queueConfig) { c.kinds = append(c.kinds, kind) }
 }
 
-// WithCPUDevices opens n CPU devices (default 1). They are views of the
-// same hardware and share one host allocation per buffer (B4).
+// Bounds of WithCPUDevices and WithWorkers. Each worker is a goroutine and
+// may hold a work-group's local memory (cpu.LocalMemBytes, 1 MiB), so an
+// unbounded count would exhaust memory before the queue opened; Go itself
+// runs at most 1024 threads of Go code at once (GOMAXPROCS).
+const (
+	MaxCPUDevices = 64
+	MaxWorkers    = 1024
+)
+
+// WithCPUDevices opens n CPU devices (default 1; 0 is the default, at most
+// MaxCPUDevices). They are views of the same hardware and share one host
+// allocation per buffer (B4). NewQueue refuses a negative n or one above
+// MaxCPUDevices with ErrOption.
 func WithCPUDevices(n int) Option { return func(c *queueConfig) { c.cpus = n } }
 
 // WithWorkers sets the worker goroutines of each CPU device; 0 means
-// GOMAXPROCS.
+// GOMAXPROCS. NewQueue refuses a negative n or one above MaxWorkers with
+// ErrOption.
 func WithWorkers(n int) Option { return func(c *queueConfig) { c.workers = n } }
 
 // WithLogger sets the logger for debug events; nil means discard.
@@ -160,8 +172,12 @@ func NewQueue(ctx context.Context, opts ...Option) (*Queue, error) {
 		}
 		return nil, fmt.Errorf("%w: %s %s to Connect only; drop %s for a queue of this machine's devices", ErrOption, strings.Join(given, ", "), verb, pron)
 	}
-	if cfg.cpus < 0 || cfg.workers < 0 {
-		return nil, fmt.Errorf("acpp: WithCPUDevices (%d) and WithWorkers (%d) must be >= 0", cfg.cpus, cfg.workers)
+	if cfg.cpus < 0 || cfg.cpus > MaxCPUDevices || cfg.workers < 0 || cfg.workers > MaxWorkers {
+		return nil, fmt.Errorf("%w: WithCPUDevices (%d) must be 0 to %d and WithWorkers (%d) 0 to %d (0: the default)",
+			ErrOption, cfg.cpus, MaxCPUDevices, cfg.workers, MaxWorkers)
+	}
+	if err := cfg.mem.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: WithMemoryLimit: %w", ErrOption, err)
 	}
 	qctx, cancel := context.WithCancelCause(ctx)
 	eng, err := embedded.Open[cgroup](qctx, embedded.Config{Selected: cfg.selected, Kinds: cfg.kinds, CPUs: cfg.cpus, Workers: cfg.workers,

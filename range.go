@@ -2,6 +2,7 @@ package acpp
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/acpp/acpp/coherence"
 )
@@ -52,10 +53,18 @@ func (r Range) valid() error {
 	if r.dims < 1 || r.dims > 3 {
 		return fmt.Errorf("%w: range has %d dimensions; build it with R1, R2 or R3", ErrBadRange, r.dims)
 	}
+	n := 1
 	for d := 0; d < r.dims; d++ {
 		if r.e[d] < 0 {
 			return fmt.Errorf("%w: range %v has a negative extent", ErrBadRange, r)
 		}
+		if r.e[d] > 0 && n > math.MaxInt/r.e[d] {
+			// Count would wrap (R3(1<<30, 1<<30, 1<<30) is 0 in int
+			// arithmetic): refuse it rather than build a buffer, a view or
+			// a launch of the wrapped size.
+			return fmt.Errorf("%w: range %v has more than %d elements", ErrBadRange, r, math.MaxInt)
+		}
+		n *= r.e[d]
 	}
 	return nil
 }

@@ -441,3 +441,57 @@ func TestNameRulesDocumented(t *testing.T) {
 		checkErrors(t, parseErrors(t, tc.in), want)
 	}
 }
+
+// TestSizeLimitsAtTheEdge: the numbers docs/JOBS.md gives for the format,
+// at the limit and one past it: a job file of MaxFileBytes, a buffer of
+// exactly 1 TiB ("the largest buffer the format allows") and one element
+// more, an extent or a repeat count of 2⁴⁰ and 2⁴⁰+1, 1–3 extents.
+func TestSizeLimitsAtTheEdge(t *testing.T) {
+	job := "buffers:\n  a: {type: float32, range: 4}\nsteps:\n  - fill: {buffer: a, value: 1}\n"
+	pad := func(n int) []byte {
+		b := []byte(job + "#")
+		for len(b) < n {
+			b = append(b, 'x')
+		}
+		return b
+	}
+	if _, err := Parse("t.yaml", pad(MaxFileBytes), Options{}); err != nil {
+		t.Errorf("job file of MaxFileBytes: %v", err)
+	}
+	if _, err := Parse("t.yaml", pad(MaxFileBytes+1), Options{}); err == nil || !strings.Contains(err.Error(), "is larger than 16777216") {
+		t.Errorf("job file of MaxFileBytes+1: %v, want larger than 16777216", err)
+	}
+	for _, tc := range []struct {
+		name, buffers, steps string
+		want                 string // "" for valid
+	}{
+		{"1 TiB of float32", "{type: float32, range: [268435456, 1024]}", "", ""},
+		{"1 TiB of uint8, one extent", "{type: uint8, range: 1099511627776}", "", ""},
+		{"1 TiB + 1 element", "{type: uint8, range: [2, 549755813889]}", "", "t.yaml:2: buffers.a.range: [2 549755813889] of uint8 is more than 1 TiB"},
+		{"1 TiB + 1 float32", "{type: float32, range: [274877906945]}", "", "t.yaml:2: buffers.a.range: [274877906945] of float32 is more than 1 TiB"},
+		{"extent 2^40+1", "{type: uint8, range: [1099511627777]}", "", "t.yaml:2: buffers.a.range[0]: 1099511627777 is out of range: want 1 to 1099511627776"},
+		{"four extents", "{type: uint8, range: [2, 2, 2, 2]}", "", "t.yaml:2: buffers.a.range: want a list of 1 to 3 integers"},
+		{"extent 0", "{type: uint8, range: [4, 0]}", "", "t.yaml:2: buffers.a.range[1]: 0 is out of range: want 1 to 1099511627776"},
+		{"repeat 2^40+1", "{type: uint8, range: 4}", "  - repeat: {count: 1099511627777, steps: [{fill: {buffer: a, value: 1}}]}\n",
+			"t.yaml:4: steps[0].repeat.count: 1099511627777 is out of range: want 1 to 1099511627776"},
+		{"repeat 0", "{type: uint8, range: 4}", "  - repeat: {count: 0, steps: [{fill: {buffer: a, value: 1}}]}\n",
+			"t.yaml:4: steps[0].repeat.count: 0 is out of range: want 1 to 1099511627776"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			steps := tc.steps
+			if steps == "" {
+				steps = "  - fill: {buffer: a, value: 1}\n"
+			}
+			_, err := Parse("t.yaml", []byte("buffers:\n  a: "+tc.buffers+"\nsteps:\n"+steps), Options{})
+			if tc.want == "" {
+				if err != nil {
+					t.Errorf("Parse = %v, want valid", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Parse = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

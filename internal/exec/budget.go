@@ -58,7 +58,13 @@ func (rt *Runtime) newBudgets(limit device.MemoryLimit, hostSize uint64) error {
 		if host {
 			size = hostSize
 		}
-		rt.budget.byMem[mem] = device.NewBudget(limit.Budget(size, host))
+		b, how := limit.Budget(size, host)
+		if b == 0 && size != 0 && !limit.Off {
+			// A share so small that it rounds to no byte (Share 1e-12 of
+			// 32 GiB) is a budget that admits nothing, not "no budget".
+			b = 1
+		}
+		rt.budget.byMem[mem] = device.NewBudget(b, how)
 	}
 	return nil
 }

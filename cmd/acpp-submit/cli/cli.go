@@ -313,8 +313,8 @@ func newRunCmd(env Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if workers < 0 {
-				return usageError{fmt.Errorf("--workers %d: give a positive number of worker goroutines, or 0 for one per processor (GOMAXPROCS)", workers)}
+			if workers < 0 || workers > acpp.MaxWorkers {
+				return usageError{fmt.Errorf("--workers %d: give a positive number of worker goroutines, at most %d, or 0 for one per processor (GOMAXPROCS)", workers, acpp.MaxWorkers)}
 			}
 			if window < 0 {
 				return usageError{fmt.Errorf("--window %d: give a positive number of command groups, or 0 for the default (1024)", window)}
@@ -418,7 +418,7 @@ func newRunCmd(env Env) *cobra.Command {
 	f.StringVar(&trace, "trace", "", "write a Chrome trace of the run to this file (open it in ui.perfetto.dev): a track per device, a slice per command group, dependency arrows, bytes per link")
 	f.StringVar(&dag, "dag", "", "write the command-group DAG as Graphviz DOT to this file (render: dot -Tsvg FILE > dag.svg)")
 	f.StringSliceVar(&devices, "device", nil, "devices to use: cpu, cuda (every device of a kind), cpu:0, cuda:1; repeat or comma-separate (default: every local device, GPUs first; the first is where steps without device: run)")
-	f.IntVar(&workers, "workers", 0, "worker goroutines of the CPU device (default 0 = GOMAXPROCS)")
+	f.IntVar(&workers, "workers", 0, "worker goroutines of the CPU device, at most 1024 (default 0 = GOMAXPROCS)")
 	f.IntVar(&window, "window", 0, "command groups submitted ahead of the oldest unfinished one (default 0 = 1024); bounds memory, not order")
 	f.StringVar(&progress, "progress", "auto", "progress display: auto (a bar on a terminal, a line every 2 s otherwise), always (bar), never")
 	f.BoolVarP(&quiet, "quiet", "q", false, "print nothing but errors")

@@ -565,10 +565,19 @@ func TestMainCommands(t *testing.T) {
 		{"malformed device", []string{"run", "--device", "gpu", bad}, 2, "", `--device "gpu": use cpu or cuda`},
 		{"check malformed device", []string{"check", "--device", "gpu", bad}, 2, "", `--device "gpu": use cpu or cuda`},
 		{"negative workers", []string{"run", "--workers", "-3", bad}, 2, "", "--workers -3: give a positive number"},
+		// At most acpp.MaxWorkers: 10⁸ started 10⁸ goroutines and the
+		// process died (docs/JOBS.md, acpp.WithWorkers).
+		{"workers above the bound", []string{"run", "--workers", "1025", bad}, 2, "", "--workers 1025: give a positive number of worker goroutines, at most 1024"},
+		{"huge workers", []string{"run", "--workers", "100000000", bad}, 2, "", "at most 1024"},
+		// A job file is read only up to jobfile.MaxFileBytes: /dev/zero,
+		// which has no end, was read until memory ran out.
+		{"job file without end", []string{"check", "/dev/zero"}, 1, "", "job file is larger than 16777216 bytes"},
 		{"negative window", []string{"run", "--window", "-1", bad}, 2, "", "--window -1: give a positive number"},
 		{"unknown placement", []string{"run", "--placement", "foo", bad}, 2, "", `--placement "foo": use auto or round-robin`},
 		{"placement without cluster", []string{"run", "--placement", "round-robin", bad}, 2, "", "--placement places steps on cluster nodes: give --cluster ADDR too"},
 		{"cluster port out of range", []string{"run", "--cluster", "127.0.0.1:99999", "--client", "alice", bad}, 2, "", "a port in 1–65535"},
+		{"cluster port 0", []string{"run", "--cluster", "127.0.0.1:0", "--client", "alice", bad}, 2, "", "a port in 1–65535"},
+		{"cluster port 65536", []string{"run", "--cluster", "127.0.0.1:65536", "--client", "alice", bad}, 2, "", "a port in 1–65535"},
 		// A word after a command that takes none is an unknown command
 		// too (it exited 1).
 		{"nodes extra", []string{"nodes", "extra", "--cluster", "127.0.0.1:7946", "--client", "alice"}, 2, "", `unknown command "extra" for "acpp-submit nodes"`},

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -331,15 +332,37 @@ func loadWith(path string, params map[string]string, src jobfile.KernelSource) (
 	if err := kernels.Register(); err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(path)
+	data, err := readJobFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read the job file: %w", err)
+		return nil, err
 	}
 	job, err := jobfile.Parse(path, data, jobfile.Options{Kernels: src, ParamType: kernels.ParamType, Params: params})
 	if setOnly(err) {
 		return nil, usageError{err} // what is wrong is the command line
 	}
 	return job, err
+}
+
+// readJobFile reads at most jobfile.MaxFileBytes+1 bytes of path, so that
+// a job file too large for Parse (or /dev/zero, which has no end) is
+// refused without reading it all into memory; Parse names the bound.
+func readJobFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read the job file: %w", err)
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > jobfile.MaxFileBytes {
+		return nil, fmt.Errorf("%s: job file of %d bytes is larger than %d; move data into init files", path, st.Size(), jobfile.MaxFileBytes)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, jobfile.MaxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read the job file: %w", err)
+	}
+	if len(data) > jobfile.MaxFileBytes {
+		return nil, fmt.Errorf("%s: job file is larger than %d bytes; move data into init files", path, jobfile.MaxFileBytes)
+	}
+	return data, nil
 }
 
 // setOnly reports whether every error of a job file's parse is about a
