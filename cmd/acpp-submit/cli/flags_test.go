@@ -135,3 +135,28 @@ func TestLogLinesSaidElsewhereDropped(t *testing.T) {
 		}
 	}
 }
+
+// A job's PTX or CUDA C file larger than a node takes (12 MiB), or one
+// that never ends (/dev/zero), is refused at its line without reading it
+// all: check read /dev/zero until memory ran out.
+func TestKernelFileSizeBounded(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.ptx")
+	if err := os.WriteFile(big, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(big, 13<<20); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{big, "/dev/zero"} {
+		job := filepath.Join(dir, "j.yaml")
+		src := "version: 1\nname: kz\nbuffers:\n  y: {type: float32, range: 16}\nkernels:\n  k:\n    ptx: " + path + "\n    params:\n      - {name: y, kind: pointer, type: float32}\nsteps:\n  - kernel: k\n    range: 16\n    accessors:\n      - {param: y, buffer: y, mode: read_write}\n"
+		if err := os.WriteFile(job, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, _, errs := runMain("check", job)
+		if code != 1 || !strings.Contains(errs, "j.yaml:7: kernels.k.ptx: "+path+" is larger than 12 MiB") {
+			t.Errorf("check with ptx: %s: exit %d\n%s", path, code, errs)
+		}
+	}
+}

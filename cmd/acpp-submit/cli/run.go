@@ -20,6 +20,7 @@ import (
 	"github.com/acpp/acpp/device"
 	"github.com/acpp/acpp/jobfile"
 	"github.com/acpp/acpp/kernels"
+	"github.com/acpp/acpp/proto"
 
 	_ "github.com/acpp/acpp/cuda" // GPUs, where a driver is found
 )
@@ -462,6 +463,28 @@ func (r *runner) registerJobKernels() error {
 	return nil
 }
 
+// readKernelFile reads a job's PTX module or CUDA C source, at most the
+// size a node takes (proto.MaxKernelModule): a bigger file (or a device
+// like /dev/zero, which never ends) is refused before it fills memory.
+func readKernelFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.IsDir() {
+		return nil, fmt.Errorf("%s is a directory; name the file", path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, proto.MaxKernelModule+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > proto.MaxKernelModule {
+		return nil, fmt.Errorf("%s is larger than %d MiB, the most a kernel module or source may be (nodes refuse more)", path, proto.MaxKernelModule>>20)
+	}
+	return b, nil
+}
+
 // jobKernel reads a kernel the job declares (PTX or CUDA C, the path
 // relative to the job file's directory dir) and makes its registry entry,
 // named uniquely for its content, without registering it: check and run
@@ -474,7 +497,7 @@ func (r *runner) registerJobKernels() error {
 func jobKernel(job *jobfile.Job, dir string, k *jobfile.KernelDecl) (device.Kernel, *jobfile.Error) {
 	params := k.DeviceParams()
 	if k.CUDA != "" {
-		src, err := os.ReadFile(inDir(dir, k.CUDA))
+		src, err := readKernelFile(inDir(dir, k.CUDA))
 		if err != nil {
 			return device.Kernel{}, job.At(k.LineOf("cuda"), "kernels."+k.Name+".cuda", fmt.Errorf("%w; the path is relative to the job file's directory", err))
 		}
@@ -485,7 +508,7 @@ func jobKernel(job *jobfile.Job, dir string, k *jobfile.KernelDecl) (device.Kern
 		return device.Kernel{Name: k.Name + "@" + hex.EncodeToString(sum[:6]), Params: params,
 			CUDA: &device.CUDA{Source: src, Entry: k.Entry, File: k.CUDA, Options: k.Options}}, nil
 	}
-	mod, err := os.ReadFile(inDir(dir, k.PTX))
+	mod, err := readKernelFile(inDir(dir, k.PTX))
 	if err != nil {
 		return device.Kernel{}, job.At(k.LineOf("ptx"), "kernels."+k.Name+".ptx", fmt.Errorf("%w; the path is relative to the job file's directory", err))
 	}
