@@ -160,3 +160,24 @@ func TestKernelFileSizeBounded(t *testing.T) {
 		}
 	}
 }
+
+// A job kernel's name so long that its registered form (name@12 hex
+// digits) passes what nodes take (128 bytes) is refused by check, not
+// when the job is shipped to a cluster.
+func TestJobKernelNameFitsNodes(t *testing.T) {
+	dir := t.TempDir()
+	ptx := filepath.Join(dir, "k.ptx")
+	os.WriteFile(ptx, []byte(".version 7.0\n.target sm_52\n.address_size 64\n.visible .entry k(.param .align 8 .b8 nd[48], .param .u64 y)\n{ret;}\n"), 0o644)
+	for _, n := range []int{115, 116} {
+		name := strings.Repeat("k", n)
+		src := "version: 1\nname: kn\nbuffers:\n  y: {type: float32, range: 16}\nkernels:\n  " + name + ":\n    ptx: k.ptx\n    entry: k\n    params:\n      - {name: y, kind: pointer, type: float32}\n" +
+			"steps:\n  - kernel: " + name + "\n    range: 16\n    accessors:\n      - {param: y, buffer: y, mode: read_write}\n"
+		job := filepath.Join(dir, "j.yaml")
+		os.WriteFile(job, []byte(src), 0o644)
+		_, _, errs := runMain("check", job)
+		tooLong := strings.Contains(errs, "the kernel's name is 116 bytes; at most 115")
+		if tooLong != (n == 116) {
+			t.Errorf("a %d-byte kernel name: %s", n, errs)
+		}
+	}
+}

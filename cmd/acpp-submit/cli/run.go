@@ -496,6 +496,11 @@ func readKernelFile(path string) ([]byte, error) {
 // file:line (the path as the job file gives it).
 func jobKernel(job *jobfile.Job, dir string, k *jobfile.KernelDecl) (device.Kernel, *jobfile.Error) {
 	params := k.DeviceParams()
+	if max := proto.MaxKernelName - len("@") - 12; len(k.Name) > max {
+		// Registered as name@<12 hex digits>, which a node takes up to
+		// MaxKernelName bytes: refused here, not when shipped.
+		return device.Kernel{}, job.At(k.Line, "kernels."+k.Name, fmt.Errorf("the kernel's name is %d bytes; at most %d (it is registered with @ and 12 hex digits added, and nodes take names up to %d bytes)", len(k.Name), max, proto.MaxKernelName))
+	}
 	if k.CUDA != "" {
 		src, err := readKernelFile(inDir(dir, k.CUDA))
 		if err != nil {
