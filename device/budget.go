@@ -151,7 +151,9 @@ func (l MemoryLimit) Budget(size uint64, host bool) (budget uint64, how string) 
 	if size == 0 {
 		return 0, fmt.Sprintf("no budget (the size of the %s is unknown; set a limit in bytes)", kind)
 	}
-	return uint64(float64(size) * share), fmt.Sprintf("%g%% of %s %s", share*100, FormatBytes(size), kind)
+	// A share so small it rounds to no byte admits nothing (1 byte), not
+	// everything: 0 means "no budget" to the caller.
+	return max(uint64(float64(size)*share), 1), fmt.Sprintf("%g%% of %s %s", share*100, FormatBytes(size), kind)
 }
 
 // Budget admits allocations of one memory against its limit. It is safe

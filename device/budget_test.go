@@ -24,6 +24,9 @@ func TestMemoryLimitBudget(t *testing.T) {
 		{MemoryLimit{Bytes: 4 * gib}, 0, false, 4 * gib, "configured"},
 		{MemoryLimit{Bytes: 512 * gib}, 128 * gib, true, 128 * gib, "all of 128.00 GiB host memory"},
 		{MemoryLimit{Off: true}, 128 * gib, true, 0, "off"},
+		// A share that rounds to no byte admits nothing, not everything
+		// (0 would mean "no budget").
+		{MemoryLimit{Share: 1e-15}, 128 * gib, true, 1, "of 128.00 GiB host memory"},
 	} {
 		got, how := tc.l.Budget(tc.size, tc.host)
 		if got != tc.want || !strings.Contains(how, tc.how) {
