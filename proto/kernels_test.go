@@ -56,14 +56,38 @@ func TestJobKernelsValidate_C6(t *testing.T) {
 			k2.Name = "other"
 			r.Kernels = []KernelSpec{k, k2}
 		}, "together"},
+		{"module at the limit", func(r *JobKernels) { r.Kernels[0].PTX = make([]byte, MaxKernelModule) }, ""},
+		{"CUDA C at the limit", func(r *JobKernels) { r.Kernels[0].PTX, r.Kernels[0].CUDA = nil, make([]byte, MaxKernelModule) }, ""},
+		{"modules together at the limit", func(r *JobKernels) {
+			k := r.Kernels[0]
+			k.PTX = make([]byte, MaxKernelModule/2)
+			k2 := k
+			k2.Name = "other"
+			r.Kernels = []KernelSpec{k, k2}
+		}, ""},
 		{"twice", func(r *JobKernels) { r.Kernels = append(r.Kernels, r.Kernels[0]) }, "twice"},
+		{"the most kernels", func(r *JobKernels) {
+			for i := range MaxKernelsPerRequest - 1 {
+				k := r.Kernels[0]
+				k.Name = "k" + strings.Repeat("x", i)
+				r.Kernels = append(r.Kernels, k)
+			}
+		}, ""},
+		{"entry at the limit", func(r *JobKernels) { r.Kernels[0].Entry = strings.Repeat("e", MaxKernelName) }, ""},
+		{"entry too long", func(r *JobKernels) { r.Kernels[0].Entry = strings.Repeat("e", MaxKernelName+1) }, "entry"},
+		{"the most params", func(r *JobKernels) {
+			r.Kernels[0].Params = make([]KernelParam, MaxKernelParams)
+			for i := range r.Kernels[0].Params {
+				r.Kernels[0].Params[i] = KernelParam{Kind: 1, Space: 1, ElemSize: MaxParamElemSize}
+			}
+		}, ""},
 		{"too many", func(r *JobKernels) {
 			for i := range MaxKernelsPerRequest {
 				k := r.Kernels[0]
 				k.Name = "k" + strings.Repeat("x", i)
 				r.Kernels = append(r.Kernels, k)
 			}
-		}, "at most 64"},
+		}, "65 kernels in one request, at most 64"},
 		{"kind 0", func(r *JobKernels) { r.Kernels[0].Params[0].Kind = 0 }, "kind 0"},
 		{"kind 6", func(r *JobKernels) { r.Kernels[0].Params[0].Kind = 6 }, "kind 6"},
 		{"space 8", func(r *JobKernels) { r.Kernels[0].Params[1].Space = 8 }, "address space 8"},

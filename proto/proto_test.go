@@ -3,6 +3,7 @@ package proto
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -26,6 +27,8 @@ func TestPageHeaderValidate(t *testing.T) {
 		{"overlap", PageHeader{ElemSize: 1, Boxes: []Box{box([3]uint64{0, 0, 0}, [3]uint64{2, 2, 2}), box([3]uint64{1, 1, 1}, [3]uint64{3, 3, 3})}}, 0, 0, true},
 		{"touching", PageHeader{ElemSize: 1, Boxes: []Box{box([3]uint64{0, 0, 0}, [3]uint64{2, 2, 2}), box([3]uint64{0, 0, 2}, [3]uint64{2, 2, 3})}}, 0, 12, false},
 		{"at limit", PageHeader{ElemSize: 4, Boxes: []Box{box([3]uint64{}, [3]uint64{1, 1, 100})}}, 400, 400, false},
+		{"the most boxes", PageHeader{ElemSize: 1, Boxes: rowOf(MaxBoxes)}, 0, MaxBoxes, false},
+		{"a box too many", PageHeader{ElemSize: 1, Boxes: rowOf(MaxBoxes + 1)}, 0, 0, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -40,10 +43,20 @@ func TestPageHeaderValidate(t *testing.T) {
 	}
 }
 
+// rowOf is n boxes of one element each, every other element of a row.
+func rowOf(n int) []Box {
+	out := make([]Box, n)
+	for i := range out {
+		out[i] = Box{Lo: [3]uint64{0, 0, uint64(2 * i)}, Hi: [3]uint64{1, 1, uint64(2*i + 1)}}
+	}
+	return out
+}
+
 func TestPageSegmentValidate(t *testing.T) {
 	h := PageHeader{ElemSize: 1, Boxes: []Box{{Hi: [3]uint64{1, 1, 100}}}}
 	ref := h
 	ref.Ref = &PageRef{Host: "boot", PID: 1, Handle: []byte{1}, Bytes: 100}
+	big := PageHeader{ElemSize: 1, Boxes: []Box{{Hi: [3]uint64{1, 1, 1000}}}}
 	huge := PageHeader{ElemSize: 4, Boxes: []Box{{Hi: [3]uint64{1 << 20, 1 << 20, 1 << 20}}}}
 	tests := []struct {
 		name string
@@ -61,6 +74,7 @@ func TestPageSegmentValidate(t *testing.T) {
 		{"by reference in two segments", PageSegment{Index: 1, Count: 2, Header: ref}, false},
 		{"by reference with a payload", PageSegment{Count: 1, Length: 100, Header: ref}, false},
 		{"zero count", PageSegment{Length: 100, Header: h}, false},
+		{"the most segments", PageSegment{Index: MaxSegments - 1, Count: MaxSegments, Offset: 1000 * (MaxSegments - 1) / MaxSegments, Length: 1000 - 1000*(MaxSegments-1)/MaxSegments, Header: big}, true},
 		{"too many", PageSegment{Count: MaxSegments + 1, Length: 1, Header: h}, false},
 		// 2^62 bytes (no limit: Validate(0), or a MaxPageBytes that large):
 		// segment 5 of 8 is bytes 5·2^59 to 6·2^59. total·5 overflowed 64
@@ -145,5 +159,46 @@ func TestNames(t *testing.T) {
 		if tt.got != tt.want {
 			t.Errorf("got %q, want %q", tt.got, tt.want)
 		}
+	}
+}
+
+// TestInstrValidateEdges: each per-instruction bound of docs/NODE.md and
+// docs/TRANSPORT.md holds at its value and refuses one past it (boxes,
+// dependencies, kernel arguments, work items of a launch).
+func TestInstrValidateEdges(t *testing.T) {
+	launch := func(global [3]uint64, args int) Instr {
+		return Instr{ID: 1, Kind: InstrLaunch, Launch: &Launch{Kernel: "k", Device: "cpu:0", Global: global, Args: make([]KArg, args)}}
+	}
+	deps := func(n int) Instr {
+		in := Instr{ID: 1 << 20, Kind: InstrFree, Deps: make([]uint64, n)}
+		for i := range in.Deps {
+			in.Deps[i] = uint64(i + 1)
+		}
+		return in
+	}
+	for _, c := range []struct {
+		name string
+		in   Instr
+		want string // "" means valid
+	}{
+		{"the most boxes", Instr{ID: 1, Kind: InstrCopy, Boxes: rowOf(MaxBoxes)}, ""},
+		{"a box too many", Instr{ID: 1, Kind: InstrCopy, Boxes: rowOf(MaxBoxes + 1)}, "1025 boxes, at most 1024"},
+		{"the most dependencies", deps(MaxDeps), ""},
+		{"a dependency too many", deps(MaxDeps + 1), "1025 dependencies, at most 1024"},
+		{"the most kernel arguments", launch([3]uint64{1, 1, 1}, MaxKernelArgs), ""},
+		{"a kernel argument too many", launch([3]uint64{1, 1, 1}, MaxKernelArgs+1), "257 kernel arguments, at most 256"},
+		{"the most work items", launch([3]uint64{1, 1 << 24, 1 << 24}, 0), ""},
+		{"past the most work items", launch([3]uint64{1, 1<<24 + 1, 1 << 24}, 0), "more than 281474976710656 work items"},
+		{"the longest extent", launch([3]uint64{1, 1, 1 << 40}, 0), ""},
+		{"an extent too long", launch([3]uint64{1, 1, 1<<40 + 1}, 0), "out of bounds"},
+		{"a 64-byte fill pattern", Instr{ID: 1, Kind: InstrFill, Pattern: make([]byte, 64)}, ""},
+		{"a 65-byte fill pattern", Instr{ID: 1, Kind: InstrFill, Pattern: make([]byte, 65)}, "pattern of 65 bytes"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.in.Validate()
+			if c.want == "" && err != nil || c.want != "" && (!errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), c.want)) {
+				t.Errorf("Validate() = %v, want %q", err, c.want)
+			}
+		})
 	}
 }

@@ -25,6 +25,10 @@ const frameHeaderLen = 4
 // maxDepth bounds the nesting of msgpack containers in a frame.
 const maxDepth = 32
 
+// helloMax bounds the Hello frame each side reads before the other is
+// authenticated (or MaxFrameSize, when that is lower).
+const helloMax = 64 << 10
+
 var (
 	// ErrFrameTooLarge is returned when a frame exceeds the receiver's
 	// MaxFrameSize (or, when sending, this end's or the peer's limit). Split

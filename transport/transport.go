@@ -276,7 +276,7 @@ func (t *Transport) acceptHello(qc *quic.Conn) (credentials.Identity, int, error
 	}
 	stop := context.AfterFunc(ctx, func() { s.CancelRead(quicCodeCanceled); s.CancelWrite(quicCodeCanceled) })
 	defer stop()
-	env, body, err := readFrame(s, min(t.cfg.MaxFrameSize, 64<<10))
+	env, body, err := readFrame(s, min(t.cfg.MaxFrameSize, helloMax))
 	var h proto.Hello
 	if err == nil && env.Type != proto.MsgHello {
 		err = fmt.Errorf("%w: first message is %v, want MsgHello", ErrMalformed, env.Type)
@@ -647,7 +647,7 @@ func (t *Transport) offerHello(ctx context.Context, qc *quic.Conn) (credentials.
 		return peer, 0, classifyHelloErr(ctx, qc, err)
 	}
 	s.Close()
-	env, body, err := readFrame(s, min(t.cfg.MaxFrameSize, 64<<10))
+	env, body, err := readFrame(s, min(t.cfg.MaxFrameSize, helloMax))
 	if err != nil {
 		return peer, 0, classifyHelloErr(ctx, qc, err)
 	}

@@ -2,6 +2,7 @@ package nodecmd
 
 import (
 	"bytes"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -366,6 +367,48 @@ func TestConfigFileIsOneDocument(t *testing.T) {
 			t.Errorf("config %q: name %q, want n2", tt.file, s.Name)
 		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
 			t.Errorf("config %q: error %v, want one with %q", tt.file, err, tt.want)
+		}
+	}
+}
+
+// TestDocumentedSettingDefaults: every default of docs/OPERATIONS.md's
+// settings table is the code's, and turns into the node.Config it says.
+func TestDocumentedSettingDefaults(t *testing.T) {
+	want := settings{
+		Credentials: "/etc/acpp", GossipAddr: "0.0.0.0:7946", QUICAddr: "0.0.0.0:7947", JoinRetry: "60s", Devices: "all",
+		CPUWorkers: 0, HTTPAddr: "127.0.0.1:9464", UI: "true", MaxBytes: "auto", MaxJobBytes: "0", JobLease: "30s",
+		DrainTimeout: "10s", ReportGather: "200us", Timing: "lan", LogLevel: "info", LogFormat: "text",
+	}
+	got := defaultSettings()
+	if !slices.Equal(got.Join, want.Join) {
+		t.Errorf("default join %v, want none", got.Join)
+	}
+	got.Join, want.Join = nil, nil
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("defaults:\n got %+v\nwant %+v", got, want)
+	}
+	s := defaultSettings()
+	s.Name = "n1"
+	cfg, err := s.nodeConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.JobLease != 30*time.Second || cfg.DrainTimeout != 10*time.Second || cfg.ReportGather != 200*time.Microsecond ||
+		cfg.MaxBytes != 0 || cfg.MemoryShare != 0 || cfg.NoMemoryBudget || cfg.MaxJobBytes != 0 || cfg.Cluster.JoinRetry != time.Minute {
+		t.Errorf("default node.Config: lease %v, drain %v, gather %v, max bytes %d share %v off %v, job bytes %d, join retry %v",
+			cfg.JobLease, cfg.DrainTimeout, cfg.ReportGather, cfg.MaxBytes, cfg.MemoryShare, cfg.NoMemoryBudget, cfg.MaxJobBytes, cfg.Cluster.JoinRetry)
+	}
+}
+
+// TestReportGatherSettingBound: --report-gather takes up to 100ms, and
+// not a microsecond more.
+func TestReportGatherSettingBound(t *testing.T) {
+	for in, ok := range map[string]bool{"100ms": true, "100001us": false, "0": true, "-1us": false} {
+		s := defaultSettings()
+		s.Name, s.ReportGather = "n1", in
+		cfg, err := s.nodeConfig(nil)
+		if ok && (err != nil || in == "100ms" && cfg.ReportGather != 100*time.Millisecond) || !ok && (err == nil || !strings.Contains(err.Error(), "report-gather")) {
+			t.Errorf("--report-gather %s: ReportGather %v, error %v; want ok %v", in, cfg.ReportGather, err, ok)
 		}
 	}
 }
