@@ -64,10 +64,27 @@ func (s PageSink) finish(err error) (derr error) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.logPanic("Done", p)
-			derr = &proto.ErrorReply{Code: proto.CodeRefused, Message: fmt.Sprintf("the receiver's page sink panicked: %v (a bug: please report it with the receiver's log)", p)}
+			derr = sinkPanic{&proto.ErrorReply{Code: proto.CodeRefused, Message: fmt.Sprintf("the receiver's page sink panicked: %v (a bug: please report it with the receiver's log)", p)}}
 		}
 	}()
 	return s.Done(err)
+}
+
+// sinkPanic is finish's error when Done panicked: After gets it too, so
+// that the receiver does not go on with pages Done may have left half
+// applied while the sender is told the transfer failed.
+type sinkPanic struct{ *proto.ErrorReply }
+
+func (e sinkPanic) Unwrap() error { return e.ErrorReply }
+
+// afterErr is what After is given: what Done was given, or the panic of
+// a Done that panicked.
+func afterErr(doneErr, derr error) error {
+	var sp sinkPanic
+	if doneErr == nil && errors.As(derr, &sp) {
+		return derr
+	}
+	return doneErr
 }
 
 // after calls After (if set); a panic in it is logged, not fatal.
@@ -639,9 +656,11 @@ func (t *Transport) receiveSegment(c *conn, s *quic.Stream, env proto.Envelope, 
 			err = expectEOF(s)
 		}
 		doneErr := err
-		if derr := sink.finish(err); err == nil {
+		derr := sink.finish(err)
+		if err == nil {
 			err = derr
 		}
+		doneErr = afterErr(doneErr, derr)
 		if err == nil { // counted before the ack, so a sender sees it counted
 			moved, _ := seg.Header.Validate(0) // the boxes' bytes, also by reference
 			t.countReceived(c.peer, &seg.Header, moved)
@@ -838,7 +857,9 @@ func (a *assembly) complete(c *conn, failed error) error {
 		c.tombstoneLocked(a.id)
 	}
 	c.mu.Unlock()
-	return a.sink.finish(failed)
+	derr := a.sink.finish(failed)
+	a.doneErr = afterErr(a.doneErr, derr) // read by the goroutine that completed it, after this
+	return derr
 }
 
 // abortAssemblies fails every unfinished transfer of a closed connection.

@@ -33,6 +33,7 @@ func TestPanickingHandlerDoesNotTakeTheNodeDown(t *testing.T) {
 		notes <- req.Text
 		return nil, nil
 	})
+	afterOf667 := make(chan error, 1)
 	store := &pageStore{bufs: map[uint64]*testBuffer{1: {rng: [3]uint64{1, 1, 100}, elem: 1, data: make([]byte, 100)}}}
 	n2.HandlePages(func(ctx context.Context, from credentials.Identity, h *proto.PageHeader) (PageSink, error) {
 		if h.Job == 666 {
@@ -42,6 +43,7 @@ func TestPanickingHandlerDoesNotTakeTheNodeDown(t *testing.T) {
 		switch h.Job {
 		case 667:
 			sink.Done = func(error) error { panic("Done bug") }
+			sink.After = func(err error) { afterOf667 <- err }
 		case 668:
 			sink.After = func(error) { panic("After bug") }
 		}
@@ -86,6 +88,14 @@ func TestPanickingHandlerDoesNotTakeTheNodeDown(t *testing.T) {
 	done.Job = 667
 	if err := n1.SendPages(ctx, peer, &done, src); !errors.As(err, &re) || re.Code != proto.CodeRefused || !strings.Contains(err.Error(), "page sink panicked") {
 		t.Fatalf("transfer whose sink's Done panics: %v, want CodeRefused saying it panicked", err)
+	}
+	select { // After learns the transfer failed: the sender was told so
+	case err := <-afterOf667:
+		if err == nil || !strings.Contains(err.Error(), "page sink panicked") {
+			t.Errorf("After after a panicking Done got %v, want the panic's error", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("After was not called after a panicking Done")
 	}
 	after := bad
 	after.Job = 668

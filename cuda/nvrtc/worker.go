@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -102,16 +103,22 @@ func (w *Worker) compile(lib *Lib, p Program, opts []string) ([]byte, string, er
 	}
 	w.slots <- struct{}{}
 	defer func() { <-w.slots }()
+	// Pdeathsig follows the thread that started the child: keep this one
+	// until the child is gone, so that no thread exit kills it early.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	ctx, cancel := context.WithTimeout(context.Background(), w.Timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, w.Command[0], w.Command[1:]...)
+	cmd.SysProcAttr = workerAttr() // dies with its parent, where the system allows
+	cmd.WaitDelay = time.Second    // a killed worker's pipes do not hold Run
 	cmd.Stdin = bytes.NewReader(req)
 	out := &capped{max: maxWorkerReply}
 	errOut := &capped{max: 16 << 10}
 	cmd.Stdout, cmd.Stderr = out, errOut
 	runErr := cmd.Run()
 	switch {
-	case ctx.Err() != nil:
+	case runErr != nil && ctx.Err() != nil:
 		return nil, "", fmt.Errorf("nvrtc: compiling %s took longer than %v; its compiler process was killed (simplify the source, or ship PTX)", p.Name, w.Timeout)
 	case runErr != nil:
 		why := runErr.Error()
@@ -125,7 +132,7 @@ func (w *Worker) compile(lib *Lib, p Program, opts []string) ([]byte, string, er
 			}
 		}
 		return nil, "", fmt.Errorf("nvrtc: the compiler process for %s failed: %s%s", p.Name, why, firstLines(errOut.String()))
-	case out.over:
+	case out.over: // as the worker finished, not before
 		return nil, "", fmt.Errorf("nvrtc: the compiler process for %s wrote more than %d MiB", p.Name, maxWorkerReply>>20)
 	}
 	var rep workerReply
@@ -154,22 +161,29 @@ func firstLines(s string) string {
 	return ": " + s
 }
 
-// capped is a buffer that keeps at most max bytes and remembers it was
-// offered more.
+// capped is a writer that keeps at most max bytes and remembers it was
+// offered more. It takes (and drops) everything it is given, so that the
+// worker is not stopped by a broken pipe mid-write. The buffer is a field,
+// not embedded: an embedded bytes.Buffer's ReadFrom would let io.Copy
+// (exec.Cmd's) bypass Write and the cap.
 type capped struct {
-	bytes.Buffer
+	buf  bytes.Buffer
 	max  int
 	over bool
 }
 
 func (c *capped) Write(p []byte) (int, error) {
-	if room := c.max - c.Len(); len(p) > room {
+	n := len(p)
+	if room := c.max - c.buf.Len(); n > room {
 		c.over = true
 		p = p[:max(room, 0)]
 	}
-	c.Buffer.Write(p)
-	return len(p), nil
+	c.buf.Write(p)
+	return n, nil
 }
+
+func (c *capped) Bytes() []byte  { return c.buf.Bytes() }
+func (c *capped) String() string { return c.buf.String() }
 
 // ServeWorker is a worker process's side of Worker: it reads one request
 // from r, compiles it and writes the result to w. It makes the process the

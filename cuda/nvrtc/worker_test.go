@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -149,4 +150,19 @@ func FuzzServeWorker(f *testing.F) {
 			t.Errorf("served %q with no reply", b)
 		}
 	})
+}
+
+// capped keeps at most max bytes of a child's output however exec copies
+// it (io.Copy used an embedded bytes.Buffer's ReadFrom and bypassed the
+// cap), says it was offered more, and never breaks the child's pipe.
+func TestCappedBoundsChildOutput(t *testing.T) {
+	out := &capped{max: 1000}
+	cmd := exec.Command("head", "-c", "1000000", "/dev/zero")
+	cmd.Stdout = out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("the child failed (a broken pipe?): %v", err)
+	}
+	if len(out.Bytes()) != 1000 || !out.over {
+		t.Errorf("kept %d bytes, over %v; want 1000 and true", len(out.Bytes()), out.over)
+	}
 }
