@@ -364,6 +364,24 @@ func (j *Job) validate(g *Group) ([]device.Param, error) {
 	return params, nil
 }
 
+// accKind is the kind an accessor argument travels as: its own, or,
+// when it says none, its parameter's if that takes memory (a pointer or
+// an accessor), else ArgAccessor: an accessor given for a scalar or local
+// parameter stays an accessor, which the kernel's declaration refuses,
+// instead of becoming a scalar with no bytes that a kernel indexes.
+func accKind(own device.ArgKind, params []device.Param, i int) device.ArgKind {
+	if own != 0 {
+		return own
+	}
+	if i < len(params) {
+		switch k := params[i].Kind; k {
+		case device.ArgPointer, device.ArgAccessor, device.ArgRangedAccessor:
+			return k
+		}
+	}
+	return device.ArgAccessor
+}
+
 // argMem stands for a buffer's memory in checkArgs: which memory an
 // accessor ends up in is known only once the group is placed.
 var argMem = &device.Mem{Kind: device.MemDevice}
@@ -378,10 +396,7 @@ func checkArgs(k *device.Kernel, g *Group, params []device.Param) error {
 	for i, a := range g.Args {
 		switch {
 		case a.acc != nil:
-			kind := a.acc.Kind
-			if kind == 0 {
-				kind = params[i].Kind
-			}
+			kind := accKind(a.acc.Kind, params, i)
 			b := a.acc.Buffer
 			args[i] = device.Arg{Kind: kind, Space: params[i].Space, Mem: argMem, ElemSize: b.geo.ElemSize,
 				Range: b.geo.Range, AccessRange: b.geo.Range, ReadOnly: a.acc.Mode == Read}
@@ -666,13 +681,7 @@ func (j *Job) submitLocked(g *Group, params []device.Param, p chunkPlan, capable
 		case a.acc != nil:
 			r := p.regs[k]
 			k++
-			kind := a.acc.Kind
-			if kind == 0 {
-				kind = device.ArgAccessor
-				if i < len(params) {
-					kind = params[i].Kind
-				}
-			}
+			kind := accKind(a.acc.Kind, params, i)
 			b := a.acc.Buffer
 			ka := proto.KArg{Kind: uint8(kind), Buffer: uint64(b.id), Mem: d.Mem, ElemSize: uint32(b.geo.ElemSize), Range: toU64(b.geo.Range), ReadOnly: a.acc.Mode == Read}
 			if kind == device.ArgRangedAccessor {

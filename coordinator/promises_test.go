@@ -43,6 +43,10 @@ func TestArgumentsCheckedAtSubmit_A2(t *testing.T) {
 		{"a scalar of the wrong size", coordinator.Group{Kernel: "fill_f32", Range: r16, Args: []coordinator.Arg{out(0), coordinator.ScalarU64(1)}}, "argument 1 (v): element size 0, declared 4"},
 		{"local memory for a scalar", coordinator.Group{Kernel: "fill_f32", Range: r16, Args: []coordinator.Arg{out(0), coordinator.LocalMem(4)}}, "declared a scalar, got a local memory"},
 		{"arguments swapped", coordinator.Group{Kernel: "fill_f32", Range: r16, Args: []coordinator.Arg{coordinator.ScalarF32(1), out(0)}}, "argument 0 (out)"},
+		// An accessor with no kind for a scalar parameter stayed a
+		// scalar of no bytes: accepted, then the node's kernel indexed it
+		// and panicked, failing the job.
+		{"an accessor for a scalar", coordinator.Group{Kernel: "fill_f32", Range: r16, Args: []coordinator.Arg{out(0), coordinator.Acc(coordinator.Accessor{Buffer: part, Mode: coordinator.Read})}}, "argument 1 (v): declared a scalar, got a accessor"},
 		// The kernel's own Check (device.Kernel.Check) refuses a launch it
 		// cannot compute as documented.
 		{"a launch the kernel cannot compute", coordinator.Group{Kernel: "reduce_sum_f32", Range: r16, Args: []coordinator.Arg{

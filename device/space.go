@@ -182,6 +182,10 @@ func ValidateArgs(k *Kernel, args []Arg, localLimit int) ([]Arg, error) {
 		if p.ElemSize != 0 && a.Kind != ArgLocal && a.ElemSize != p.ElemSize && !(a.Kind == ArgScalar && len(a.Scalar) == p.ElemSize) {
 			return nil, bad("element size %d, declared %d", a.ElemSize, p.ElemSize)
 		}
+		if a.Kind == ArgScalar && p.ElemSize != 0 && len(a.Scalar) != p.ElemSize {
+			// Its bytes are what a kernel reads, whatever ElemSize says.
+			return nil, bad("a scalar of %d bytes, declared %d", len(a.Scalar), p.ElemSize)
+		}
 		if a.Kind == ArgLocal {
 			local += a.LocalBytes
 		}

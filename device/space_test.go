@@ -118,6 +118,15 @@ func TestValidateArgsCountAndLocalLimit_A2_A3(t *testing.T) {
 	if _, err := ValidateArgs(k, []Arg{l, l}, 2048); err != nil {
 		t.Errorf("ValidateArgs(under limit) = %v", err)
 	}
+	// A scalar's bytes are what the kernel reads: an ElemSize that
+	// matches the declaration does not make up for bytes that do not.
+	s := &Kernel{Name: "s", Params: []Param{{"v", ArgScalar, Private, 4}}}
+	if _, err := ValidateArgs(s, []Arg{{Kind: ArgScalar, Space: Private, ElemSize: 4}}, 0); err == nil || !strings.Contains(err.Error(), "a scalar of 0 bytes, declared 4") {
+		t.Errorf("ValidateArgs(a scalar of no bytes claiming 4) = %v, want it refused", err)
+	}
+	if _, err := ValidateArgs(s, []Arg{{Kind: ArgScalar, Space: Private, Scalar: []byte{1, 2, 3, 4}}}, 0); err != nil {
+		t.Errorf("ValidateArgs(a 4-byte scalar) = %v", err)
+	}
 }
 
 func TestCopyHostBox_T4(t *testing.T) {
