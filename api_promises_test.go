@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Within narrows what a raw accessor declares (V3). An unranged accessor
@@ -309,5 +310,60 @@ func TestBufferUSMUseAfterReleaseRefused_B3(t *testing.T) {
 	}
 	if _, err := b.USM(dev); !errors.Is(err, ErrBufferClosed) {
 		t.Errorf("USM after Close = %v, want ErrBufferClosed", err)
+	}
+}
+
+// A Release that waits (a host access holds the buffer) does not hold the
+// buffer's lock meanwhile: USM of another device answers at once (it
+// waited behind the release). A Release whose ctx ends still frees the
+// allocation later, so the pointers it invalidates are refused from its
+// start, not only when it returns nil.
+func TestBufferReleaseWaitingKeepsUSMUsable_B3(t *testing.T) {
+	ctx := context.Background()
+	q, _ := gpuQueue(t)
+	registerTestKernels()
+	b := must(NewBuffer[float32](q, R1(8)))
+	if err := add(t, q, b, 1, fakeID, true).Wait(ctx); err != nil { // the only valid copy is on the fake
+		t.Fatal(err)
+	}
+	p := must(b.USM(fakeID))
+	ha, err := HostAccess(ctx, b, ModeReadWrite) // the release's copy back waits for it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ha.Close()
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	released := make(chan error, 1)
+	go func() { released <- b.Release(short, fakeID) }()
+	time.Sleep(20 * time.Millisecond) // the release is waiting for the host access
+	got := make(chan error, 1)
+	go func() { _, err := b.USM(cpuID); got <- err }()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Errorf("USM of the CPU during a waiting Release: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("USM of another device waited behind a Release")
+	}
+	if err := <-released; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Release whose ctx ended: %v, want DeadlineExceeded", err)
+	}
+	if _, err := FillUSM(q, p, 1, 8); !errors.Is(err, ErrBadRange) {
+		t.Errorf("FillUSM of a pointer whose release was submitted: %v, want ErrBadRange", err)
+	}
+	ha.Close()
+	if err := q.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A refused release (the CPU uses the host allocation) frees nothing
+	// and leaves its pointers valid.
+	pc := must(b.USM(cpuID))
+	if err := b.Release(ctx, cpuID); !errors.Is(err, ErrMode) {
+		t.Fatalf("Release of the host allocation: %v, want ErrMode", err)
+	}
+	if ev, err := FillUSM(q, pc, 2, 8); err != nil || ev.Wait(ctx) != nil {
+		t.Errorf("FillUSM of the CPU pointer after a refused Release: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package acpp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"sync"
@@ -40,6 +41,30 @@ func (st *bufState) usmStateLocked(id DeviceID) *usmState {
 		st.usm[id] = s
 	}
 	return s
+}
+
+// takeUSMLocked marks the pointers to the allocation on id freed and
+// returns their state, for restoreUSMLocked. The caller holds mu.
+func (st *bufState) takeUSMLocked(id DeviceID) *usmState {
+	s := st.usm[id]
+	if s != nil {
+		s.freed.Store(true)
+		delete(st.usm, id)
+	}
+	return s
+}
+
+// restoreUSMLocked undoes takeUSMLocked for a release that was refused.
+// The caller holds mu.
+func (st *bufState) restoreUSMLocked(id DeviceID, s *usmState) {
+	if s == nil || st.usm[id] != nil {
+		return
+	}
+	s.freed.Store(false)
+	if st.usm == nil {
+		st.usm = make(map[DeviceID]*usmState)
+	}
+	st.usm[id] = s
 }
 
 // freeUSMLocked marks the pointers to the allocation on id freed (all
@@ -360,16 +385,28 @@ func (b *Buffer[T]) Release(ctx context.Context, id DeviceID) error {
 	if b == nil || b.st == nil {
 		return errNilBuffer("Release")
 	}
+	// The pointers USM handed out for id are marked freed before the
+	// release is submitted, and the lock is not held while it waits: a
+	// release whose ctx ends still frees the allocation later, and USM or
+	// Close of the same buffer must not wait behind it.
+	b.st.mu.Lock()
 	if b.st.isClosed() {
+		b.st.mu.Unlock()
 		return ErrBufferClosed
 	}
+	marked := b.st.takeUSMLocked(id)
+	b.st.mu.Unlock()
+	err := b.st.q.eng.Release(ctx, b.st.id, id)
 	b.st.mu.Lock()
 	defer b.st.mu.Unlock()
-	if err := b.st.q.eng.Release(ctx, b.st.id, id); err != nil {
+	if errors.Is(err, engine.ErrMode) || errors.Is(err, engine.ErrNoDevice) {
+		// Refused before anything was submitted: nothing is freed, and
+		// the pointers stay valid.
+		b.st.restoreUSMLocked(id, marked)
 		return err
 	}
-	b.st.freeUSMLocked(id, false)
-	return nil
+	b.st.freeUSMLocked(id, false) // and those USM handed out meanwhile
+	return err
 }
 
 // USM returns the buffer's allocation on device id as a USM pointer (B3),
