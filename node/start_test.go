@@ -249,6 +249,9 @@ func TestStartErrorsNameTheFlag(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = start(func(cfg *node.Config) { cfg.Credentials, cfg.CredentialsDir = nil, dir })
+		if err == nil {
+			t.Fatal("a node key readable by others was accepted")
+		}
 		if msg := err.Error(); !errors.Is(err, credentials.ErrInsecureKey) || !strings.Contains(msg, "chmod 600") || strings.Contains(msg, "issue them") {
 			t.Errorf("error = %q; want the chmod advice alone (issuing new credentials does not help)", msg)
 		}

@@ -31,7 +31,7 @@ var (
 	// ErrContextLost is matched by an *Error whose code leaves the
 	// process's CUDA state unusable (a kernel faulted: an illegal or
 	// misaligned address, an illegal instruction, an invalid address space
-	// or PC, a hardware stack error, a failed launch). NVIDIA documents
+	// or PC, a hardware stack error, a failed or timed-out launch). NVIDIA documents
 	// that every later CUDA call of the process returns the same error
 	// and that the process must be restarted to use CUDA again.
 	ErrContextLost = errors.New("cuda driver: the CUDA context is lost (a kernel faulted); restart the process to use the GPU again")
@@ -53,6 +53,7 @@ const (
 	ErrorNotReady      Result = 600
 	ErrorIllegalAddr   Result = 700
 	ErrorLaunchOOR     Result = 701
+	ErrorLaunchTimeout Result = 702
 	ErrorHWStack       Result = 714
 	ErrorIllegalInstr  Result = 715
 	ErrorMisaligned    Result = 716
@@ -129,7 +130,7 @@ type Lib struct {
 // (ErrContextLost).
 func (r Result) ContextLost() bool {
 	switch r {
-	case ErrorIllegalAddr, ErrorHWStack, ErrorIllegalInstr, ErrorMisaligned, ErrorAddrSpace, ErrorInvalidPC, ErrorLaunchFailed:
+	case ErrorIllegalAddr, ErrorLaunchTimeout, ErrorHWStack, ErrorIllegalInstr, ErrorMisaligned, ErrorAddrSpace, ErrorInvalidPC, ErrorLaunchFailed:
 		return true
 	}
 	return false

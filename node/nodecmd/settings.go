@@ -132,8 +132,17 @@ func resolve(fs *pflag.FlagSet, flags *settings, file []byte, lookupEnv func(str
 		// one (a file made by concatenating two with "---") would be
 		// ignored without a word: refuse it.
 		if err == nil {
-			var next yaml.Node
-			if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
+			// An empty one (a file that ends with "---", perhaps and a
+			// comment, as generated files do) holds no setting.
+			for {
+				var next yaml.Node
+				err := dec.Decode(&next)
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err == nil && emptyDocument(&next) {
+					continue
+				}
 				if err == nil {
 					err = fmt.Errorf("a second YAML document at line %d", next.Line)
 				}
@@ -424,4 +433,19 @@ func jsonValue(_ []string, a slog.Attr) slog.Attr {
 		}
 	}
 	return a
+}
+
+// emptyDocument reports whether a YAML document holds nothing: no
+// content, or a lone null scalar (what "---" followed by nothing or a
+// comment decodes to).
+func emptyDocument(n *yaml.Node) bool {
+	if n.Kind != yaml.DocumentNode {
+		return false
+	}
+	for _, c := range n.Content {
+		if c.Kind != yaml.ScalarNode || c.Tag != "!!null" || c.Value != "" {
+			return false
+		}
+	}
+	return true
 }

@@ -355,6 +355,11 @@ func TestConfigFileIsOneDocument(t *testing.T) {
 		{"name: n2\n...\ngarbage: [\n", "reads one document"},
 		{"---\nname: n2\n", ""},
 		{"# nothing yet\n", ""},
+		// A file that ends with a separator (generated files do) has no
+		// second document with settings.
+		{"---\nname: n2\n---\n", ""},
+		{"---\nname: n2\n---\n# end\n", ""},
+		{"---\nname: n2\n---\n---\nname: n3\n", "second YAML document at line 4"},
 	} {
 		var flags settings
 		fs := pflag.NewFlagSet("run", pflag.ContinueOnError)

@@ -87,6 +87,11 @@ func unknownCommand(root *cobra.Command, args []string) error {
 		if strings.HasPrefix(a, "__") {
 			return nil
 		}
+		if sub, _, err := root.Find([]string{a}); err == nil && sub != root {
+			// A command after a flag of its own (`-q run job`): cobra
+			// says which flag it does not know.
+			return nil
+		}
 		return usageError{fmt.Errorf("unknown command %q (see %s --help)", a, root.CommandPath())}
 	}
 	return nil

@@ -68,6 +68,9 @@ func TestFlagsTakeEffectOrFail(t *testing.T) {
 		{"unknown command with flags", []string{"frob", "-h", "x"}, nil, 2, `unknown command "frob"`},
 		{"help command", []string{"help", "run"}, nil, 0, ""},
 		{"help of no command", []string{"help", "bench"}, nil, 2, `unknown help topic "bench"`},
+		// A command's flag before the command: the flag is what is
+		// wrong (it said unknown command "run").
+		{"flag before its command", []string{"-q", "run", job}, nil, 2, "unknown shorthand flag: 'q'"},
 		// A --set the job cannot take is the command line's mistake (it
 		// exited 1, as a broken job file does).
 		{"set of no param", []string{"run", "-o", out, "--set", "nope=3", job}, nil, 2, `--set nope: the job declares no param "nope"`},

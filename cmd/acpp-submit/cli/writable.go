@@ -17,6 +17,14 @@ import (
 func canWrite(path string) error {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		return fmt.Errorf("%s is a directory; name a file", path)
+	} else if err == nil {
+		// It exists: opening it for writing (without truncating) is what
+		// the write will need, whatever its directory allows.
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return fmt.Errorf("%s cannot be written: %w", path, errors.Unwrap(err))
+		}
+		return f.Close()
 	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
