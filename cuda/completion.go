@@ -397,11 +397,18 @@ func (c *completer) submitCallback(si int, items []completion) {
 
 func (c *completer) runCallback() {
 	quit := c.quit
+	// After a kernel fault the driver calls no host function again: a
+	// batch in flight would never finish. While batches are in flight,
+	// look every callbackProbe for a lost context, and fail them if so.
+	probe := time.NewTicker(callbackProbe)
+	defer probe.Stop()
 	for {
 		select {
 		case <-c.signal:
 		case <-quit:
 			quit = nil
+		case <-probe.C:
+			c.failIfLost()
 		}
 		c.cbMu.Lock()
 		ready := c.ready
@@ -415,6 +422,50 @@ func (c *completer) runCallback() {
 		if quit == nil && left == 0 {
 			return
 		}
+	}
+}
+
+// callbackProbe is how often the callback completer looks for a lost
+// context while batches are in flight.
+const callbackProbe = 100 * time.Millisecond
+
+// failIfLost fails the batches in flight (callback mode) when the
+// device's context is lost: it asks the driver about the device's streams
+// (a lost context answers every call with its error, which the driver
+// wrapper records), and then finishes each pending batch with the loss.
+func (c *completer) failIfLost() {
+	c.cbMu.Lock()
+	n := c.outstanding
+	c.cbMu.Unlock()
+	if n == 0 {
+		return
+	}
+	if c.d.Lost() == nil {
+		if unlock, err := c.d.lockContext(); err == nil {
+			for _, s := range c.d.streams { // fixed until the completer has stopped
+				_ = c.d.lib.StreamQuery(s)
+			}
+			unlock()
+		}
+	}
+	lost := c.d.Lost()
+	if lost == nil {
+		return
+	}
+	var failed []batch
+	hostFn.pending.Range(func(k, v any) bool {
+		if e := v.(cbEntry); e.c == c {
+			if _, ok := hostFn.pending.LoadAndDelete(k); ok {
+				failed = append(failed, e.b)
+			}
+		}
+		return true
+	})
+	c.cbMu.Lock()
+	c.outstanding -= len(failed)
+	c.cbMu.Unlock()
+	for _, b := range failed {
+		c.finish(b, lost)
 	}
 }
 

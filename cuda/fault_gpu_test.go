@@ -29,13 +29,17 @@ const faultChildEnv = "ACPP_TEST_FAULT_CHILD"
 func TestKernelFaultLosesDevice(t *testing.T) {
 	if os.Getenv(faultChildEnv) != "1" {
 		openGPUs(t, Config{}) // skips without a GPU
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run", "^TestKernelFaultLosesDevice$", "-test.v", "-test.count", "1")
-		cmd.Env = append(os.Environ(), faultChildEnv+"=1")
-		out, err := cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "--- PASS: TestKernelFaultLosesDevice") {
-			t.Fatalf("the fault's process: %v\n%s", err, out)
+		// Every completion strategy: after a fault the driver calls no
+		// host function again, so callback mode needs a look of its own.
+		for _, mode := range []string{"poll", "spin", "blocking-sync", "callback"} {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run", "^TestKernelFaultLosesDevice$", "-test.v", "-test.count", "1")
+			cmd.Env = append(os.Environ(), faultChildEnv+"=1", "ACPP_CUDA_COMPLETION="+mode)
+			out, err := cmd.CombinedOutput()
+			cancel()
+			if err != nil || !strings.Contains(string(out), "--- PASS: TestKernelFaultLosesDevice") {
+				t.Errorf("the fault's process, completion %s: %v\n%s", mode, err, out)
+			}
 		}
 		return
 	}
