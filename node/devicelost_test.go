@@ -1,6 +1,8 @@
 package node_test
 
 import (
+	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -10,10 +12,12 @@ import (
 	"time"
 
 	"github.com/acpp/acpp/cluster"
+	"github.com/acpp/acpp/credentials"
 	"github.com/acpp/acpp/device"
 	"github.com/acpp/acpp/device/devicetest"
 	"github.com/acpp/acpp/node"
 	"github.com/acpp/acpp/proto"
+	"github.com/acpp/acpp/transport"
 )
 
 // TestLostDeviceReported_C1: a device lost while the node runs (a GPU
@@ -131,4 +135,31 @@ func (s *safeBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestRecoveredPanicMakesNodeDegraded: a message handler that panics is
+// recovered by the transport (the node serves on), but what it held stays
+// as it was: /healthz answers 503 "degraded" asking for a restart, and
+// acpp_node_handler_panics_total counts it.
+func TestRecoveredPanicMakesNodeDegraded(t *testing.T) {
+	nodes := startNodes(t, 2, func(_ int, cfg *node.Config) { cfg.HTTPAddr = "127.0.0.1:0" })
+	const msgBoom = proto.MsgFirstApp + 900
+	transport.HandleFunc(nodes[0].TransportForTest(), msgBoom, func(context.Context, credentials.Identity, *struct{}) (*struct{}, error) {
+		panic("a handler's bug")
+	})
+	if code, body := healthz(t, nodes[0]); code != http.StatusOK {
+		t.Fatalf("healthz before = %d %q", code, body)
+	}
+	err := nodes[1].TransportForTest().Call(testCtx(t), credentials.Node("n0"), msgBoom, &struct{}{}, nil)
+	var re *transport.RemoteError
+	if !errors.As(err, &re) || re.Code != proto.CodeInternal {
+		t.Fatalf("call of the panicking handler: %v, want CodeInternal", err)
+	}
+	code, body := healthz(t, nodes[0])
+	if code != http.StatusServiceUnavailable || !strings.HasPrefix(body, "degraded n0: 1 message handler panics recovered") || !strings.Contains(body, "restart acpp-node") {
+		t.Errorf("healthz after a recovered panic = %d %q, want 503 degraded asking for a restart", code, body)
+	}
+	if v := counter(t, nodes[0], "acpp_node_handler_panics_total", nil); v != 1 {
+		t.Errorf("acpp_node_handler_panics_total = %v, want 1", v)
+	}
 }

@@ -298,6 +298,11 @@ func (n *Node) startHTTP() error {
 			http.Error(w, "starting", http.StatusServiceUnavailable)
 		case n.draining.Load():
 			http.Error(w, "draining", http.StatusServiceUnavailable)
+		case n.tr != nil && n.tr.Panics() > 0:
+			// A handler's panic was recovered, but what it held (a job's
+			// lock, a half-made change) stays as it was: serve on, and
+			// ask to be restarted.
+			http.Error(w, fmt.Sprintf("degraded %s: %d message handler panics recovered (a bug: the log has each stack); restart acpp-node", n.cfg.Name, n.tr.Panics()), http.StatusServiceUnavailable)
 		case len(n.devs.lost()) > 0:
 			var why []string
 			for _, l := range n.devs.lost() {

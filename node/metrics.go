@@ -121,6 +121,15 @@ func (m *metrics) addCluster(cl func() *cluster.Cluster) {
 	)
 }
 
+// addHandlerPanics exports how many panics of message handlers the
+// transport recovered, read at each scrape.
+func (m *metrics) addHandlerPanics(count func() int64) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "acpp_node_handler_panics_total",
+		Help: "Panics of message and page handlers the transport recovered (each a bug; the log has its stack). /healthz answers 503 degraded after one: restart the node.",
+	}, func() float64 { return float64(count()) }))
+}
+
 // addDevicesLost exports how many of the node's devices are lost (a GPU
 // whose context a faulting kernel made unusable), read at each scrape.
 func (m *metrics) addDevicesLost(count func() int) {

@@ -168,6 +168,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	n.registerHandlers()
+	n.met.addHandlerPanics(n.tr.Panics)
 
 	cc := cfg.Cluster
 	cc.Name = cfg.Name

@@ -423,6 +423,12 @@ func (t *Transport) handleOneWay(c *conn, s *quic.ReceiveStream) {
 	}
 }
 
+// Panics is how many panics of handlers, page handlers and page sinks
+// (Done, After) the transport recovered. Each is a bug, and what the
+// panicking code held (a lock, a half-made change) stays as it was: a
+// node reports a count above 0 as degraded, so that it is restarted.
+func (t *Transport) Panics() int64 { return t.panics.Load() }
+
 // runHandler calls h. A handler that panics does not take the process
 // down with it (no message may take a node down): the panic and its stack
 // are logged as an error, and the caller gets CodeInternal saying so. As
@@ -431,6 +437,7 @@ func (t *Transport) handleOneWay(c *conn, s *quic.ReceiveStream) {
 func (t *Transport) runHandler(ctx context.Context, h Handler, from credentials.Identity, req Request) (resp any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
+			t.panics.Add(1)
 			t.log.Error("handler panicked", "peer", from.String(), "type", req.Type.String(), "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			resp, err = nil, &proto.ErrorReply{Code: proto.CodeInternal, Message: fmt.Sprintf(
 				"%s: the handler of %v panicked: %v (a bug: please report it with %s's log)", t.self, req.Type, p, t.self)}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -50,8 +51,10 @@ type PageSink struct {
 	After func(err error)
 
 	// log is the transport's logger, set once the handler returned the
-	// sink: a Done or After that panics is logged there.
-	log *slog.Logger
+	// sink: a Done or After that panics is logged there and counted in
+	// panics (Transport.Panics).
+	log    *slog.Logger
+	panics *atomic.Int64
 }
 
 // finish calls Done (if set) and returns its error. A Done that panics
@@ -101,6 +104,9 @@ func (s PageSink) after(err error) {
 }
 
 func (s PageSink) logPanic(what string, p any) {
+	if s.panics != nil {
+		s.panics.Add(1)
+	}
 	log := s.log
 	if log == nil {
 		log = slog.Default()
@@ -615,6 +621,7 @@ func (t *Transport) receiveSegment(c *conn, s *quic.Stream, env proto.Envelope, 
 	ask := func() (sink PageSink, err error) {
 		defer func() { // as runHandler: a panicking handler refuses the transfer
 			if p := recover(); p != nil {
+				t.panics.Add(1)
 				t.log.Error("page handler panicked", "peer", c.peer.String(), "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 				sink, err = PageSink{}, &proto.ErrorReply{Code: proto.CodeRefused, Message: fmt.Sprintf(
 					"%s: the page handler panicked: %v (a bug: please report it with %s's log)", t.self, p, t.self)}
@@ -624,7 +631,7 @@ func (t *Transport) receiveSegment(c *conn, s *quic.Stream, env proto.Envelope, 
 		if err != nil {
 			return sink, err
 		}
-		sink.log = t.log
+		sink.log, sink.panics = t.log, &t.panics
 		if got := runsLen(sink.Dst); got != total {
 			err := &proto.ErrorReply{Code: proto.CodeRefused, Message: fmt.Sprintf("%s: destination holds %d bytes, the transfer %d", t.self, got, total)}
 			sink.finish(err)

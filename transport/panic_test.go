@@ -107,4 +107,11 @@ func TestPanickingHandlerDoesNotTakeTheNodeDown(t *testing.T) {
 	if err := n1.SendPages(ctx, peer, &good, src); err != nil {
 		t.Fatalf("transfer after the panic: %v", err)
 	}
+	// Every recovered panic is counted (a node reports itself degraded):
+	// the call's, the one-way message's, the page handler's, Done's and
+	// After's.
+	eventually(t, "five panics counted", func() bool { return n2.Panics() == 5 })
+	if n1.Panics() != 0 {
+		t.Errorf("the sender counted %d panics", n1.Panics())
+	}
 }

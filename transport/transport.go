@@ -23,14 +23,17 @@ import (
 // incoming messages. Start it with Start and stop it with Close. All
 // methods are safe for concurrent use.
 type Transport struct {
-	cfg   Config
-	creds *credentials.Credentials
-	self  credentials.Identity
-	log   *slog.Logger
-	qconf *quic.Config
-	udp   *net.UDPConn
-	qt    *quic.Transport
-	ln    *quic.Listener
+	cfg Config
+	// panics counts the handler, page handler and page sink panics the
+	// transport recovered (Panics).
+	panics atomic.Int64
+	creds  *credentials.Credentials
+	self   credentials.Identity
+	log    *slog.Logger
+	qconf  *quic.Config
+	udp    *net.UDPConn
+	qt     *quic.Transport
+	ln     *quic.Listener
 
 	// ctx is cancelled by Close (cause ErrClosed); every goroutine the
 	// transport starts derives from it and is counted in wg.
