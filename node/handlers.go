@@ -291,6 +291,10 @@ func (n *Node) startHTTP() error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(n.met.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		var lost []lostDevice
+		if n.ready.Load() {
+			lost = n.devs.lost()
+		}
 		switch {
 		case n.stopped.Load():
 			http.Error(w, "stopped", http.StatusServiceUnavailable)
@@ -303,9 +307,9 @@ func (n *Node) startHTTP() error {
 			// lock, a half-made change) stays as it was: serve on, and
 			// ask to be restarted.
 			http.Error(w, fmt.Sprintf("degraded %s: %d message handler panics recovered (a bug: the log has each stack); restart acpp-node", n.cfg.Name, n.tr.Panics()), http.StatusServiceUnavailable)
-		case len(n.devs.lost()) > 0:
+		case len(lost) > 0:
 			var why []string
-			for _, l := range n.devs.lost() {
+			for _, l := range lost {
 				why = append(why, fmt.Sprintf("%s lost (%v)", l.id, l.err))
 			}
 			http.Error(w, fmt.Sprintf("degraded %s: %s; restart acpp-node to use it again", n.cfg.Name, strings.Join(why, "; ")), http.StatusServiceUnavailable)
