@@ -44,7 +44,9 @@ type Accessor struct {
 	// (device.Kernels), else ArgAccessor.
 	Kind device.ArgKind
 	// Map gives the accessed region of each chunk of a split group
-	// (required there; OneToOne, Neighbourhood, All, Fixed or MapFunc).
+	// (required there; OneToOne, Neighbourhood, All, Fixed or MapFunc). In
+	// a group without Split, Offset and Range decide when either is set;
+	// else Map, when set, maps the group's whole range as one chunk.
 	Map RangeMapper
 }
 
@@ -220,8 +222,16 @@ func (j *Job) submit(ctx context.Context, g Group, rep *replaySet) ([]GroupID, e
 		} else if len(capable) == 0 {
 			return nil, j.noDeviceFor(g.Kernel)
 		}
-		for _, a := range g.Args {
+		for k, a := range g.Args {
 			if a.acc == nil {
+				continue
+			}
+			if a.acc.Map != nil && a.acc.Offset == (Dims{}) && a.acc.Range == (Dims{}) {
+				off, rng, err := mapAccess(a.acc.Map, p.chunk, a.acc.Buffer.geo.Range)
+				if err != nil {
+					return nil, fmt.Errorf("argument %d of kernel %q: %w", k, g.Kernel, err)
+				}
+				p.regs = append(p.regs, accRegion{off: off, rng: rng})
 				continue
 			}
 			rng := a.acc.Range

@@ -156,13 +156,3 @@ func TestSplitErrorsAreInvalid_C4(t *testing.T) {
 	}
 }
 
-// Neighbourhood panics, as the coordinator, on a wrong number of extents.
-func TestNeighbourhoodExtents(t *testing.T) {
-	defer func() {
-		if r := recover(); r != "coordinator: Neighbourhood takes one extent or three" {
-			t.Errorf("Neighbourhood(1, 2) panicked with %v, want the coordinator's extent-count message", r)
-		}
-	}()
-	Neighbourhood(1, 2)
-	t.Error("Neighbourhood(1, 2) did not panic")
-}

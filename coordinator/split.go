@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/acpp/acpp/coherence"
@@ -30,13 +31,36 @@ func OneToOne() RangeMapper { return partition.OneToOne() }
 
 // Neighbourhood maps a chunk to its range grown by k elements on each
 // side, clipped to the buffer (stencils). One k applies to every
-// dimension; three give one per dimension (dimension 2 fastest).
+// dimension; two give the extents of a 2D buffer's rows and columns;
+// three give one per dimension (dimension 2 fastest). Any other number of
+// extents, or a negative one, makes Submit refuse the group with
+// ErrInvalid, naming the mapper.
 func Neighbourhood(k ...int) RangeMapper {
-	if len(k) != 1 && len(k) != 3 {
-		panic("coordinator: Neighbourhood takes one extent or three")
+	var e [3]int
+	switch len(k) {
+	case 1:
+		e = [3]int{k[0], k[0], k[0]}
+	case 2:
+		e = [3]int{0, k[0], k[1]}
+	case 3:
+		e = [3]int(k)
+	default:
+		return badMapper(fmt.Sprintf("Neighbourhood takes 1 to 3 extents, got %d", len(k)))
 	}
-	return partition.Neighbourhood(k...)
+	for _, x := range k {
+		if x < 0 {
+			return badMapper(fmt.Sprintf("Neighbourhood%v has a negative extent", k))
+		}
+	}
+	return partition.Neighbourhood(e[0], e[1], e[2])
 }
+
+// badMapper is a range mapper built from arguments it cannot use: Submit
+// reports it as an ErrInvalid (partition.MapAccess turns the panic into
+// an error) rather than the constructor ending the program.
+type badMapper string
+
+func (b badMapper) Map(Chunk, Dims) (Dims, Dims) { panic(string(b)) }
 
 // All maps every chunk to the whole buffer.
 func All() RangeMapper { return partition.All() }

@@ -1,7 +1,9 @@
 package coordinator_test
 
 import (
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/acpp/acpp/coherence"
@@ -159,5 +161,62 @@ func TestPageStatesClusterWide_C2_T3(t *testing.T) {
 	}
 	if moved := fromClient() - before; moved != 0 {
 		t.Errorf("second host read moved %d bytes, want 0", moved)
+	}
+}
+
+// A range mapper on an accessor of a group without Split maps the group's
+// whole range as one chunk (it was ignored and the whole buffer was
+// accessed), unless Offset or Range is set; a Neighbourhood of a wrong
+// number of extents is refused with ErrInvalid at Submit (it panicked).
+func TestAccessorMapInUnsplitGroup_C4(t *testing.T) {
+	c := coordtest.Start(t, 2, coordtest.Options{})
+	ctx := testCtx(t)
+	j := openJob(t, c, nil)
+	const n = 64
+	x, _ := j.NewBuffer(coordinator.BufferSpec{Name: "x", Range: coordinator.Dims{1, 1, n}, ElemSize: 4, PageSize: coordinator.Dims{1, 1, 8}, Init: f32bytes(make([]float32, n))})
+	page := func(lo, hi int) coherence.Box {
+		return coherence.Box{Lo: coordinator.Dims{0, 0, lo}, Hi: coordinator.Dims{1, 1, hi}}
+	}
+	fill := func(m coordinator.RangeMapper, off, rng coordinator.Dims) error {
+		_, err := j.Submit(ctx, coordinator.Group{Kernel: "fill_f32", Range: coordinator.Dims{1, 1, 16}, Device: "n1/cpu:0",
+			Args: []coordinator.Arg{coordinator.Acc(coordinator.Accessor{Buffer: x, Mode: coordinator.Write, Map: m, Offset: off, Range: rng}), coordinator.ScalarF32(5)}})
+		return err
+	}
+	if err := fill(coordinator.OneToOne(), coordinator.Dims{}, coordinator.Dims{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := j.PageStates(x, coordinator.Dims{}, coordinator.Dims{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got["n1/m0"], []coherence.Box{page(0, 2)}) || !slices.Equal(got["client"], []coherence.Box{page(2, 8)}) {
+		t.Errorf("after a 16-item group with a one-to-one mapper on n1: page states %v, want n1/m0 [0,2) and client [2,8)", got)
+	}
+	// Offset/Range decide over a mapper in an unsplit group (one accessor
+	// serves split and unsplit submits).
+	if err := fill(coordinator.All(), coordinator.Dims{0, 0, 16}, coordinator.Dims{1, 1, 8}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := j.PageStates(x, coordinator.Dims{}, coordinator.Dims{}); !slices.Equal(got["n1/m0"], []coherence.Box{page(0, 3)}) {
+		t.Errorf("after a group writing [16,24) by Offset/Range, with All as its mapper: n1/m0 holds %v, want [0,3)", got["n1/m0"])
+	}
+	for _, tc := range []struct {
+		name     string
+		m        coordinator.RangeMapper
+		off, rng coordinator.Dims
+		want     string
+	}{
+		{"four extents", coordinator.Neighbourhood(1, 1, 1, 1), coordinator.Dims{}, coordinator.Dims{}, "Neighbourhood takes 1 to 3 extents, got 4"},
+		{"negative extent", coordinator.Neighbourhood(-1), coordinator.Dims{}, coordinator.Dims{}, "negative extent"},
+	} {
+		if err := fill(tc.m, tc.off, tc.rng); !errors.Is(err, coordinator.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Submit = %v, want ErrInvalid saying %q", tc.name, err, tc.want)
+		}
+	}
+	// Two extents are a 2D buffer's rows and columns.
+	b, _ := j.NewBuffer(coordinator.BufferSpec{Name: "b", Range: coordinator.Dims{1, 8, 8}, ElemSize: 4, PageSize: coordinator.Dims{1, 1, 8}})
+	if _, err := j.Submit(ctx, coordinator.Group{Kernel: "fill_f32", Range: coordinator.Dims{1, 8, 8}, Split: &coordinator.Split{},
+		Args: []coordinator.Arg{coordinator.Acc(coordinator.Accessor{Buffer: b, Mode: coordinator.Write, Map: coordinator.Neighbourhood(1, 0)}), coordinator.ScalarF32(1)}}); err != nil {
+		t.Errorf("Neighbourhood(1, 0) on a 2D buffer: %v", err)
 	}
 }
