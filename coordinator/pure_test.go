@@ -155,4 +155,3 @@ func TestSplitErrorsAreInvalid_C4(t *testing.T) {
 		t.Errorf("invalidSplit(ErrNoDevice) = %v, want it unchanged", err)
 	}
 }
-
