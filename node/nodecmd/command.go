@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -80,15 +81,27 @@ func newNVRTCWorker() *cobra.Command {
 }
 
 // compileInWorkers makes the process's NVRTC compilations (the CUDA
-// backend's) run in this executable's nvrtc-worker command.
-func compileInWorkers(log *slog.Logger) {
+// backend's) run in this executable's nvrtc-worker command, beside run.
+func compileInWorkers(log *slog.Logger, run *cobra.Command) {
 	exe, err := os.Executable()
 	if err == nil {
-		err = nvrtc.Default.UseWorker(nvrtc.Worker{Command: []string{exe, nvrtcWorker}})
+		err = nvrtc.Default.UseWorker(nvrtc.Worker{Command: workerCommand(exe, run)})
 	}
 	if err != nil {
 		log.Warn("jobs' CUDA C will compile inside the node process: its own executable cannot be started as a compiler worker", "error", err)
 	}
+}
+
+// workerCommand is the command line that reaches the nvrtc-worker
+// command beside run in executable exe: "exe nvrtc-worker" for acpp-node,
+// "exe node nvrtc-worker" for a program that embeds Command as its "node"
+// subcommand.
+func workerCommand(exe string, run *cobra.Command) []string {
+	args := []string{exe}
+	if run.HasParent() {
+		args = append(args, strings.Fields(run.Parent().CommandPath())[1:]...)
+	}
+	return append(args, nvrtcWorker)
 }
 
 func newRun(lookupEnv func(string) (string, bool)) *cobra.Command {
@@ -150,7 +163,7 @@ _ for -), else its default. See docs/OPERATIONS.md.`,
 				}
 			}()
 			cfg.ReloadKeys = reload
-			compileInWorkers(log)
+			compileInWorkers(log, cmd)
 			if err := node.Run(ctx, cfg); err != nil {
 				return err
 			}

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 
 	"github.com/acpp/acpp/credentials"
 )
@@ -145,5 +148,38 @@ func TestCredentialsUnknownCommandFails(t *testing.T) {
 	}
 	if out, _, err := execute(t, nil, "credentials"); err != nil || !strings.Contains(out, "Usage:") {
 		t.Errorf("credentials: %v, stdout %q; want the help", err, out)
+	}
+}
+
+// TestNVRTCWorkerWhenEmbedded_C6: a program that embeds the acpp-node
+// command as a subcommand starts its compiler workers through that
+// subcommand (it started "exe nvrtc-worker", which such a program does not
+// have, and every job's CUDA C failed to compile).
+func TestNVRTCWorkerWhenEmbedded_C6(t *testing.T) {
+	find := func(root *cobra.Command, path ...string) *cobra.Command {
+		c, _, err := root.Find(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	plain := Command(&bytes.Buffer{}, lookup(nil))
+	if got := workerCommand("/bin/x", find(plain, "run")); !slices.Equal(got, []string{"/bin/x", nvrtcWorker}) {
+		t.Errorf("acpp-node's worker command = %q, want [/bin/x %s]", got, nvrtcWorker)
+	}
+	var out bytes.Buffer
+	tool := &cobra.Command{Use: "mytool", SilenceErrors: true, SilenceUsage: true}
+	node := Command(&out, lookup(nil))
+	node.Use = "node"
+	tool.AddCommand(node)
+	args := workerCommand("/bin/mytool", find(tool, "node", "run"))
+	if !slices.Equal(args, []string{"/bin/mytool", "node", nvrtcWorker}) {
+		t.Fatalf("embedded worker command = %q, want [/bin/mytool node %s]", args, nvrtcWorker)
+	}
+	tool.SetArgs(args[1:])
+	tool.SetIn(strings.NewReader(`{"Library": "/nonexistent/libnvrtc.so", "Program": {"Source": "ZXh0ZXJu", "Name": "k.cu"}, "Options": ["--gpu-architecture=compute_90"]}`))
+	tool.SetOut(&out)
+	if err := tool.Execute(); err != nil || !strings.Contains(out.String(), "libnvrtc not found") {
+		t.Errorf("running the embedded worker command: %q, %v; want the worker's reply", out.String(), err)
 	}
 }
