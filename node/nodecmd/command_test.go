@@ -151,11 +151,11 @@ func TestCredentialsUnknownCommandFails(t *testing.T) {
 	}
 }
 
-// TestNVRTCWorkerWhenEmbedded_C6: a program that embeds the acpp-node
+// TestNVRTCWorkerWhenEmbedded: a program that embeds the acpp-node
 // command as a subcommand starts its compiler workers through that
 // subcommand (it started "exe nvrtc-worker", which such a program does not
 // have, and every job's CUDA C failed to compile).
-func TestNVRTCWorkerWhenEmbedded_C6(t *testing.T) {
+func TestNVRTCWorkerWhenEmbedded(t *testing.T) {
 	find := func(root *cobra.Command, path ...string) *cobra.Command {
 		c, _, err := root.Find(path)
 		if err != nil {
