@@ -59,7 +59,8 @@ type Server struct {
 	// subs are the open streams, each with a one-slot channel that holds
 	// the newest view it has not sent yet (coalesced).
 	subs    map[chan []byte]struct{}
-	last    []byte // the newest view, JSON; nil before the first
+	last    []byte    // the newest view, JSON; nil before the first
+	lastAt  time.Time // when last was taken
 	streams sync.WaitGroup
 
 	// rates: the link byte counts of recent views (the loop's only).
@@ -103,10 +104,11 @@ func (s *Server) Close() {
 }
 
 // loop takes a view each Interval while someone watches and hands it to
-// every subscriber.
+// every subscriber. Two views are never closer than Interval: the timer
+// counts from the latest view, also one taken at once for a new page.
 func (s *Server) loop() {
 	defer close(s.done)
-	t := time.NewTicker(s.cfg.Interval)
+	t := time.NewTimer(s.cfg.Interval)
 	defer t.Stop()
 	var lastTake time.Time
 	for {
@@ -116,19 +118,21 @@ func (s *Server) loop() {
 		case <-t.C:
 		case <-s.kick:
 			// A new page: answer at once unless a view was just taken
-			// (the ticker brings the next one).
+			// (the timer brings the next one).
 			if time.Since(lastTake) < s.cfg.Interval {
 				continue
 			}
 		}
+		now := time.Now()
+		t.Reset(s.cfg.Interval)
 		s.mu.Lock()
 		n := len(s.subs)
 		s.mu.Unlock()
 		if n == 0 {
 			continue
 		}
-		lastTake = time.Now()
-		s.publish(s.take(lastTake))
+		lastTake = now
+		s.publish(s.take(now), now)
 	}
 }
 
@@ -143,6 +147,11 @@ func (s *Server) take(now time.Time) []byte {
 	// The rate over the oldest kept sample at most about a second back.
 	for len(s.hist) > 1 && now.Sub(s.hist[1].t) >= time.Second {
 		s.hist = s.hist[1:]
+	}
+	// After a pause of more than a second (nobody watched), the samples
+	// before it give no rate of the last second: the first view shows none.
+	if len(s.hist) > 0 && now.Sub(s.hist[len(s.hist)-1].t) > time.Second {
+		s.hist = s.hist[:0]
 	}
 	if len(s.hist) > 0 {
 		old := s.hist[0]
@@ -176,14 +185,15 @@ func (s *Server) take(now time.Time) []byte {
 	return b
 }
 
-// publish hands b to every subscriber, replacing a view it has not sent.
-func (s *Server) publish(b []byte) {
+// publish hands b, taken at, to every subscriber, replacing a view it
+// has not sent.
+func (s *Server) publish(b []byte, at time.Time) {
 	if b == nil {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.last = b
+	s.last, s.lastAt = b, at
 	for ch := range s.subs {
 		select {
 		case <-ch: // drop the unsent one
@@ -274,8 +284,14 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	w.Write([]byte("retry: 2000\n\n"))
 	fl.Flush()
+	// The newest view, unless it is older than an interval (nobody
+	// watched for a while): the loop takes a fresh one at once for this
+	// stream, and an old one would show a past state as now.
 	s.mu.Lock()
 	last := s.last
+	if time.Since(s.lastAt) >= s.cfg.Interval {
+		last = nil
+	}
 	s.mu.Unlock()
 	if last != nil {
 		writeEvent(w, last)

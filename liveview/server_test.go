@@ -205,3 +205,50 @@ func TestConfigRefused(t *testing.T) {
 	}()
 	Start(Config{})
 }
+
+// TestViewsNeverCloserThanInterval: a page that opens takes a view at
+// once, and the next one comes an interval after it, not at the next
+// tick of a clock that ran on its own (views came 16 ms apart); a page
+// opened after a pause gets no old view first (it got the view taken
+// when the last page closed, seconds old); and the link rate of the
+// first views after a pause is not averaged over the pause (it showed
+// bytes moved seconds before as moving now).
+func TestViewsNeverCloserThanInterval(t *testing.T) {
+	const iv = 100 * time.Millisecond
+	var moved atomic.Int64
+	s := Start(Config{Interval: iv, Snapshot: func() View {
+		return View{Links: []Link{{From: "n1", To: "n2", Bytes: moved.Load()}}}
+	}})
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	defer s.Close()
+	for round := range 4 {
+		opened := time.Now()
+		r, err := http.Get(srv.URL + "/events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		views := readEvents(t, r.Body, 4)
+		r.Body.Close()
+		if age := opened.Sub(views[0].Time); age > iv {
+			t.Errorf("round %d: a new page's first view was taken %v before it opened, want a fresh one", round, age)
+		}
+		for i := 1; i < len(views); i++ {
+			if gap := views[i].Time.Sub(views[i-1].Time); gap < iv {
+				t.Errorf("round %d: views %d and %d are %v apart, want at least the interval %v", round, i-1, i, gap, iv)
+			}
+		}
+		if round > 0 {
+			for i, v := range views {
+				if r := v.Links[0].Rate; r != 0 {
+					t.Errorf("round %d: view %d shows %.0f B/s, want 0: the bytes moved before the pause", round, i, r)
+				}
+			}
+		}
+		// Bytes move while nobody watches, then a pause of three
+		// intervals beyond a second.
+		time.Sleep(iv / 2)
+		moved.Add(1 << 20)
+		time.Sleep(time.Second + 3*iv)
+	}
+}

@@ -97,6 +97,19 @@ func unknownCommand(root *cobra.Command, args []string) error {
 	return nil
 }
 
+// checkUIAddr refuses a --ui that is not host:port (port 0: any free
+// one) as a usage error, before the job starts: like --cluster's.
+func checkUIAddr(a string) error {
+	if a == "" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(a)
+	if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
+		return usageError{fmt.Errorf("--ui %q is not host:port with a port in 0–65535 (0: any free port); give a loopback address, e.g. 127.0.0.1:8090", a)}
+	}
+	return nil
+}
+
 type usageError struct{ error }
 
 func (u usageError) Unwrap() error { return u.error }
@@ -382,6 +395,9 @@ func newRunCmd(env Env) *cobra.Command {
 					lastLine = time.Now()
 					fmt.Fprintf(env.Stderr, "progress: %d/%d command groups done (%s)\n", done, total, time.Since(start).Round(time.Millisecond))
 				}
+			}
+			if err := checkUIAddr(uiAddr); err != nil {
+				return err
 			}
 			for _, f := range []struct{ flag, path string }{{"--trace", trace}, {"--dag", dag}} {
 				if f.path == "" {

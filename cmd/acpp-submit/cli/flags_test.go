@@ -52,6 +52,11 @@ func TestFlagsTakeEffectOrFail(t *testing.T) {
 		{"empty max-bytes", []string{"check", "--max-bytes", "", job}, nil, 2, `--max-bytes is empty`},
 		{"empty out-dir", []string{"run", "-o", "", job}, nil, 2, `--out-dir is empty`},
 		{"empty trace is none", []string{"run", "-q", "-o", out, "--trace", "", job}, nil, 0, ""},
+		// A --ui that is no address failed the run with exit 1 after
+		// checking the job, as a failed job does.
+		{"ui without port", []string{"run", "-q", "-o", out, "--ui", "garbage", job}, nil, 2, `--ui "garbage" is not host:port`},
+		{"ui port beyond 65535", []string{"run", "-q", "-o", out, "--ui", "127.0.0.1:99999", job}, nil, 2, "a port in 0–65535"},
+		{"ui any port", []string{"run", "-q", "-o", out, "--ui", "127.0.0.1:0", job}, nil, 0, ""},
 		// check and run --device matching no local device named the Go
 		// API ("import the backend", which this command has done), not
 		// the flag and what the machine has.
