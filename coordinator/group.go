@@ -392,10 +392,6 @@ func accKind(own device.ArgKind, params []device.Param, i int) device.ArgKind {
 	return device.ArgAccessor
 }
 
-// argMem stands for a buffer's memory in checkArgs: which memory an
-// accessor ends up in is known only once the group is placed.
-var argMem = &device.Mem{Kind: device.MemDevice}
-
 // checkArgs checks g's arguments against k's declared parameters as a node
 // will (device.ValidateArgs: kinds, conversions between accessor variants,
 // element and scalar sizes, read-only data for constant parameters; then
@@ -403,13 +399,18 @@ var argMem = &device.Mem{Kind: device.MemDevice}
 // the address space its parameter declares.
 func checkArgs(k *device.Kernel, g *Group, params []device.Param) error {
 	args := make([]device.Arg, len(g.Args))
+	mems := make([]device.Mem, len(g.Args)) // each buffer's size, for launches that run past it
 	for i, a := range g.Args {
 		switch {
 		case a.acc != nil:
 			kind := accKind(a.acc.Kind, params, i)
 			b := a.acc.Buffer
-			args[i] = device.Arg{Kind: kind, Space: params[i].Space, Mem: argMem, ElemSize: b.geo.ElemSize,
-				Range: b.geo.Range, AccessRange: b.geo.Range, ReadOnly: a.acc.Mode == Read}
+			r := b.geo.Range
+			// Which memory the accessor ends up in is known only once the
+			// group is placed: any device memory stands for it here.
+			mems[i] = device.Mem{Kind: device.MemDevice, Bytes: r[0] * r[1] * r[2] * b.geo.ElemSize}
+			args[i] = device.Arg{Kind: kind, Space: params[i].Space, Mem: &mems[i], ElemSize: b.geo.ElemSize,
+				Range: r, AccessRange: r, ReadOnly: a.acc.Mode == Read}
 		case a.local > 0:
 			args[i] = device.Arg{Kind: device.ArgLocal, Space: device.Local, LocalBytes: a.local}
 		default:

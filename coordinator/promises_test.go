@@ -52,6 +52,12 @@ func TestArgumentsCheckedAtSubmit_A2(t *testing.T) {
 		{"a launch the kernel cannot compute", coordinator.Group{Kernel: "reduce_sum_f32", Range: r16, Args: []coordinator.Arg{
 			coordinator.Acc(coordinator.Accessor{Buffer: b, Mode: coordinator.Read}), coordinator.Acc(coordinator.Accessor{Buffer: part, Mode: coordinator.Write}),
 			coordinator.ScalarU64(16), coordinator.LocalMem(64)}}, "give a work-group size"},
+		// A launch past its buffers (which on a GPU would write over other
+		// memory or fault, taking the GPU out of service), with raw
+		// accessors too, whose size the node's check reads from the memory.
+		{"a fill past its buffer", coordinator.Group{Kernel: "fill_f32", Range: coordinator.Dims{1, 1, 17}, Args: []coordinator.Arg{out(0), coordinator.ScalarF32(1)}}, "reaches out[16], but out holds 16 elements"},
+		{"a saxpy past its buffers", coordinator.Group{Kernel: "saxpy", Range: coordinator.Dims{1, 1, 8}, Offset: coordinator.Dims{0, 0, 12}, Args: []coordinator.Arg{coordinator.ScalarF32(2),
+			coordinator.Acc(coordinator.Accessor{Buffer: b, Mode: coordinator.Read}), coordinator.Acc(coordinator.Accessor{Buffer: b, Mode: coordinator.ReadWrite})}}, "reaches x[19], but x holds 16 elements"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,6 +1,8 @@
 package kernels
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/bits"
 
@@ -11,10 +13,112 @@ import (
 // (device.Kernel.Check): both implementations would read past local memory
 // or sum the wrong items, so the launch fails before it runs, on every
 // backend, with what to pass.
+//
+// They also refuse launches that would index past an argument's memory:
+// the CUDA forms trust the launch range and the size scalars (as
+// hand-written kernels do), so such a launch would write over other
+// buffers or fault and take the GPU out of service for the node's life
+// (docs/OPERATIONS.md, "A GPU lost to a faulting kernel"); the Go forms would
+// panic. Where an argument's size is not known yet (the API's submit
+// before placement, acpp-submit check) that part waits for the backend,
+// which checks with the real memory.
 var checks = map[string]func(device.NDRange, []device.Arg) error{
+	"saxpy":          checkSaxpy,
+	"fill_f32":       checkFill,
+	"jacobi2d":       checkJacobi,
 	"matmul_tiled":   checkMatmulTiled,
 	"reduce_sum_f32": checkReduceSum,
 	"histogram_u32":  checkHistogram,
+}
+
+// elems is how many elements argument i gives the kernel from where its
+// pointer starts: an accessor's buffer range, or what is left of a
+// pointer's allocation past its offset. ok is false when that is not
+// known (no such argument, no range, no memory size).
+func elems(args []device.Arg, i int) (n uint64, ok bool) {
+	if i >= len(args) {
+		return 0, false
+	}
+	a := args[i]
+	switch a.Kind {
+	case device.ArgAccessor, device.ArgRangedAccessor:
+		if r := a.Range; r[0] > 0 && r[1] > 0 && r[2] > 0 {
+			return uint64(r[0]) * uint64(r[1]) * uint64(r[2]), true
+		}
+	case device.ArgPointer:
+		if a.Mem != nil && a.Mem.Bytes > 0 && a.ElemSize > 0 {
+			return uint64(max(a.Mem.Bytes-a.Offset, 0) / a.ElemSize), true
+		}
+	}
+	return 0, false
+}
+
+// within refuses a launch that makes the kernel touch element last of
+// argument i (named name) when the argument holds fewer; how says which
+// part of the launch reaches it.
+func within(args []device.Arg, i int, name string, last uint64, how string) error {
+	if n, ok := elems(args, i); ok && last >= n {
+		return fmt.Errorf("%s reaches %s[%d], but %s holds %d elements: keep the launch range (and offset) within the buffers", how, name, last, name, n)
+	}
+	return nil
+}
+
+// empty reports whether the launch has no items (nothing runs, nothing is
+// touched).
+func empty(nd device.NDRange) bool {
+	return nd.Global[0] <= 0 || nd.Global[1] <= 0 || nd.Global[2] <= 0
+}
+
+// checkSaxpy: item i of dimension 2 (plus the offset) reads x[i] and
+// updates y[i].
+func checkSaxpy(nd device.NDRange, args []device.Arg) error {
+	if empty(nd) {
+		return nil
+	}
+	if nd.Offset[2] < 0 {
+		return fmt.Errorf("offset %v is negative", nd.Offset)
+	}
+	last := uint64(nd.Offset[2] + nd.Global[2] - 1)
+	how := fmt.Sprintf("items [%d, %d) of dimension 2", nd.Offset[2], nd.Offset[2]+nd.Global[2])
+	return errors.Join(within(args, 1, "x", last, how), within(args, 2, "y", last, how))
+}
+
+// checkFill: item id writes out at the linear index of id + offset in
+// out's range.
+func checkFill(nd device.NDRange, args []device.Arg) error {
+	if empty(nd) || len(args) == 0 {
+		return nil
+	}
+	r := args[0].Range
+	var hi [3]int
+	for d := range 3 {
+		if nd.Offset[d] < 0 {
+			return fmt.Errorf("offset %v is negative", nd.Offset)
+		}
+		hi[d] = nd.Offset[d] + nd.Global[d] - 1
+	}
+	last := (uint64(hi[0])*uint64(r[1])+uint64(hi[1]))*uint64(r[2]) + uint64(hi[2])
+	return within(args, 0, "out", last, fmt.Sprintf("the launch's last item %v", hi))
+}
+
+// checkJacobi: the launch's rows and columns (dimensions 1 and 2, plus the
+// offset) lie inside in's grid, and out holds as much of it.
+func checkJacobi(nd device.NDRange, args []device.Arg) error {
+	if empty(nd) || len(args) < 2 {
+		return nil
+	}
+	rows, cols := args[0].Range[1], args[0].Range[2]
+	if _, ok := elems(args, 0); !ok {
+		return nil
+	}
+	if nd.Offset[1] < 0 || nd.Offset[2] < 0 {
+		return fmt.Errorf("offset %v is negative", nd.Offset)
+	}
+	y, x := nd.Offset[1]+nd.Global[1], nd.Offset[2]+nd.Global[2]
+	if y > rows || x > cols {
+		return fmt.Errorf("rows [%d, %d) and columns [%d, %d) run past the %d×%d grid of in: keep the launch range (and offset) within it", nd.Offset[1], y, nd.Offset[2], x, rows, cols)
+	}
+	return within(args, 1, "out", uint64(y-1)*uint64(cols)+uint64(x-1), fmt.Sprintf("row %d, column %d of the %d×%d grid", y-1, x-1, rows, cols))
 }
 
 // localBytes is the size of local-memory argument i, or -1 when args has
@@ -42,7 +146,25 @@ func checkReduceSum(nd device.NDRange, args []device.Arg) error {
 	if b := localBytes(args, 3); b >= 0 && b < 4*bs {
 		return fmt.Errorf("scratch has %d bytes, a work-group of %d items needs %d (group size·4)", b, bs, 4*bs)
 	}
-	return nil
+	if empty(nd) {
+		return nil
+	}
+	// Item i reads in[i] while i < n; work-group g writes partial[g].
+	var errs []error
+	if n, ok := scalar64(args, 2); ok && n > 0 {
+		errs = append(errs, within(args, 0, "in", min(n, uint64(nd.Global[2]))-1, fmt.Sprintf("n = %d over %d items", n, nd.Global[2])))
+	}
+	groups := nd.Global[2] / bs
+	errs = append(errs, within(args, 1, "partial", uint64(groups-1), fmt.Sprintf("%d work-groups (one sum each)", groups)))
+	return errors.Join(errs...)
+}
+
+// scalar64 is scalar argument i as a uint64, if it is one.
+func scalar64(args []device.Arg, i int) (uint64, bool) {
+	if i >= len(args) || len(args[i].Scalar) != 8 {
+		return 0, false
+	}
+	return binary.LittleEndian.Uint64(args[i].Scalar), true
 }
 
 // checkMatmulTiled: square T×T work-groups over the last two dimensions
@@ -60,7 +182,27 @@ func checkMatmulTiled(nd device.NDRange, args []device.Arg) error {
 			return fmt.Errorf("%s has %d bytes, a %d×%d tile needs %d (T·T·4)", []string{"tileA", "tileB"}[i-6], b, t, t, 4*t*t)
 		}
 	}
-	return nil
+	// A is M×K, B K×N and C M×N, whatever the launch covers.
+	m, okM := scalar64(args, 3)
+	n, okN := scalar64(args, 4)
+	k, okK := scalar64(args, 5)
+	if !okM || !okN || !okK || m == 0 || n == 0 || k == 0 || empty(nd) {
+		return nil
+	}
+	var errs []error
+	for _, e := range []struct {
+		i          int
+		name       string
+		rows, cols uint64
+	}{{0, "A", m, k}, {1, "B", k, n}, {2, "C", m, n}} {
+		hi, lo := bits.Mul64(e.rows, e.cols)
+		if hi != 0 {
+			errs = append(errs, fmt.Errorf("%s is %d×%d elements, more than memory holds: check M, N and K", e.name, e.rows, e.cols))
+			continue
+		}
+		errs = append(errs, within(args, e.i, e.name, lo-1, fmt.Sprintf("M = %d, N = %d, K = %d", m, n, k)))
+	}
+	return errors.Join(errs...)
 }
 
 // checkHistogram: at least one bin, and local counters for every bin.
@@ -79,5 +221,14 @@ func checkHistogram(nd device.NDRange, args []device.Arg) error {
 	if b := localBytes(args, 4); b >= 0 && b < 4*nbins {
 		return fmt.Errorf("lbins has %d bytes, %d bins need %d (nbins·4)", b, nbins, 4*nbins)
 	}
-	return nil
+	if empty(nd) {
+		return nil
+	}
+	// The items read in[0..n) between them; the bins are bins[0..nbins).
+	var errs []error
+	if n, ok := scalar64(args, 1); ok && n > 0 {
+		errs = append(errs, within(args, 0, "in", n-1, fmt.Sprintf("n = %d", n)))
+	}
+	errs = append(errs, within(args, 2, "bins", uint64(nbins-1), fmt.Sprintf("nbins = %d", nbins)))
+	return errors.Join(errs...)
 }

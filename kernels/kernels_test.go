@@ -497,3 +497,84 @@ func cpuQueue(t *testing.T) *acpp.Queue {
 	t.Cleanup(func() { q.Close() })
 	return q
 }
+
+// TestLaunchesPastBuffersRefused_A2: a built-in launched over more items
+// than its buffers hold, or told (n, M·K, nbins) of more elements than they
+// have, is refused at Submit with device.ErrBadArg naming the argument and
+// its size. The CUDA forms trust the launch as hand-written kernels do: such
+// a launch wrote past the buffer on a GPU (another buffer's data, or a
+// fault that costs the node its GPU); the Go forms panicked. In-bounds
+// launches of the same kernels, a launch with an offset that ends at the
+// buffer's end included, still run, and a backend refuses what bypasses
+// the API.
+func TestLaunchesPastBuffersRefused_A2(t *testing.T) {
+	q := cpuQueue(t)
+	x, _ := acpp.NewBuffer[float32](q, acpp.R1(64))
+	y, _ := acpp.NewBuffer[float32](q, acpp.R1(64))
+	g, _ := acpp.NewBuffer[float32](q, acpp.R2(8, 8))
+	g2, _ := acpp.NewBuffer[float32](q, acpp.R2(8, 8))
+	small, _ := acpp.NewBuffer[float32](q, acpp.R1(16))
+	ins, _ := acpp.NewBuffer[uint32](q, acpp.R1(64))
+	bins, _ := acpp.NewBuffer[uint32](q, acpp.R1(4))
+	for _, tc := range []struct {
+		name string
+		cgf  func(h *acpp.Handler)
+		want string // "" runs
+	}{
+		{"saxpy past x and y", func(h *acpp.Handler) {
+			h.Launch("saxpy", acpp.R1(1000), acpp.Scalar(float32(2)), acpp.ReadRaw(h, x), acpp.ReadWriteRaw(h, y))
+		}, "reaches x[999], but x holds 64 elements"},
+		{"fill past the buffer", func(h *acpp.Handler) {
+			h.Launch("fill_f32", acpp.R1(65), acpp.Write(h, x), acpp.Scalar(float32(1)))
+		}, "reaches out[64], but out holds 64 elements"},
+		{"fill of a 2D buffer with a flat range", func(h *acpp.Handler) {
+			h.Launch("fill_f32", acpp.R1(64), acpp.Write(h, g), acpp.Scalar(float32(1)))
+		}, ""},
+		{"jacobi past the grid", func(h *acpp.Handler) {
+			h.Launch("jacobi2d", acpp.R2(9, 8), acpp.Read(h, g), acpp.Write(h, g2))
+		}, "run past the 8×8 grid of in"},
+		{"jacobi into a smaller out", func(h *acpp.Handler) {
+			h.Launch("jacobi2d", acpp.R2(8, 8), acpp.Read(h, g), acpp.Write(h, small))
+		}, "out holds 16 elements"},
+		{"matmul with K past A", func(h *acpp.Handler) {
+			h.LaunchND("matmul_tiled", acpp.R2(8, 8), acpp.R2(8, 8), acpp.ReadRaw(h, g), acpp.ReadRaw(h, g), acpp.WriteRaw(h, g2),
+				acpp.Scalar(uint64(8)), acpp.Scalar(uint64(8)), acpp.Scalar(uint64(9)), acpp.LocalAccessor[float32](h, 64), acpp.LocalAccessor[float32](h, 64))
+		}, "A holds 64 elements"},
+		{"reduce with n past in", func(h *acpp.Handler) {
+			h.LaunchND("reduce_sum_f32", acpp.R1(128), acpp.R1(64), acpp.ReadRaw(h, x), acpp.WriteRaw(h, small), acpp.Scalar(uint64(128)), acpp.LocalAccessor[float32](h, 64))
+		}, "in holds 64 elements"},
+		{"histogram with more bins than bins holds", func(h *acpp.Handler) {
+			h.LaunchND("histogram_u32", acpp.R1(64), acpp.R1(64), acpp.ReadRaw(h, ins), acpp.Scalar(uint64(64)), acpp.ReadWriteRaw(h, bins), acpp.Scalar(uint32(8)), acpp.LocalAccessor[uint32](h, 8))
+		}, "bins holds 4 elements"},
+	} {
+		ev, err := q.Submit(func(h *acpp.Handler) error { tc.cgf(h); return nil })
+		if tc.want == "" {
+			if err == nil {
+				err = ev.Wait(context.Background())
+			}
+			if err != nil {
+				t.Errorf("%s: %v, want it to run", tc.name, err)
+			}
+			continue
+		}
+		if !errors.Is(err, device.ErrBadArg) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Submit = %v; want device.ErrBadArg saying %q", tc.name, err, tc.want)
+		}
+	}
+	// A backend refuses it too, from the memory it was given.
+	k, _ := Kernel("saxpy")
+	mem := &device.Mem{Kind: device.MemHost, Bytes: 16}
+	args := []device.Arg{{Kind: device.ArgScalar, Scalar: make([]byte, 4)}, {Kind: device.ArgPointer, Mem: mem, ElemSize: 4}, {Kind: device.ArgPointer, Mem: mem, Offset: 8, ElemSize: 4}}
+	if err := device.CheckLaunch(&k, device.NDRange{Global: [3]int{1, 1, 3}}, args); !errors.Is(err, device.ErrBadArg) || !strings.Contains(err.Error(), "y holds 2 elements") {
+		t.Errorf("CheckLaunch of saxpy over 3 items, y 8 bytes past a 16-byte allocation's start = %v, want ErrBadArg saying y holds 2 elements", err)
+	}
+	// The launch offset counts (a split's chunks, a cluster group's Offset).
+	mem.Bytes = 256
+	args[2].Offset = 0
+	if err := device.CheckLaunch(&k, device.NDRange{Global: [3]int{1, 1, 32}, Offset: [3]int{0, 0, 40}}, args); !errors.Is(err, device.ErrBadArg) || !strings.Contains(err.Error(), "reaches y[71], but y holds 64 elements") {
+		t.Errorf("CheckLaunch of saxpy over [40, 72) of 64 elements = %v, want ErrBadArg naming y[71]", err)
+	}
+	if err := device.CheckLaunch(&k, device.NDRange{Global: [3]int{1, 1, 32}, Offset: [3]int{0, 0, 32}}, args); err != nil {
+		t.Errorf("CheckLaunch of saxpy over [32, 64) of 64 elements = %v, want nil", err)
+	}
+}

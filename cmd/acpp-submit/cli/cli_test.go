@@ -781,6 +781,44 @@ steps:
 	}
 }
 
+// TestCheckRefusesLaunchesPastBuffers_A2: a built-in launched over more
+// items than its buffers hold (saxpy over 1000 items of 4-element buffers)
+// is refused by check and run at the step's line. check said "valid"; on a
+// GPU the run wrote past the buffers or faulted, which costs a node its GPU.
+func TestCheckRefusesLaunchesPastBuffers_A2(t *testing.T) {
+	job := writeJob(t, "oob.yaml", `buffers:
+  x: {type: float32, range: [4], init: {value: 1}}
+  y: {type: float32, range: [4], init: {value: 2}}
+  g: {type: float32, range: [8, 8]}
+steps:
+  - kernel: saxpy
+    range: [1000]
+    accessors: [{buffer: x, mode: read}, {buffer: y, mode: read_write}]
+    scalars: {a: 2}
+  - kernel: fill_f32
+    range: [8, 9]
+    accessors: [{buffer: g, mode: write}]
+    scalars: {v: 1}
+outputs: [{buffer: y, file: y.npy}]
+`)
+	var out, errb bytes.Buffer
+	code := Main(context.Background(), []string{"check", job}, Env{Stdout: &out, Stderr: &errb})
+	for _, w := range []string{"oob.yaml:6: steps[0]:", "reaches x[999], but x holds 4 elements", "reaches y[999], but y holds 4 elements",
+		"oob.yaml:10: steps[1]:", "reaches out[64], but out holds 64 elements"} {
+		if !strings.Contains(errb.String(), w) {
+			t.Errorf("check stderr lacks %q:\n%s", w, errb.String())
+		}
+	}
+	if code != 1 {
+		t.Errorf("check: exit %d, want 1", code)
+	}
+	errb.Reset()
+	if code := Main(context.Background(), []string{"run", "-q", "--device", "cpu", "-o", t.TempDir(), job}, Env{Stdout: &out, Stderr: &errb}); code != 1 ||
+		!strings.Contains(errb.String(), "x holds 4 elements") {
+		t.Errorf("run: exit %d, stderr %q; want 1 and the same refusal", code, errb.String())
+	}
+}
+
 // TestClusterListFlagsTrimmed: --cluster, --nodes and --kinds take the
 // lists their variables take: spaces around entries and empty entries are
 // dropped ("--nodes 'n1, n2'" ran on n1 only, warning about a node " n2";

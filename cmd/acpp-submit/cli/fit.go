@@ -274,7 +274,8 @@ func budgetsLine(mems []memBudget) string {
 }
 
 // checkLaunches runs each kernel step's launch check (device.Kernel.Check:
-// a work-group size or local memory the kernel cannot compute with) for
+// a work-group size or local memory the kernel cannot compute with, a
+// range that runs past its buffers) for
 // the kernels of this program's registry, as Submit would at run time.
 // Steps whose range comes from their first accessor are left to run.
 func checkLaunches(job *jobfile.Job) error {
@@ -294,6 +295,19 @@ func checkLaunches(job *jobfile.Job) error {
 		args := make([]device.Arg, len(k.Params))
 		for i, p := range k.Params {
 			args[i] = device.Arg{Kind: p.Kind, Space: p.Space, ElemSize: p.ElemSize}
+			for _, a := range s.Accessors {
+				// The buffer's size, for the checks of launches that
+				// would run past it (a swap keeps sizes: both sides
+				// have one shape).
+				if b := job.Buffer(a.Buffer); a.Param == p.Name && b != nil {
+					switch p.Kind {
+					case device.ArgAccessor, device.ArgRangedAccessor:
+						args[i].Range = dims3(b.Range)
+					case device.ArgPointer:
+						args[i].Mem, args[i].ElemSize = &device.Mem{Bytes: b.Bytes()}, jobfile.Types[b.Type]
+					}
+				}
+			}
 			for _, sc := range s.Scalars {
 				if sc.Param == p.Name && p.Kind == device.ArgScalar {
 					args[i].Scalar, _ = sc.Value.Encode(sc.Type)
