@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // workerEnv makes the test binary a fake worker (TestMain): the value
@@ -18,7 +20,7 @@ const workerEnv = "ACPP_NVRTC_TEST_WORKER"
 func TestMain(m *testing.M) {
 	switch os.Getenv(workerEnv) {
 	case "":
-		os.Exit(m.Run())
+		goleak.VerifyTestMain(m) // every goroutine a test starts (a worker's pipes, its reaper) stops with it
 	case "ok": // compiles as fakeCompiler does: "bad" in the source is a compile error
 		err := serveWorker(os.Stdin, os.Stdout, func(req workerRequest) ([]byte, string, error) {
 			if strings.Contains(string(req.Program.Source), "bad") {
