@@ -3,3 +3,15 @@ package coordinator
 // SetTestHookPlanned sets the hook that runs between planning a Submit's
 // chunks and submitting them (nil: none).
 func SetTestHookPlanned(f func()) { testHookPlanned = f }
+
+// NodeBootsForTest is the boot ID the job recorded for each of its nodes
+// (what Send and Recv instructions name as PeerBoot).
+func (j *Job) NodeBootsForTest() map[string]uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	out := map[string]uint64{}
+	for _, ns := range j.nodes {
+		out[ns.name] = ns.boot()
+	}
+	return out
+}

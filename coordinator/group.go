@@ -1052,11 +1052,11 @@ func (j *Job) issueLocked(g *groupState, step coherence.Step, x *nodeState, laun
 					srcH.record(src, pb, id, false)
 				}
 			default:
-				sid := bd.add(src, proto.Instr{Kind: proto.InstrSend, Deps: sdeps, Buffer: uint64(c.Buffer), Mem: uint32(c.Src.Mem), Peer: dst.name, PeerMem: uint32(c.Dst.Mem), Boxes: part})
+				sid := bd.add(src, proto.Instr{Kind: proto.InstrSend, Deps: sdeps, Buffer: uint64(c.Buffer), Mem: uint32(c.Src.Mem), Peer: dst.name, PeerBoot: dst.boot(), PeerMem: uint32(c.Dst.Mem), Boxes: part})
 				for _, pb := range pages {
 					srcH.record(src, pb, sid, false)
 				}
-				id = bd.add(dst, proto.Instr{Kind: proto.InstrRecv, Deps: cdeps, Buffer: uint64(c.Buffer), Mem: uint32(c.Dst.Mem), Peer: src.name, Boxes: part})
+				id = bd.add(dst, proto.Instr{Kind: proto.InstrRecv, Deps: cdeps, Buffer: uint64(c.Buffer), Mem: uint32(c.Dst.Mem), Peer: src.name, PeerBoot: src.boot(), Boxes: part})
 				if len(g.recvs) == 0 || g.recvs[len(g.recvs)-1].buf != c.Buffer || g.recvs[len(g.recvs)-1].src != src.id {
 					g.recvs = append(g.recvs, recvRec{buf: c.Buffer, src: src.id, dst: c.Dst, pages: c.Boxes})
 				}

@@ -126,6 +126,15 @@ type nodeState struct {
 	drained bool
 }
 
+// boot is the boot ID of the node's run that holds the job (0: unknown),
+// which Send and Recv instructions for it name (proto.Instr.PeerBoot).
+func (ns *nodeState) boot() uint64 {
+	if ns.nj == nil {
+		return 0
+	}
+	return ns.nj.Boot()
+}
+
 type instrRef struct {
 	g      *groupState
 	launch bool

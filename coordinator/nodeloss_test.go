@@ -171,3 +171,17 @@ func TestNodeLostDuringRead_C5(t *testing.T) {
 		t.Fatal("Read still blocked 15 s after its node stopped")
 	}
 }
+
+// TestJobRecordsNodeBoots_C5: the job records the boot ID of the run of
+// each node that opened it (JobOpened.Boot), which its Sends and Recvs
+// name, so that news of an earlier run's loss does not fail them.
+func TestJobRecordsNodeBoots_C5(t *testing.T) {
+	c := coordtest.Start(t, 2, coordtest.Options{})
+	j := openJob(t, c, nil)
+	got := j.NodeBootsForTest()
+	for _, n := range c.Nodes {
+		if want := n.Cluster().LocalMeta().BootID; want == 0 || got[n.Name()] != want {
+			t.Errorf("node %s: recorded boot %x, want its boot ID %x", n.Name(), got[n.Name()], want)
+		}
+	}
+}

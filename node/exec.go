@@ -346,8 +346,11 @@ func (j *job) doSend(in *instr) {
 	if err == nil {
 		err = checkBoxes(a, in.in.Boxes)
 	}
+	unseen := false // the peer's run is newer than membership shows yet
 	if err == nil && in.in.Kind == proto.InstrSend {
-		if how, gone := j.n.peerGone(in.in.Peer); gone {
+		var how string
+		var gone bool
+		if how, gone, unseen = j.n.peerGone(in.in.Peer, in.in.PeerBoot); gone {
 			err = &NodeLostError{Node: in.in.Peer, How: how, Buffer: in.in.Buffer, Boxes: in.in.Boxes}
 		}
 	}
@@ -374,7 +377,17 @@ func (j *job) doSend(in *instr) {
 	j.n.goFunc(func() {
 		var err error
 		handled := false
-		if byRef {
+		if unseen {
+			// Dial the run the coordinator named only once membership
+			// shows it (the address may be another), or fail with it.
+			var how string
+			var gone bool
+			if how, gone, err = j.n.awaitRun(ctx, in.in.Peer, in.in.PeerBoot); gone {
+				err = &NodeLostError{Node: in.in.Peer, How: how, Buffer: in.in.Buffer, Boxes: in.in.Boxes}
+			}
+			handled = err != nil
+		}
+		if byRef && !handled {
 			handled, err = j.sendByRef(ctx, a, peer, &hdr)
 		}
 		if !handled {
@@ -443,7 +456,9 @@ func (j *job) arm(in *instr) {
 		err = checkBoxes(a, in.in.Boxes)
 	}
 	if err == nil && in.in.Kind == proto.InstrRecv {
-		if how, gone := j.n.peerGone(in.in.Peer); gone {
+		// A run of the peer that membership has not shown yet is not
+		// gone: its pages may come before the news.
+		if how, gone, _ := j.n.peerGone(in.in.Peer, in.in.PeerBoot); gone {
 			err = &NodeLostError{Node: in.in.Peer, How: how, Buffer: in.in.Buffer, Boxes: in.in.Boxes}
 		}
 	}

@@ -5,3 +5,7 @@ import "github.com/acpp/acpp/transport"
 // TransportForTest is the node's transport, for tests that serve a
 // message of their own on it.
 func (n *Node) TransportForTest() *transport.Transport { return n.tr }
+
+// PeerLostForTest is what membership news that run boot of peer name
+// (every run: 0) is gone does to the node's jobs.
+func (n *Node) PeerLostForTest(name string, boot uint64, how string) { n.peerLost(name, boot, how) }

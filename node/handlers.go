@@ -24,7 +24,7 @@ func (n *Node) registerHandlers() {
 			return nil, err
 		}
 		j.touch()
-		return &proto.JobOpened{Lease: int64(j.lease), MaxBytes: j.maxBytes, Node: n.cfg.Name}, nil
+		return &proto.JobOpened{Lease: int64(j.lease), MaxBytes: j.maxBytes, Node: n.cfg.Name, Boot: n.tr.Identity().Instance}, nil
 	})
 	transport.HandleFunc(n.tr, proto.MsgJobClose, func(_ context.Context, from credentials.Identity, req *proto.JobRef) (*proto.JobClosed, error) {
 		j, err := n.jobFor(from, req.Job)
@@ -153,7 +153,7 @@ func (n *Node) handleOpen(_ context.Context, from credentials.Identity, req *pro
 			return nil, reply(proto.CodeNotOwner, "job %d is in use by another client; pick another job ID", req.Job)
 		}
 		j.touch()
-		return &proto.JobOpened{Lease: int64(j.lease), MaxBytes: j.maxBytes, Node: n.cfg.Name}, nil
+		return &proto.JobOpened{Lease: int64(j.lease), MaxBytes: j.maxBytes, Node: n.cfg.Name, Boot: n.tr.Identity().Instance}, nil
 	}
 	held := 0
 	for _, o := range n.jobs {
@@ -168,7 +168,7 @@ func (n *Node) handleOpen(_ context.Context, from credentials.Identity, req *pro
 	n.jobs[req.Job] = j
 	n.met.jobs.Set(float64(len(n.jobs)))
 	n.log.Info("job opened", "job", jobID(req.Job), "client", from.Name, "lease", lease.String(), "max_bytes", limit)
-	return &proto.JobOpened{Lease: int64(lease), MaxBytes: limit, Node: n.cfg.Name}, nil
+	return &proto.JobOpened{Lease: int64(lease), MaxBytes: limit, Node: n.cfg.Name, Boot: n.tr.Identity().Instance}, nil
 }
 
 // jobFor returns the job if from owns it.

@@ -76,6 +76,7 @@ type alloc struct {
 // wait in host memory, packed in payload order.
 type arrival struct {
 	from   string // sending node, "" for the job's client
+	boot   uint64 // the sending node's run (its boot ID; 0: unknown)
 	hdr    proto.PageHeader
 	st     stagingBuf
 	landed bool
@@ -466,7 +467,7 @@ func (j *job) freeLent(lent []*alloc) {
 // whether it is known that peer holds none of them any more: it answered
 // having closed a mapping, or it is gone.
 func (n *Node) unmapAt(job uint64, peer string, allocs []uint64) bool {
-	if _, gone := n.peerGone(peer); gone {
+	if _, gone, _ := n.peerGone(peer, 0); gone {
 		return true
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, refAckTimeout)
@@ -533,8 +534,11 @@ func (j *job) freeIfIdleLocked() func() {
 	}
 }
 
-// peerLost fails every unfinished Recv from name and Send to name.
-func (j *job) peerLost(name, how string) {
+// peerLost fails every unfinished Recv from name and Send to name that
+// names run boot of it, or no run (PeerBoot 0); boot 0 (unknown) is every
+// run. Instructions for another run of name (a newer one, whose news came
+// before this of the old run's loss) go on.
+func (j *job) peerLost(name string, boot uint64, how string) {
 	j.mu.Lock()
 	var ready []*instr
 	ids := make([]uint64, 0, len(j.instrs))
@@ -544,7 +548,7 @@ func (j *job) peerLost(name, how string) {
 	slices.Sort(ids)
 	for _, id := range ids {
 		in := j.instrs[id]
-		if in.finished() || in.in.Peer != name || (in.in.Kind != proto.InstrRecv && in.in.Kind != proto.InstrSend) {
+		if in.finished() || in.in.Peer != name || (in.in.Kind != proto.InstrRecv && in.in.Kind != proto.InstrSend) || !sameRun(boot, in.in.PeerBoot) {
 			continue
 		}
 		if in.in.Kind == proto.InstrRecv && in.claimed && in.state == stRunning {
@@ -562,7 +566,7 @@ func (j *job) peerLost(name, how string) {
 		ready = append(ready, j.finishLocked(in, err)...)
 	}
 	j.early = slices.DeleteFunc(j.early, func(a *arrival) bool {
-		if a.from == name && a.claim == nil && a.landed {
+		if a.from == name && sameRun(boot, a.boot) && a.claim == nil && a.landed {
 			j.releaseLocked(uint64(a.st.n))
 			a.st.release()
 			return true
@@ -574,6 +578,10 @@ func (j *job) peerLost(name, how string) {
 	j.startAll(ready)
 	free()
 }
+
+// sameRun reports whether boot IDs a and b may name the same run of a
+// node: they are equal, or either is 0 (unknown).
+func sameRun(a, b uint64) bool { return a == 0 || b == 0 || a == b }
 
 // allocFor returns the allocation of (buffer, mem).
 func (j *job) allocFor(buf uint64, mem uint32) (*alloc, error) {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -50,6 +51,7 @@ type Node struct {
 	clp atomic.Pointer[cluster.Cluster]
 
 	refs pageRefs // pages by reference between GPUs of this host (pageref.go)
+	runs runSet   // the runs (boot IDs) of each peer seen in membership
 
 	allocated atomic.Uint64 // bytes held by all jobs (allocations and staging)
 	draining  atomic.Bool
@@ -386,23 +388,100 @@ func (n *Node) authorize(ctx context.Context, peer credentials.Identity) error {
 	}
 }
 
-// peerGone reports whether peer is known to have failed or left, and how.
-func (n *Node) peerGone(name string) (string, bool) {
+// peerGone reports whether run boot of peer (any run: 0) is known to
+// have failed or left, and how. unseen is set instead when membership has
+// not shown run boot yet while it shows another run of peer, or none: a
+// run newer than any this node has seen (the coordinator learnt its boot
+// ID from the run itself), whose news has not come. Such a run is not
+// gone; a Send to it waits for the news (awaitRun), a Recv for its pages.
+func (n *Node) peerGone(name string, boot uint64) (how string, gone, unseen bool) {
 	cl := n.clp.Load()
 	if cl == nil {
-		return "is unknown: this node has no membership", true
+		return "is unknown: this node has no membership", true, false
 	}
 	m, ok := cl.Member(name)
 	if !ok {
-		return "is not a member of the cluster", true
+		if boot != 0 && !n.runs.seen(name, boot) {
+			return "", false, true
+		}
+		return "is not a member of the cluster", true, false
+	}
+	var cur uint64 // the boot ID of the run membership shows (0: unreadable)
+	if m.MetaErr == nil {
+		cur = m.Meta.BootID
+		n.runs.note(name, cur)
+	}
+	if boot != 0 && cur != 0 && cur != boot {
+		if n.runs.seen(name, boot) {
+			return "restarted", true, false // run boot was seen, and another run came after it
+		}
+		return "", false, true
 	}
 	switch m.State {
 	case cluster.StateFailed:
-		return "failed", true
+		return "failed", true, false
 	case cluster.StateLeft:
-		return "left", true
+		return "left", true, false
 	}
-	return "", false
+	return "", false, false
+}
+
+// awaitRun waits until membership shows run boot of peer name, which
+// peerGone found unseen, and reports whether that run is gone by then. It
+// returns ctx's cause if ctx ends first (the job closed, or the run was
+// reported lost meanwhile).
+func (n *Node) awaitRun(ctx context.Context, name string, boot uint64) (string, bool, error) {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		how, gone, unseen := n.peerGone(name, boot)
+		if !unseen {
+			return how, gone, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", false, context.Cause(ctx)
+		case <-n.ctx.Done():
+			return "", false, ErrClosed
+		case <-t.C:
+		}
+	}
+}
+
+// maxRuns bounds the boot IDs runSet keeps per member.
+const maxRuns = 16
+
+// runSet records the boot IDs of the runs of each member this node has
+// seen in membership, the newest last.
+type runSet struct {
+	mu sync.Mutex
+	m  map[string][]uint64
+}
+
+func (r *runSet) note(name string, boot uint64) {
+	if boot == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[string][]uint64{}
+	}
+	l := r.m[name]
+	if len(l) > 0 && l[len(l)-1] == boot {
+		return
+	}
+	l = append(slices.DeleteFunc(l, func(b uint64) bool { return b == boot }), boot)
+	if len(l) > maxRuns {
+		l = l[len(l)-maxRuns:]
+	}
+	r.m[name] = l
+}
+
+func (r *runSet) seen(name string, boot uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Contains(r.m[name], boot)
 }
 
 func (n *Node) watchMembers() {
@@ -418,8 +497,9 @@ func (n *Node) watchMembers() {
 		if m.MetaErr != nil || m.Meta.BootID == 0 {
 			return
 		}
+		n.runs.note(m.Name, m.Meta.BootID)
 		if old, ok := boots[m.Name]; ok && old != m.Meta.BootID {
-			n.peerLost(m.Name, "restarted")
+			n.peerLost(m.Name, old, "restarted")
 			n.closeConns(m.Name, old, "restarted")
 		} else if ok && addrs[m.Name] != m.Meta.QUICAddr {
 			n.closeConns(m.Name, old, "moved to "+m.Meta.QUICAddr)
@@ -429,11 +509,12 @@ func (n *Node) watchMembers() {
 	gone := func(m cluster.Member, how string) {
 		delete(boots, m.Name)
 		delete(addrs, m.Name)
-		n.peerLost(m.Name, how)
 		var boot uint64 // 0: every run, when the metadata is unreadable
 		if m.MetaErr == nil {
 			boot = m.Meta.BootID
+			n.runs.note(m.Name, boot)
 		}
+		n.peerLost(m.Name, boot, how)
 		n.closeConns(m.Name, boot, how)
 	}
 	for _, m := range n.sub.Snapshot().Alive() {
@@ -471,13 +552,15 @@ func (n *Node) watchMembers() {
 	}
 }
 
-func (n *Node) peerLost(name, how string) {
+// peerLost fails the instructions of every job that wait on run boot of
+// peer name (on any run of it: boot 0).
+func (n *Node) peerLost(name string, boot uint64, how string) {
 	if name == n.cfg.Name {
 		return
 	}
-	n.log.Warn("peer lost: failing instructions that wait on it", "peer", name, "how", how)
+	n.log.Warn("peer lost: failing instructions that wait on it", "peer", name, "boot", fmt.Sprintf("%x", boot), "how", how)
 	for _, j := range n.jobList() {
-		j.peerLost(name, how)
+		j.peerLost(name, boot, how)
 	}
 }
 

@@ -492,6 +492,66 @@ func TestWaitersFailWhenPeerRestarts_C5(t *testing.T) {
 	t.Logf("%v", err)
 }
 
+// TestOldRunLossSparesNewRun_C5: news that a run of a peer is gone fails
+// the Sends and Recvs that name that run (PeerBoot) or none, and only
+// those: a peer restarted at once is opened by new jobs before every
+// member has heard that its old run is gone, and their transfers with the
+// new run must not fail for it. A run membership has not shown yet is not
+// gone either: a Send to it waits for the news, a Recv for the pages.
+func TestOldRunLossSparesNewRun_C5(t *testing.T) {
+	nodes := startNodes(t, 2, nil)
+	c := startClient(t, credDir, "alice", nodes...)
+	if got, want := openJob(t, c, "n1", 9).Boot(), nodes[1].Cluster().LocalMeta().BootID; got == 0 || got != want {
+		t.Fatalf("JobOpened.Boot = %x, want the node's boot ID %x", got, want)
+	}
+	old := nodes[1].Cluster().LocalMeta().BootID
+	newer := old + 1 // a run of n1 that n0 has not seen
+	if err := nodes[1].Drain(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	nodes[1].Close()
+	eventually(t, 10*time.Second, "n0 sees n1 leave", func() bool {
+		m, ok := nodes[0].Cluster().Member("n1")
+		return ok && m.State == cluster.StateLeft
+	})
+	j := openJob(t, c, "n0", 1)
+	rng := [3]uint64{1, 1, 64}
+	all := []proto.Box{{Hi: rng}}
+	recv := func(id, boot uint64) proto.Instr {
+		return proto.Instr{ID: id, Kind: proto.InstrRecv, Deps: []uint64{1}, Buffer: 1, Boxes: []proto.Box{box([3]uint64{0, 0, id}, [3]uint64{1, 1, id + 1})}, Peer: "n1", PeerBoot: boot}
+	}
+	submit(t, j,
+		proto.Instr{ID: 1, Kind: proto.InstrAlloc, Buffer: 1, Range: rng, ElemSize: 1},
+		recv(2, old), recv(3, 0), recv(4, newer),
+		proto.Instr{ID: 5, Kind: proto.InstrSend, Deps: []uint64{1}, Buffer: 1, Boxes: all, Peer: "n1", PeerBoot: newer},
+		proto.Instr{ID: 6, Kind: proto.InstrSend, Deps: []uint64{1}, Buffer: 1, Boxes: all, Peer: "n1", PeerBoot: old},
+	)
+	if err := j.Wait(testCtx(t), 2, 3, 6); !errors.Is(err, nodeclient.ErrNodeLost) {
+		t.Fatalf("Send/Recv naming the run that left, or no run: Wait = %v, want node lost", err)
+	}
+	pending := func(what string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(testCtx(t), 300*time.Millisecond)
+		defer cancel()
+		r, err := j.Poll(ctx, 4, 5)
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("%s: Poll = %v", what, err)
+		}
+		if len(r.Failed) > 0 || len(r.Done) > 0 {
+			t.Fatalf("%s: the Recv and the Send naming the run not seen yet ended (%+v); want them waiting", what, r)
+		}
+	}
+	pending("n1's old run left")
+	nodes[0].PeerLostForTest("n1", old, "restarted") // the news comes again, as a restart
+	pending("n1's old run restarted")
+	nodes[0].PeerLostForTest("n1", newer, "failed")
+	err := j.Wait(testCtx(t), 4, 5)
+	var fe *nodeclient.InstrFailedError
+	if !errors.As(err, &fe) || len(fe.Failed) != 2 || !slices.Equal(fe.LostNodes(), []string{"n1"}) {
+		t.Fatalf("after the newer run failed: Wait = %v, want the Recv and the Send failed, naming n1", err)
+	}
+}
+
 // C3: pages whose element size is not their allocation's fail the
 // Recv they are for with an error that says so, whether the Recv was
 // ready when they came (landing in place or in staging) or they came

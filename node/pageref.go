@@ -195,7 +195,7 @@ func (j *job) importRef(sh device.MemSharer, dev device.Device, peer string, mem
 // the sender's allocation, hands the transfer to its Recv (now, or when
 // the Recv is armed) and returns when the Recv's copy has finished, which
 // acknowledges the transfer to the sender.
-func (n *Node) pagesByRef(ctx context.Context, j *job, peer string, h *proto.PageHeader, total uint64) (transport.PageSink, error) {
+func (n *Node) pagesByRef(ctx context.Context, j *job, peer string, boot uint64, h *proto.PageHeader, total uint64) (transport.PageSink, error) {
 	noRef := func(format string, args ...any) (transport.PageSink, error) {
 		return transport.PageSink{}, reply(proto.CodeNoPageRef, format, args...)
 	}
@@ -227,7 +227,7 @@ func (n *Node) pagesByRef(ctx context.Context, j *job, peer string, h *proto.Pag
 			n.log.Info("cannot map a peer's device memory; it will send pages through the network", "peer", peer, "device", m.dev.Info().ID, "error", err)
 			return &proto.ErrorReply{Code: proto.CodeNoPageRef, Message: fmt.Sprintf("%s cannot map %s's memory: %v", m.dev.Info().ID, peer, err)}
 		}
-		arr := &arrival{from: peer, hdr: hdr, landed: true, ref: src, refBytes: ref.Bytes, refDone: make(chan error, 1), at: time.Now()}
+		arr := &arrival{from: peer, boot: boot, hdr: hdr, landed: true, ref: src, refBytes: ref.Bytes, refDone: make(chan error, 1), at: time.Now()}
 		j.mu.Lock()
 		if j.closed != nil {
 			j.mu.Unlock()

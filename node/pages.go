@@ -41,7 +41,7 @@ func (n *Node) onPages(ctx context.Context, from credentials.Identity, h *proto.
 		if peer == "" {
 			return transport.PageSink{}, reply(proto.CodeNoPageRef, "pages by reference come from nodes only")
 		}
-		return n.pagesByRef(ctx, j, peer, h, total)
+		return n.pagesByRef(ctx, j, peer, from.Instance, h, total)
 	}
 	count := func(err error) {
 		if err == nil {
@@ -111,7 +111,7 @@ func (n *Node) onPages(ctx context.Context, from credentials.Identity, h *proto.
 	}
 	hdr := *h
 	hdr.Boxes = slices.Clone(h.Boxes)
-	arr := &arrival{from: peer, hdr: hdr}
+	arr := &arrival{from: peer, boot: from.Instance, hdr: hdr}
 	j.early = append(j.early, arr)
 	j.mu.Unlock()
 	m, _ := n.devs.mem(h.Mem)

@@ -94,6 +94,11 @@ type JobOpened struct {
 	MaxBytes uint64 `msgpack:"mb,omitempty"`
 	// Node is the node's name.
 	Node string `msgpack:"n"`
+	// Boot is the boot ID of the node's process (its Hello Instance and
+	// membership BootID): the run that holds the job. The coordinator
+	// names it in the Send and Recv instructions that other nodes get for
+	// this node (Instr.PeerBoot). 0: unknown (a node before this field).
+	Boot uint64 `msgpack:"bt,omitempty"`
 }
 
 // JobRef names a job.
@@ -131,8 +136,8 @@ const (
 	// the allocation. It is how remote dependencies are expressed: local
 	// instructions that need the pages depend on the Recv, and the node
 	// waits for the peer's bytes itself, never through the coordinator. If
-	// Peer fails or leaves before the bytes arrive, the Recv fails with an
-	// error naming it.
+	// Peer (its run PeerBoot, when set) fails or leaves before the bytes
+	// arrive, the Recv fails with an error naming it.
 	InstrRecv
 	// InstrLaunch runs Launch.Kernel (by its name in the node's kernel
 	// registry) on Launch.Device.
@@ -195,6 +200,12 @@ type Instr struct {
 	Peer string `msgpack:"p,omitempty"`
 	// PeerMem is a Send's destination memory on Peer.
 	PeerMem uint32 `msgpack:"pm,omitempty"`
+	// PeerBoot is the boot ID of Peer's run that holds the job (what
+	// Peer's JobOpened said). The node fails the Send or Recv when that
+	// run is lost, and only then: news that an earlier run of Peer failed
+	// or restarted does not concern it. 0: unknown, any run of Peer lost
+	// fails it.
+	PeerBoot uint64 `msgpack:"pb,omitempty"`
 	// Ticket tags a ReadBack's pages for the client (their PageHeader.Mem).
 	Ticket uint32 `msgpack:"t,omitempty"`
 	// Pattern is InstrFill's byte pattern; the element size must be a

@@ -226,7 +226,7 @@ func encodeInstrValue(e *msgpack.Encoder, v reflect.Value) error {
 	w := fieldWriter{e: e}
 	// i, k and r always.
 	w.err = e.EncodeMapLen(count(3, len(in.Deps) > 0, in.Buffer != 0, in.Mem != 0, in.DstMem != 0, in.ElemSize != 0,
-		len(in.Boxes) > 0, in.Peer != "", in.PeerMem != 0, in.Ticket != 0, len(in.Pattern) > 0, in.Launch != nil))
+		len(in.Boxes) > 0, in.Peer != "", in.PeerMem != 0, in.PeerBoot != 0, in.Ticket != 0, len(in.Pattern) > 0, in.Launch != nil))
 	w.uint("i", in.ID)
 	w.uint("k", uint64(in.Kind))
 	if len(in.Deps) > 0 && w.key("d") {
@@ -259,6 +259,9 @@ func encodeInstrValue(e *msgpack.Encoder, v reflect.Value) error {
 	}
 	if in.PeerMem != 0 {
 		w.uint("pm", uint64(in.PeerMem))
+	}
+	if in.PeerBoot != 0 {
+		w.uint("pb", in.PeerBoot)
 	}
 	if in.Ticket != 0 {
 		w.uint("t", uint64(in.Ticket))
@@ -580,6 +583,8 @@ func decodeInstr(d *msgpack.Decoder, in *proto.Instr, bud *budget) error {
 		case "pm":
 			u, err = d.DecodeUint64()
 			in.PeerMem = uint32(u)
+		case "pb":
+			in.PeerBoot, err = d.DecodeUint64()
 		case "t":
 			u, err = d.DecodeUint64()
 			in.Ticket = uint32(u)

@@ -57,6 +57,7 @@ type (
 		Boxes    []boxR          `msgpack:"x,omitempty"`
 		Peer     string          `msgpack:"p,omitempty"`
 		PeerMem  uint32          `msgpack:"pm,omitempty"`
+		PeerBoot uint64          `msgpack:"pb,omitempty"`
 		Ticket   uint32          `msgpack:"t,omitempty"`
 		Pattern  []byte          `msgpack:"pt,omitempty"`
 		Launch   *launchR        `msgpack:"l,omitempty"`
@@ -147,7 +148,7 @@ func genInstr(t *rapid.T) proto.Instr {
 		ID: genU64(t, "id"), Kind: proto.InstrKind(rapid.Uint8().Draw(t, "kind")), Buffer: genU64(t, "buf"),
 		Mem: genU32(t, "mem"), DstMem: genU32(t, "dm"), Range: genDims(t, "range"), ElemSize: genU32(t, "es"),
 		Boxes: genBoxes(t, "boxes"), Peer: rapid.SampledFrom([]string{"", "n1", "node-with-a-long-name"}).Draw(t, "peer"),
-		PeerMem: genU32(t, "pm"), Ticket: genU32(t, "ticket"), Pattern: genBytes(t, "pattern"),
+		PeerMem: genU32(t, "pm"), PeerBoot: genU64(t, "pb"), Ticket: genU32(t, "ticket"), Pattern: genBytes(t, "pattern"),
 	}
 	if rapid.Bool().Draw(t, "deps") {
 		in.Deps = rapid.SliceOfN(rapid.Uint64(), 0, 5).Draw(t, "depv")
@@ -287,7 +288,7 @@ func TestHandDecoderRefusesDuplicatesAndExcess(t *testing.T) {
 func FuzzHandCodecs(f *testing.F) {
 	seg := proto.PageSegment{Transfer: 9, Count: 1, Length: 4, Header: proto.PageHeader{Job: 3, Buffer: 17, ElemSize: 4, Boxes: []proto.Box{{Hi: [3]uint64{1, 1, 1}}}}}
 	sub := proto.Submit{Job: 1, Instrs: []proto.Instr{{ID: 1, Kind: proto.InstrLaunch, Deps: []uint64{0}, Launch: &proto.Launch{Kernel: "fill_f32", Device: "cpu:0",
-		Global: [3]uint64{1, 1, 1}, Args: []proto.KArg{{Kind: 2, Buffer: 1, ElemSize: 4}, {Kind: 4, Scalar: []byte{0, 0, 128, 63}}}}}, {ID: 2, Kind: proto.InstrSend, Boxes: []proto.Box{{}}, Peer: "n1"}}}
+		Global: [3]uint64{1, 1, 1}, Args: []proto.KArg{{Kind: 2, Buffer: 1, ElemSize: 4}, {Kind: 4, Scalar: []byte{0, 0, 128, 63}}}}}, {ID: 2, Kind: proto.InstrSend, Boxes: []proto.Box{{}}, Peer: "n1", PeerBoot: 0x9e3779b97f4a7c15}}}
 	f.Add(marshal(f, &seg))
 	f.Add(marshal(f, &sub))
 	// A Launch given twice: reflection merged the two, the hand decoder

@@ -242,6 +242,10 @@ func (j *Job) Lease() time.Duration { return time.Duration(j.granted.Lease) }
 // MaxBytes is the job's memory limit on the node (0: none).
 func (j *Job) MaxBytes() uint64 { return j.granted.MaxBytes }
 
+// Boot is the boot ID of the node's run that holds the job (0: the node
+// did not say).
+func (j *Job) Boot() uint64 { return j.granted.Boot }
+
 func (j *Job) renew() {
 	defer j.c.wg.Done()
 	every := max(j.Lease()/3, 10*time.Millisecond)
