@@ -38,8 +38,8 @@ func fuzzKernel(b []byte) (*Kernel, []Arg) {
 // scalars of the declared size, and local memory within the limit.
 func FuzzValidateArgs(f *testing.F) {
 	f.Add([]byte{4, 5, 0, 4, 5, 12, 4, 5, 0, 4, 5, 12}, 48<<10) // two local arrays of 1 KiB
-	f.Add([]byte{5, 6, 4, 5, 6, 34, 2, 3, 4, 2, 3, 0}, 0)     // a scalar and an accessor
-	f.Add([]byte{3, 3, 4, 2, 3, 0, 1, 1, 4, 3, 4, 1}, 1024)   // accessors converted
+	f.Add([]byte{5, 6, 4, 5, 6, 34, 2, 3, 4, 2, 3, 0}, 0)       // a scalar and an accessor
+	f.Add([]byte{3, 3, 4, 2, 3, 0, 1, 1, 4, 3, 4, 1}, 1024)     // accessors converted
 	f.Fuzz(func(t *testing.T, b []byte, limit int) {
 		k, args := fuzzKernel(b)
 		out, err := ValidateArgs(k, args, limit)
