@@ -14,6 +14,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/big"
 	"net/url"
@@ -459,6 +460,11 @@ func LoadCA(dir string) (*CA, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseCA(certPEM, keyPEM)
+}
+
+// parseCA builds a CA from the contents of ca.crt and ca.key.
+func parseCA(certPEM, keyPEM []byte) (*CA, error) {
 	cert, err := parseCertPEM(certPEM)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", CACertFile, err)
@@ -679,13 +685,26 @@ func writeNew(path string, data []byte, perm os.FileMode) error {
 	return nil
 }
 
+// MaxFileBytes bounds a credential file (certificate, key, CA, gossip
+// key: a few hundred bytes each); a larger one, or a device that never
+// ends such as /dev/zero, is refused without reading past it.
+const MaxFileBytes = 1 << 20
+
 func readFile(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %s; create it with acpp-node's credentials command or copy it from the machine that holds the cluster CA", ErrNotFound, path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("credentials: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("credentials: %w", err)
+	}
+	if len(b) > MaxFileBytes {
+		return nil, fmt.Errorf("%w: %s is larger than %d bytes; name the PEM file acpp-node's credentials command wrote", ErrInvalid, path, MaxFileBytes)
 	}
 	return b, nil
 }

@@ -313,3 +313,16 @@ func TestDeriveSecret(t *testing.T) {
 		t.Error("DeriveSecret does not depend on the label and the key")
 	}
 }
+
+// TestEndlessFileRefused: a credential file that never ends (a device such
+// as /dev/zero given by mistake) is refused after MaxFileBytes, not read
+// until the process runs out of memory.
+func TestEndlessFileRefused(t *testing.T) {
+	if _, err := os.Stat("/dev/zero"); err != nil {
+		t.Skip("no /dev/zero")
+	}
+	_, err := LoadFiles("/dev/zero", "/dev/zero", "/dev/zero")
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("LoadFiles(/dev/zero) = %v, want ErrInvalid saying the file is larger than the limit", err)
+	}
+}

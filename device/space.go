@@ -3,6 +3,7 @@ package device
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"unsafe"
@@ -187,7 +188,9 @@ func ValidateArgs(k *Kernel, args []Arg, localLimit int) ([]Arg, error) {
 			return nil, bad("a scalar of %d bytes, declared %d", len(a.Scalar), p.ElemSize)
 		}
 		if a.Kind == ArgLocal {
-			local += a.LocalBytes
+			// Saturate: sizes from the wire must not wrap the sum below
+			// the limit (convertArg refused those ≤ 0).
+			local += min(a.LocalBytes, math.MaxInt-local)
 		}
 		if !sameArg(conv, a) {
 			if &out[0] == &args[0] {

@@ -118,6 +118,12 @@ func TestValidateArgsCountAndLocalLimit_A2_A3(t *testing.T) {
 	if _, err := ValidateArgs(k, []Arg{l, l}, 2048); err != nil {
 		t.Errorf("ValidateArgs(under limit) = %v", err)
 	}
+	// Sizes whose sum overflows int: the sum wrapped below the limit and
+	// the launch was accepted (found by FuzzValidateArgs).
+	huge := Arg{Kind: ArgLocal, Space: Local, LocalBytes: 1 << 62}
+	if _, err := ValidateArgs(k, []Arg{huge, huge}, 48<<10); err == nil || !strings.Contains(err.Error(), "local memory") {
+		t.Errorf("ValidateArgs(2 × 2^62 local bytes, limit 48 KiB) = %v, want local memory error", err)
+	}
 	// A scalar's bytes are what the kernel reads: an ElemSize that
 	// matches the declaration does not make up for bytes that do not.
 	s := &Kernel{Name: "s", Params: []Param{{"v", ArgScalar, Private, 4}}}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/big"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -262,6 +263,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(data)
 	f.Add([]byte(jacobiMin))
 	f.Add([]byte(cudaJob))
+	f.Add([]byte("buffers:\n  a: {type: uint8, range: [1099511627776, 16777216]}\nsteps: []\n"))  // 2^64 bytes wrapped to 0
 	f.Add([]byte("params: {a: b + 1, b: a + 1, c: a}\n" + jacobiMin))                             // a cycle, and a user of it
 	f.Add([]byte("params: {n: m * 2, m: 4}\nbuffers: {x: {type: int32, range: n}}\nsteps: []\n")) // a later param
 	o := opts(f)
@@ -281,6 +283,15 @@ func FuzzParse(f *testing.F) {
 		}
 		if j.CountSteps() < 0 {
 			t.Fatal("negative step count")
+		}
+		for _, b := range j.Buffers {
+			size := big.NewInt(int64(Types[b.Type]))
+			for _, e := range b.Range {
+				size.Mul(size, big.NewInt(int64(e)))
+			}
+			if size.Cmp(big.NewInt(1<<40)) > 0 || size.Int64() != int64(b.Bytes()) {
+				t.Fatalf("buffer %s %s %v of %v bytes accepted (Bytes %d)", b.Name, b.Type, b.Range, size, b.Bytes())
+			}
 		}
 		for _, s := range j.Steps {
 			_ = s.Label()

@@ -116,11 +116,12 @@ func (v *validator) run() {
 		if b.Range != nil && b.Type != "" {
 			n := uint64(Types[b.Type])
 			for _, e := range b.Range {
-				n *= uint64(e)
-				if n > 1<<40 {
+				// Checked before multiplying: 2^40·2^24 wrapped to 0.
+				if e > 0 && n > 1<<40/uint64(e) {
 					v.errf(b.lines.at("range", b.Line), p+".range", "%v of %s is more than 1 TiB", b.Range, b.Type)
 					break
 				}
+				n *= uint64(e)
 			}
 		}
 		if b.Init != nil && b.Init.Value != nil && b.Type != "" {

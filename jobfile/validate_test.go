@@ -470,6 +470,9 @@ func TestSizeLimitsAtTheEdge(t *testing.T) {
 		{"1 TiB + 1 element", "{type: uint8, range: [2, 549755813889]}", "", "t.yaml:2: buffers.a.range: [2 549755813889] of uint8 is more than 1 TiB"},
 		{"1 TiB + 1 float32", "{type: float32, range: [274877906945]}", "", "t.yaml:2: buffers.a.range: [274877906945] of float32 is more than 1 TiB"},
 		{"extent 2^40+1", "{type: uint8, range: [1099511627777]}", "", "t.yaml:2: buffers.a.range[0]: 1099511627777 is out of range: want 1 to 1099511627776"},
+		// 2^40 · 2^24 bytes wrapped to 0 and passed the bound (found in the
+		// fuzz campaign, as in jobfile/npy).
+		{"size wrapping to 0", "{type: uint8, range: [1099511627776, 16777216]}", "", "t.yaml:2: buffers.a.range: [1099511627776 16777216] of uint8 is more than 1 TiB"},
 		{"four extents", "{type: uint8, range: [2, 2, 2, 2]}", "", "t.yaml:2: buffers.a.range: want a list of 1 to 3 integers"},
 		{"extent 0", "{type: uint8, range: [4, 0]}", "", "t.yaml:2: buffers.a.range[1]: 0 is out of range: want 1 to 1099511627776"},
 		{"repeat 2^40+1", "{type: uint8, range: 4}", "  - repeat: {count: 1099511627777, steps: [{fill: {buffer: a, value: 1}}]}\n",

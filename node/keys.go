@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -20,9 +21,17 @@ func loadGossipKeys(path string) ([][]byte, error) {
 			return nil, fmt.Errorf("%w: %s has mode %v; run chmod 600 %s", credentials.ErrInsecureKey, path, st.Mode().Perm(), path)
 		}
 	}
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("gossip key file: %w (create it with `acpp-node credentials init`)", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, credentials.MaxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("gossip key file: %w", err)
+	}
+	if len(b) > credentials.MaxFileBytes {
+		return nil, fmt.Errorf("%w: gossip key file %s is larger than %d bytes; it holds one base64 key a line", credentials.ErrInvalid, path, credentials.MaxFileBytes)
 	}
 	var keys [][]byte
 	for i, line := range bytes.Split(b, []byte("\n")) {

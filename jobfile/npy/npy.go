@@ -283,10 +283,11 @@ func parseHeader(s string) (Header, error) {
 	}
 	n := uint64(1)
 	for _, d := range h.Shape {
-		n *= uint64(d)
-		if n > maxElems {
+		// Checked before multiplying: the product must not wrap.
+		if d != 0 && n > maxElems/uint64(d) {
 			return h, fmt.Errorf("%w: shape %v has more than 2^40 elements", ErrFormat, h.Shape)
 		}
+		n *= uint64(d)
 	}
 	return h, nil
 }

@@ -3,6 +3,7 @@ package npy
 import (
 	"bytes"
 	"errors"
+	"math/big"
 	"reflect"
 	"strings"
 	"testing"
@@ -95,6 +96,9 @@ func TestDecodeErrorsSayWhatToDo(t *testing.T) {
 		{"missing key", withHeader("{'descr': '<f4', 'shape': (2,), }\n", 1, make([]byte, 8)), ErrFormat, "lacks"},
 		{"unknown key", withHeader("{'descr': '<f4', 'x': 1}\n", 1, nil), ErrFormat, "unknown key"},
 		{"huge shape", withHeader("{'descr': '<f4', 'fortran_order': False, 'shape': (100000000, 100000000), }\n", 2, nil), ErrFormat, "2^40"},
+		// 2^20·2^20·2^24 = 2^64 wrapped to 0 elements: a header of no data
+		// declared an array of 2^64 (found by FuzzDecode).
+		{"shape wrapping to 0", withHeader("{'descr': '<f4', 'fortran_order': False, 'shape': (1048576, 1048576, 16777216), }\n", 2, nil), ErrFormat, "2^40"},
 		{"garbage after", withHeader("{'descr': '<f4', 'fortran_order': False, 'shape': (0,), } x\n", 1, nil), ErrFormat, "after the dict"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -119,6 +123,13 @@ func FuzzDecode(f *testing.F) {
 		a, err := Decode(in)
 		if err != nil {
 			return
+		}
+		elems := big.NewInt(1)
+		for _, d := range a.Shape {
+			elems.Mul(elems, big.NewInt(int64(d)))
+		}
+		if elems.Cmp(big.NewInt(maxElems)) > 0 || elems.Int64()*int64(a.ItemSize()) != int64(len(a.Data)) {
+			t.Fatalf("shape %v of %s (%v elements) decoded with %d data bytes", a.Shape, a.Dtype, elems, len(a.Data))
 		}
 		var out bytes.Buffer
 		if err := Write(&out, a.Dtype, a.Shape, a.Data); err != nil {

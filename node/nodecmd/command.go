@@ -121,8 +121,8 @@ _ for -), else its default. See docs/OPERATIONS.md.`,
 			var file []byte
 			if configFile != "" {
 				var err error
-				if file, err = os.ReadFile(configFile); err != nil {
-					return fmt.Errorf("config file: %w", err)
+				if file, err = readConfigFile(configFile); err != nil {
+					return err
 				}
 			}
 			s, err := resolve(cmd.Flags(), &flags, file, lookupEnv)
@@ -258,4 +258,26 @@ func roleOf(kind string) proto.Role {
 		return proto.RoleOperator
 	}
 	return proto.RoleClient
+}
+
+// maxConfigFile bounds the config file: a few dozen settings.
+const maxConfigFile = 1 << 20
+
+// readConfigFile reads the --config file, refusing one larger than
+// maxConfigFile without reading past it (a device such as /dev/zero never
+// ends).
+func readConfigFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxConfigFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
+	}
+	if len(b) > maxConfigFile {
+		return nil, fmt.Errorf("config file %s is larger than %d bytes; name the YAML file of settings", path, maxConfigFile)
+	}
+	return b, nil
 }

@@ -111,6 +111,9 @@ func TestRunErrorsNameTheSetting(t *testing.T) {
 		{"timing empty", nil, []string{"--name", "n1", "--timing", ""}, `--timing is empty`},
 		{"log-format empty", nil, []string{"--name", "n1", "--log-format", ""}, `--log-format is empty`},
 		{"max-bytes empty", nil, []string{"--name", "n1", "--max-bytes", ""}, `--max-bytes is empty`},
+		// A config file that never ends was read until the node ran out
+		// of memory.
+		{"config endless", nil, []string{"--name", "n1", "--config", "/dev/zero"}, "config file /dev/zero is larger than 1048576 bytes"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, _, err := execute(t, tt.env, append(append([]string{}, base...), tt.args...)...)

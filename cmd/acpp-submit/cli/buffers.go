@@ -319,9 +319,10 @@ func openInit(path string, s *jobfile.Buffer, format jobfile.Format) (f *os.File
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w; the path is relative to the job file's directory", err)
 	}
+	opened := f // the error returns below set f to nil before this runs
 	defer func() {
 		if err != nil {
-			f.Close()
+			opened.Close()
 		}
 	}()
 	st, err := f.Stat()
