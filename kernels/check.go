@@ -32,25 +32,30 @@ var checks = map[string]func(device.NDRange, []device.Arg) error{
 }
 
 // elems is how many elements argument i gives the kernel from where its
-// pointer starts: an accessor's buffer range, or what is left of a
-// pointer's allocation past its offset. ok is false when that is not
-// known (no such argument, no range, no memory size).
+// pointer starts: an accessor's buffer range, and at most what is left of
+// its allocation past its offset. ok is false when neither is known (no
+// such argument, no range, no memory size).
 func elems(args []device.Arg, i int) (n uint64, ok bool) {
 	if i >= len(args) {
 		return 0, false
 	}
 	a := args[i]
 	switch a.Kind {
-	case device.ArgAccessor, device.ArgRangedAccessor:
-		if r := a.Range; r[0] > 0 && r[1] > 0 && r[2] > 0 {
-			return uint64(r[0]) * uint64(r[1]) * uint64(r[2]), true
-		}
-	case device.ArgPointer:
-		if a.Mem != nil && a.Mem.Bytes > 0 && a.ElemSize > 0 {
-			return uint64(max(a.Mem.Bytes-a.Offset, 0) / a.ElemSize), true
-		}
+	case device.ArgAccessor, device.ArgRangedAccessor, device.ArgPointer:
+	default:
+		return 0, false
 	}
-	return 0, false
+	if r := a.Range; a.Kind != device.ArgPointer && r[0] > 0 && r[1] > 0 && r[2] > 0 {
+		n, ok = uint64(r[0])*uint64(r[1])*uint64(r[2]), true
+	}
+	if a.Mem != nil && a.Mem.Bytes > 0 && a.ElemSize > 0 {
+		m := uint64(max(a.Mem.Bytes-a.Offset, 0) / a.ElemSize)
+		if !ok || m < n {
+			n = m
+		}
+		ok = true
+	}
+	return n, ok
 }
 
 // within refuses a launch that makes the kernel touch element last of
@@ -118,7 +123,11 @@ func checkJacobi(nd device.NDRange, args []device.Arg) error {
 	if y > rows || x > cols {
 		return fmt.Errorf("rows [%d, %d) and columns [%d, %d) run past the %d×%d grid of in: keep the launch range (and offset) within it", nd.Offset[1], y, nd.Offset[2], x, rows, cols)
 	}
-	return within(args, 1, "out", uint64(y-1)*uint64(cols)+uint64(x-1), fmt.Sprintf("row %d, column %d of the %d×%d grid", y-1, x-1, rows, cols))
+	// The stencil reads in's rows around the launch's (its range says
+	// rows×cols); it writes out at the same places.
+	last := uint64(y-1)*uint64(cols) + uint64(x-1)
+	how := fmt.Sprintf("row %d, column %d of the %d×%d grid", y-1, x-1, rows, cols)
+	return errors.Join(within(args, 0, "in", min(last+uint64(cols), uint64(rows)*uint64(cols)-1), how), within(args, 1, "out", last, how))
 }
 
 // localBytes is the size of local-memory argument i, or -1 when args has

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -96,10 +97,10 @@ func launchFrom(data []byte) []proto.Instr {
 
 // FuzzLaunch launches built-in kernels on a node's CPU device with the
 // arguments, ranges and allocations a client chooses: the launch is
-// refused, runs, or fails (a Go kernel's panic, such as an index past its
-// accessor's range, is the launch's error: device.ErrKernelPanic); the
-// node does not crash, nothing hangs, and closing the job returns every
-// byte.
+// refused, runs, or fails, but never by a built-in's panic (an index past
+// its memory: the kernels' checks refuse such a launch, as a GPU would
+// not catch it); the node does not crash, nothing hangs, and closing the
+// job returns every byte.
 func FuzzLaunch(f *testing.F) {
 	if err := kernels.Register(); err != nil {
 		f.Fatal(err)
@@ -148,6 +149,15 @@ func FuzzLaunch(f *testing.F) {
 				t.Fatalf("launch still running after 5 s: %+v", batch[2].Launch)
 			}
 			time.Sleep(time.Millisecond)
+		}
+		j.mu.Lock()
+		failed := j.failures[3]
+		j.mu.Unlock()
+		if failed != nil && strings.Contains(failed.Message, device.ErrKernelPanic.Error()) {
+			// The built-ins' checks refuse every launch that would index
+			// past its memory: on a GPU, where nothing panics, it would
+			// write over other memory or fault.
+			t.Fatalf("a built-in panicked instead of being refused: %v\nlaunch %+v", failed.Message, batch[2].Launch)
 		}
 		n.closeJob(j, errJobClosed)
 		j.mu.Lock()
