@@ -424,6 +424,9 @@ func (j *Job) restart(r *recovery) ([]GroupID, error) {
 	j.mu.Lock()
 	old := j.ep
 	j.mu.Unlock()
+	// A loss seen while the previous pass reopened the job cancelled the
+	// epoch before that one, not the epoch the pass then started.
+	old.cancel(errEpochChanged)
 	old.wg.Wait()
 	if j.ctx.Err() != nil {
 		return nil, context.Cause(j.ctx)
@@ -454,6 +457,9 @@ func (j *Job) restart(r *recovery) ([]GroupID, error) {
 		})
 	}
 	wg.Wait()
+	if testHookReopened != nil {
+		testHookReopened()
+	}
 
 	j.mu.Lock()
 	if j.err != nil {
@@ -590,6 +596,11 @@ func (j *Job) restart(r *recovery) ([]GroupID, error) {
 	j.notify(traces)
 	return rerun, nil
 }
+
+// testHookReopened, when set (tests only), runs in restart once the job
+// was opened again on the survivors, before the new epoch starts: where
+// another loss can come during a recovery.
+var testHookReopened func()
 
 // markLostLocked takes ns and its devices out of the job without the
 // page directory (which recovery replaces).
