@@ -467,3 +467,33 @@ func TestSecondLossDuringRecoveryRestarts_C5(t *testing.T) {
 		t.Errorf("Stats.Recovery = %+v, want one recovery (of n2 and n1)", st.Recovery)
 	}
 }
+
+// The membership watch asks the job's first node for the members; when
+// that node is the one lost (with another at the same time), it must ask
+// the next one: the dead node answers nothing, so the job used to see
+// neither loss until its completion feed had been silent for LostTimeout
+// (C5).
+func TestWatchAsksAnotherNodeWhenTheFirstIsLost_C5(t *testing.T) {
+	c := coordtest.Start(t, 3, coordtest.Options{})
+	lost := make(chan string, 8)
+	openJob(t, c, func(cfg *coordinator.Config) {
+		cfg.LostTimeout = time.Minute // only the membership watch can see the losses in time
+		cfg.OnNodeEvent = func(ev coordinator.NodeEvent) {
+			if ev.Kind == "lost" {
+				lost <- ev.Node
+			}
+		}
+	})
+	c.Stop(0)
+	c.Stop(2)
+	seen := map[string]bool{}
+	deadline := time.After(20 * time.Second)
+	for !seen["n0"] || !seen["n2"] {
+		select {
+		case n := <-lost:
+			seen[n] = true
+		case <-deadline:
+			t.Fatalf("after stopping n0 and n2 the job saw %v lost within 20s, want both", seen)
+		}
+	}
+}
