@@ -497,3 +497,32 @@ func TestWatchAsksAnotherNodeWhenTheFirstIsLost_C5(t *testing.T) {
 		}
 	}
 }
+
+// One address stands for the cluster (C1): the job opens on every member
+// that node lists, so its first group can use any of them. Before, the job
+// opened on that node alone and the others joined only at the membership
+// watch's first tick: a kernel only they had was refused at the first
+// Submit, and acpp.Connect with one address behaved unlike acpp-submit
+// with one. Static keeps the job to the addresses given.
+func TestOneAddressOpensOnEveryMember_C1(t *testing.T) {
+	c := coordtest.Start(t, 3, coordtest.Options{})
+	nodes := func(j *coordinator.Job) []string {
+		var out []string
+		for _, d := range j.Devices() {
+			out = append(out, d.Node)
+		}
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
+	j := openJob(t, c, func(cfg *coordinator.Config) { cfg.Nodes = cfg.Nodes[1:2] })
+	if got := nodes(j); !slices.Equal(got, []string{"n0", "n1", "n2"}) {
+		t.Errorf("job opened with n1's address only: devices on %v, want every member's", got)
+	}
+	if ds := j.Devices(); len(ds) == 0 || ds[0].Node != "n1" {
+		t.Errorf("the node given must come first (node 1): devices %v", ds)
+	}
+	s := openJob(t, c, func(cfg *coordinator.Config) { cfg.Nodes, cfg.Static = cfg.Nodes[1:2], true })
+	if got := nodes(s); !slices.Equal(got, []string{"n1"}) {
+		t.Errorf("Static job opened with n1's address: devices on %v, want n1's only", got)
+	}
+}
