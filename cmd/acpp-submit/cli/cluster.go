@@ -220,7 +220,7 @@ func dial(ctx context.Context, cfg *ClusterConfig, creds *credentials.Credential
 // job file's recovery section, once merged into cc) and refuses a
 // checkpoint interval with fail: usage errors, which Run also checks
 // before it asks the cluster for anything.
-func recoveryPolicy(cc *ClusterConfig) (policy coordinator.NodeLossPolicy, every int, err error) {
+func recoveryPolicy(cc *ClusterConfig) (policy acpp.NodeLossPolicy, every int, err error) {
 	policy, err = coordinator.ParseNodeLossPolicy(cc.OnNodeLoss)
 	if err != nil {
 		return 0, 0, usageError{err}
