@@ -147,7 +147,9 @@ func OnNode(node string, id DeviceID) SubmitOption {
 }
 
 // Connect opens a job on the acpp-node agents at addrs (their QUIC
-// addresses) and returns a queue over their devices: all of them, or those
+// addresses; one address stands for the cluster: the job opens on every
+// alive, non-draining member that node lists) and returns a queue over
+// their devices: all of them, or those
 // WithKind, WithNodes and WithLabels select. The job's coordinator runs in
 // this process. Buffers, accessors, named kernels (h.Launch), Copy and
 // Fill, host access, events, Wait and Close work as on NewQueue's queue;

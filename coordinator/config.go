@@ -84,7 +84,10 @@ func (f DeviceFilter) match(d Device) bool {
 type Config struct {
 	// Nodes are the QUIC addresses (host:port) of the acpp-node agents the
 	// job runs on (required). Node IDs in the page directory are 1, 2, …
-	// in this order; ClientNode (0) is the client itself.
+	// in this order; ClientNode (0) is the client itself. One address
+	// (without Static or a negative MembershipInterval) stands for the
+	// cluster: Open asks that node for the members and opens the job on
+	// every alive one that is not draining too, after it.
 	Nodes []string
 	// Credentials are the client's certificate and key and the cluster CA
 	// (required; credentials.LoadClient).

@@ -15,3 +15,7 @@ func (j *Job) NodeBootsForTest() map[string]uint64 {
 	}
 	return out
 }
+
+// SetTestHookReopened sets the hook that runs in a recovery once the job
+// was opened again on the survivors (nil: none).
+func SetTestHookReopened(f func()) { testHookReopened = f }

@@ -279,22 +279,46 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 		return nil, err
 	}
 	var all []string
-	for i, addr := range cfg.Nodes {
+	addrs := cfg.Nodes
+	if len(addrs) == 1 && !cfg.Static && cfg.MembershipInterval >= 0 {
+		addrs = j.discover(ctx, addrs[0])
+	}
+	for i, addr := range addrs {
+		// A member discover found (i ≥ len(Nodes)) that does not answer
+		// or drains is left out: the membership watch offers it again.
+		found := i >= len(cfg.Nodes)
+		if found && len(j.nodes) >= maxJobNodes {
+			break
+		}
 		name, err := cl.Connect(ctx, addr)
 		if err != nil {
+			if found {
+				j.log.Warn("a member of the cluster is left out of the job: cannot connect", "addr", addr, "error", err)
+				continue
+			}
 			return fail(fmt.Errorf("coordinator: connect to node %s: %w; is acpp-node running there, and are the credentials of this cluster?", addr, err))
 		}
 		if j.byName[name] != nil {
+			if found {
+				continue
+			}
 			return fail(fmt.Errorf("%w: Nodes[%d] %s is node %s again", ErrInvalidConfig, i, addr, name))
 		}
 		inv, err := cl.Inventory(ctx, name)
 		if err != nil {
+			if found {
+				j.log.Warn("a member of the cluster is left out of the job: no inventory", "node", name, "error", err)
+				continue
+			}
 			return fail(fmt.Errorf("coordinator: inventory of node %s: %w", name, err))
 		}
 		if inv.Draining {
+			if found {
+				continue
+			}
 			return fail(fmt.Errorf("coordinator: node %s is draining (shutting down); leave it out of Nodes", name))
 		}
-		ns := &nodeState{id: coherence.NodeID(i + 1), name: name, addr: addr, inv: inv, wake: make(chan struct{}, 1),
+		ns := &nodeState{id: coherence.NodeID(len(j.nodes) + 1), name: name, addr: addr, inv: inv, wake: make(chan struct{}, 1),
 			instrs: map[uint64]instrRef{}, lastDone: map[int]time.Time{}, lastEnd: map[int]int64{}}
 		j.nodes = append(j.nodes, ns)
 		j.byName[name] = ns
@@ -349,6 +373,28 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 	}
 	j.log.Info("job open", "nodes", len(j.nodes), "devices", len(j.devices), "on_node_loss", cfg.OnNodeLoss, "checkpoint", cfg.Checkpoint)
 	return j, nil
+}
+
+// discover returns addr and, after it, the QUIC address of every other
+// member that node sees alive and not draining; only addr when it does
+// not answer (Open then says why).
+func (j *Job) discover(ctx context.Context, addr string) []string {
+	out := []string{addr}
+	name, err := j.cl.Connect(ctx, addr)
+	if err != nil {
+		return out
+	}
+	ms, err := j.cl.Members(ctx, name)
+	if err != nil {
+		j.log.Warn("the job opens on the one node given: it did not list the members", "node", name, "error", err)
+		return out
+	}
+	for _, m := range ms.Members {
+		if m.Name != name && m.State == "alive" && !m.Leaving && m.QUICAddr != "" {
+			out = append(out, m.QUICAddr)
+		}
+	}
+	return out
 }
 
 // epoch is one span of a job between recoveries: the node jobs opened for

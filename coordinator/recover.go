@@ -244,6 +244,10 @@ type recovery struct {
 	report RecoveryReport
 	nodes  []string
 	again  bool // another node was lost meanwhile: start over
+	// reopening cancels a survivor's close and reopen in restart, for a
+	// survivor lost meanwhile (a killed node answers nothing until the
+	// calls time out).
+	reopening map[*nodeState]context.CancelFunc
 	// unassigned are program IDs owed a trace whose replay an
 	// interrupted restart had not submitted yet.
 	unassigned map[GroupID]bool
@@ -346,6 +350,9 @@ func (j *Job) startRecoveryLocked(ns *nodeState, how string, e *NodeLostError, l
 		return false
 	}
 	if r := j.res.recovering; r != nil {
+		if cancel := r.reopening[ns]; cancel != nil {
+			cancel()
+		}
 		r.nodes = append(r.nodes, ns.name)
 		r.report.Lost = append(r.report.Lost, e.Lost...)
 		r.report.LostBytes += lostBytes
@@ -424,6 +431,9 @@ func (j *Job) restart(r *recovery) ([]GroupID, error) {
 	j.mu.Lock()
 	old := j.ep
 	j.mu.Unlock()
+	// A loss seen while the previous pass reopened the job cancelled the
+	// epoch before that one, not the epoch the pass then started.
+	old.cancel(errEpochChanged)
 	old.wg.Wait()
 	if j.ctx.Err() != nil {
 		return nil, context.Cause(j.ctx)
@@ -439,21 +449,35 @@ func (j *Job) restart(r *recovery) ([]GroupID, error) {
 		}
 	}
 	next := j.newEpoch(old.n + 1)
+	r.reopening = map[*nodeState]context.CancelFunc{}
+	ctxs := make([]context.Context, len(alive))
+	for i, ns := range alive {
+		ctxs[i], r.reopening[ns] = context.WithCancel(j.ctx)
+	}
 	j.mu.Unlock()
 	njs := make([]*nodeclient.Job, len(alive))
 	errs := make([]error, len(alive))
 	var wg sync.WaitGroup
 	for i, ns := range alive {
 		wg.Go(func() {
-			cctx, cancel := context.WithTimeout(j.ctx, 3*time.Second)
+			cctx, cancel := context.WithTimeout(ctxs[i], 3*time.Second)
 			defer cancel()
 			ns.nj.Close(cctx) // best effort: its lease ends it otherwise
-			octx, ocancel := context.WithTimeout(j.ctx, 10*time.Second)
+			octx, ocancel := context.WithTimeout(ctxs[i], 10*time.Second)
 			defer ocancel()
 			njs[i], errs[i] = j.cl.Open(octx, ns.name, next.jobID, nodeclient.JobOptions{Lease: j.cfg.Lease, MaxBytes: j.cfg.MaxBytes, Recovery: uint32(next.n)})
 		})
 	}
 	wg.Wait()
+	j.mu.Lock()
+	for _, cancel := range r.reopening {
+		cancel()
+	}
+	r.reopening = nil
+	j.mu.Unlock()
+	if testHookReopened != nil {
+		testHookReopened()
+	}
 
 	j.mu.Lock()
 	if j.err != nil {
@@ -461,6 +485,16 @@ func (j *Job) restart(r *recovery) ([]GroupID, error) {
 		return nil, j.err
 	}
 	for i, ns := range alive {
+		if ns.lost { // lost meanwhile (nodeLostLocked): r.nodes has it
+			if nj := njs[i]; nj != nil {
+				go func() {
+					cctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+					defer cancel()
+					nj.Close(cctx) // best effort: its lease ends it otherwise
+				}()
+			}
+			continue
+		}
 		if errs[i] != nil {
 			j.log.Warn("node left out of the recovery: cannot open the job again", "node", ns.name, "error", errs[i])
 			j.markLostLocked(ns)
@@ -590,6 +624,11 @@ func (j *Job) restart(r *recovery) ([]GroupID, error) {
 	j.notify(traces)
 	return rerun, nil
 }
+
+// testHookReopened, when set (tests only), runs in restart once the job
+// was opened again on the survivors, before the new epoch starts: where
+// another loss can come during a recovery.
+var testHookReopened func()
 
 // markLostLocked takes ns and its devices out of the job without the
 // page directory (which recovery replaces).

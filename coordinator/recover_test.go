@@ -1,6 +1,7 @@
 package coordinator_test
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -407,5 +408,121 @@ func TestRecoveryReportCounts_C5(t *testing.T) {
 	many := coordinator.RecoveryReport{Node: "n3", AtGroup: 7, Done: true, Checkpoint: 5, FromCheckpoint: 2, Rerun: 3}
 	if s := many.String(); !strings.Contains(s, "(2 buffers, ") || !strings.Contains(s, "; 3 groups re-run)") {
 		t.Errorf("two buffers, three groups: %q", s)
+	}
+}
+
+// A second node lost while a recovery reopens the job (here: after the
+// survivors answered, before the new epoch starts) restarts the recovery
+// without it. The restart used to wait for the goroutines of the epoch
+// the first pass had just started, which nothing cancelled: the job hung
+// for good (seen with acpp-submit when two of three nodes were killed at
+// once) (C5).
+func TestSecondLossDuringRecoveryRestarts_C5(t *testing.T) {
+	c := coordtest.Start(t, 3, coordtest.Options{})
+	ctx := testCtx(t)
+	lost := map[string]chan struct{}{"n1": make(chan struct{}, 8), "n2": make(chan struct{}, 8)}
+	j := openJob(t, c, func(cfg *coordinator.Config) {
+		cfg.OnNodeEvent = func(ev coordinator.NodeEvent) {
+			if ch := lost[ev.Node]; ch != nil && ev.Kind == "lost" {
+				ch <- struct{}{}
+			}
+		}
+	})
+	var once sync.Once
+	coordinator.SetTestHookReopened(func() {
+		once.Do(func() {
+			c.Stop(1)
+			select { // until the membership watch has seen it: the loss lands during the recovery
+			case <-lost["n1"]:
+			case <-time.After(20 * time.Second):
+				t.Error("the job never saw n1 fail")
+			}
+		})
+	})
+	t.Cleanup(func() { coordinator.SetTestHookReopened(nil) })
+	const n = 1024
+	d, _ := j.NewBuffer(coordinator.BufferSpec{Name: "d", Range: coordinator.Dims{1, 1, n}, ElemSize: 4})
+	fill(t, j, d, n, 3, "n2/cpu:0")
+	if err := j.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.Stop(2)
+	select {
+	case <-lost["n2"]:
+	case <-ctx.Done():
+		t.Fatal("the job never saw n2 fail")
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	got, err := j.Read(wctx, d, coordinator.Dims{}, coordinator.Dims{})
+	if err != nil {
+		t.Fatalf("Read after losing n2, then n1 during the recovery = %v, want the job recovered on n0", err)
+	}
+	for i, v := range bytesF32(got) {
+		if v != 3 {
+			t.Fatalf("d[%d] = %v after recovery, want 3", i, v)
+		}
+	}
+	if st := j.Stats(); st.Recovery.Recoveries != 1 {
+		t.Errorf("Stats.Recovery = %+v, want one recovery (of n2 and n1)", st.Recovery)
+	}
+}
+
+// The membership watch asks the job's first node for the members; when
+// that node is the one lost (with another at the same time), it must ask
+// the next one: the dead node answers nothing, so the job used to see
+// neither loss until its completion feed had been silent for LostTimeout
+// (C5).
+func TestWatchAsksAnotherNodeWhenTheFirstIsLost_C5(t *testing.T) {
+	c := coordtest.Start(t, 3, coordtest.Options{})
+	lost := make(chan string, 8)
+	openJob(t, c, func(cfg *coordinator.Config) {
+		cfg.LostTimeout = time.Minute // only the membership watch can see the losses in time
+		cfg.OnNodeEvent = func(ev coordinator.NodeEvent) {
+			if ev.Kind == "lost" {
+				lost <- ev.Node
+			}
+		}
+	})
+	c.Stop(0)
+	c.Stop(2)
+	seen := map[string]bool{}
+	deadline := time.After(20 * time.Second)
+	for !seen["n0"] || !seen["n2"] {
+		select {
+		case n := <-lost:
+			seen[n] = true
+		case <-deadline:
+			t.Fatalf("after stopping n0 and n2 the job saw %v lost within 20s, want both", seen)
+		}
+	}
+}
+
+// One address stands for the cluster (C1): the job opens on every member
+// that node lists, so its first group can use any of them. Before, the job
+// opened on that node alone and the others joined only at the membership
+// watch's first tick: a kernel only they had was refused at the first
+// Submit, and acpp.Connect with one address behaved unlike acpp-submit
+// with one. Static keeps the job to the addresses given.
+func TestOneAddressOpensOnEveryMember_C1(t *testing.T) {
+	c := coordtest.Start(t, 3, coordtest.Options{})
+	nodes := func(j *coordinator.Job) []string {
+		var out []string
+		for _, d := range j.Devices() {
+			out = append(out, d.Node)
+		}
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
+	j := openJob(t, c, func(cfg *coordinator.Config) { cfg.Nodes = cfg.Nodes[1:2] })
+	if got := nodes(j); !slices.Equal(got, []string{"n0", "n1", "n2"}) {
+		t.Errorf("job opened with n1's address only: devices on %v, want every member's", got)
+	}
+	if ds := j.Devices(); len(ds) == 0 || ds[0].Node != "n1" {
+		t.Errorf("the node given must come first (node 1): devices %v", ds)
+	}
+	s := openJob(t, c, func(cfg *coordinator.Config) { cfg.Nodes, cfg.Static = cfg.Nodes[1:2], true })
+	if got := nodes(s); !slices.Equal(got, []string{"n1"}) {
+		t.Errorf("Static job opened with n1's address: devices on %v, want n1's only", got)
 	}
 }

@@ -71,20 +71,19 @@ func (j *Job) watch() {
 // drains and failures.
 func (j *Job) checkMembers() {
 	j.mu.Lock()
-	var ask *nodeState
+	var ask []string
 	for _, ns := range j.nodes {
 		if !ns.lost && !j.res.leaving[ns.name] {
-			ask = ns
-			break
+			ask = append(ask, ns.name)
 		}
 	}
 	j.mu.Unlock()
-	if ask == nil {
+	if len(ask) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(j.ctx, 2*time.Second)
 	defer cancel()
-	ms, err := j.cl.Members(ctx, ask.name)
+	ms, err := j.askMembers(ctx, ask)
 	if err != nil {
 		return
 	}
@@ -122,6 +121,58 @@ func (j *Job) checkMembers() {
 			}
 		case !inJob && m.State == "alive" && !m.Leaving && m.QUICAddr != "" && !j.cfg.Static && !recovering && (!seen || ns != nil):
 			j.join(ctx, m)
+		}
+	}
+}
+
+// membersHedge is how long checkMembers waits for a node's answer before
+// it asks the next one as well.
+const membersHedge = 250 * time.Millisecond
+
+// askMembers asks nodes for the members, the first one first, the next
+// whenever membersHedge passes without an answer, and returns the first
+// answer. A node that was killed or hangs answers nothing until ctx ends;
+// it is the one whose failure the others report, so asking only it would
+// hide every failure, its own and any at the same time.
+func (j *Job) askMembers(ctx context.Context, nodes []string) (*proto.Members, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type answer struct {
+		ms  *proto.Members
+		err error
+	}
+	answers := make(chan answer, len(nodes))
+	hedge := time.NewTimer(0)
+	defer hedge.Stop()
+	var err error
+	next, waiting := 0, 0
+	for {
+		select {
+		case <-hedge.C:
+			if next < len(nodes) {
+				name := nodes[next]
+				next++
+				waiting++
+				go func() {
+					ms, err := j.cl.Members(ctx, name)
+					answers <- answer{ms, err}
+				}()
+				hedge.Reset(membersHedge)
+			}
+		case a := <-answers:
+			waiting--
+			if a.err == nil {
+				return a.ms, nil
+			}
+			err = a.err
+			if waiting == 0 && next == len(nodes) {
+				return nil, err
+			}
+			if waiting == 0 { // failed fast: the next one now
+				hedge.Reset(0)
+			}
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
 		}
 	}
 }

@@ -216,12 +216,42 @@ func dial(ctx context.Context, cfg *ClusterConfig, creds *credentials.Credential
 	return cl, addrs, ms, nil
 }
 
+// recoveryPolicy parses the run's --on-node-loss and --checkpoint (or the
+// job file's recovery section, once merged into cc) and refuses a
+// checkpoint interval with fail: usage errors, which Run also checks
+// before it asks the cluster for anything.
+func recoveryPolicy(cc *ClusterConfig) (policy acpp.NodeLossPolicy, every int, err error) {
+	policy, err = coordinator.ParseNodeLossPolicy(cc.OnNodeLoss)
+	if err != nil {
+		return 0, 0, usageError{err}
+	}
+	every, err = coordinator.ParseCheckpoint(cc.Checkpoint)
+	if err != nil {
+		return 0, 0, usageError{err}
+	}
+	if policy == coordinator.FailOnLoss && every > 0 {
+		loss, cp := "--on-node-loss fail", fmt.Sprintf("--checkpoint %d", every)
+		if cc.lossFromJob {
+			loss = "on_node_loss: fail (the job file's recovery)"
+		}
+		if cc.checkpointFromJob {
+			cp = fmt.Sprintf("checkpoint: %d (the job file's recovery)", every)
+		}
+		return 0, 0, usageError{fmt.Errorf("%s has no effect with %s: checkpoints are for recovery; drop the checkpoint (or give --checkpoint off), or recover (--on-node-loss recover)", cp, loss)}
+	}
+	return policy, every, nil
+}
+
 // openCluster opens the engine over a cluster queue: acpp.Connect to the
 // members Dial finds, through Dial's node client (one client per identity
 // in a process), with the run's device selection and placement, and with
 // the coordinator's group traces going to a clusterRun.
 func openCluster(ctx context.Context, cfg Config, log *slog.Logger) (*engine, error) {
 	cc := cfg.Cluster
+	policy, every, err := recoveryPolicy(cc)
+	if err != nil {
+		return nil, err
+	}
 	creds, err := clusterCredentials(cc) // Connect wants them, with a client given too
 	if err != nil {
 		return nil, err
@@ -245,27 +275,6 @@ func openCluster(ctx context.Context, cfg Config, log *slog.Logger) (*engine, er
 	}
 	run := &clusterRun{cl: cl, ownCl: cc.client == nil, keep: cfg.Record, notify: cfg.Notify,
 		byID: map[coordinator.GroupID]traced{}, lastDone: map[string]time.Time{}, kernelTime: map[string]time.Duration{}}
-	policy, err := coordinator.ParseNodeLossPolicy(cc.OnNodeLoss)
-	if err != nil {
-		run.closeClient()
-		return nil, usageError{err}
-	}
-	every, err := coordinator.ParseCheckpoint(cc.Checkpoint)
-	if err != nil {
-		run.closeClient()
-		return nil, usageError{err}
-	}
-	if policy == coordinator.FailOnLoss && every > 0 {
-		run.closeClient()
-		loss, cp := "--on-node-loss fail", fmt.Sprintf("--checkpoint %d", every)
-		if cc.lossFromJob {
-			loss = "on_node_loss: fail (the job file's recovery)"
-		}
-		if cc.checkpointFromJob {
-			cp = fmt.Sprintf("checkpoint: %d (the job file's recovery)", every)
-		}
-		return nil, usageError{fmt.Errorf("%s has no effect with %s: checkpoints are for recovery; drop the checkpoint (or give --checkpoint off), or recover (--on-node-loss recover)", cp, loss)}
-	}
 	run.stats.OnNodeLoss, run.stats.Checkpoint = policy.String(), coordinator.CheckpointString(every)
 	opts := []acpp.Option{acpp.WithClientCredentials(creds), acpp.WithLogger(log),
 		acpp.WithNodeLoss(policy), acpp.WithCheckpoints(every),

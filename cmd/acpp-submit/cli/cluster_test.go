@@ -335,6 +335,12 @@ func TestRecoveryFlags(t *testing.T) {
 	}
 
 	c := coordtest.Start(t, 2, coordtest.Options{})
+	// A policy that contradicts itself is refused before the dial (exit 2
+	// at once; no node answers at port 1).
+	if code, _, errs := runMain("run", "--cluster", "127.0.0.1:1", "--credentials", c.Dir, "--client", "alice", "--on-node-loss", "fail", "--checkpoint", "5",
+		"-o", t.TempDir(), "../../../examples/jobs/jacobi.yaml"); code != 2 || !strings.Contains(errs, "--checkpoint 5 has no effect with --on-node-loss fail") {
+		t.Errorf("--on-node-loss fail --checkpoint 5, no node at the address: exit %d, stderr %q; want 2 and the usage error", code, errs)
+	}
 	dir := t.TempDir()
 	job := filepath.Join(dir, "job.yaml")
 	src, err := os.ReadFile("../../../examples/jobs/jacobi.yaml")

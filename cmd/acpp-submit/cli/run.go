@@ -227,6 +227,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Cluster != nil { // the flags' policy: refused before any dial
+		if _, _, err := recoveryPolicy(cfg.Cluster); err != nil {
+			return nil, err
+		}
+	}
 	cc, release, err := lendClient(cfg.Cluster, log)
 	if err != nil {
 		return nil, err
