@@ -1136,7 +1136,7 @@ func (d *decoder) repeat(n *yaml.Node, p string) (int, []*Step, int) {
 
 // recovery reads what a cluster run does when it loses a node.
 func (d *decoder) recovery(n *yaml.Node) Recovery {
-	var r Recovery
+	r := Recovery{Line: n.Line}
 	fs, ok := d.fields(n, "recovery", fieldsRecovery...)
 	if !ok {
 		return r

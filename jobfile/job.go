@@ -34,6 +34,7 @@ type Recovery struct {
 	OnNodeLoss string
 	// Checkpoint is "auto", "off", a number of command groups, or empty.
 	Checkpoint string
+	Line       int // of the recovery key (0: no section)
 }
 
 // Buffer looks a buffer up by name.

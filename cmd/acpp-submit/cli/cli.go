@@ -508,7 +508,7 @@ func newCheckCmd(env Env) *cobra.Command {
 			}
 			// What the files, the launches and (below) the devices show is
 			// reported in one list, in line order, as the file's own mistakes are.
-			jobErrs := joinJobErrors(checkFiles(job, filepath.Dir(args[0])), checkLaunches(job))
+			jobErrs := joinJobErrors(checkFiles(job, filepath.Dir(args[0])), checkLaunches(job), checkRecovery(job))
 			var mems []memBudget
 			var missing []string
 			where, hostOut := "this machine", (*memBudget)(nil)

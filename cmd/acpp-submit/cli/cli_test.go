@@ -819,6 +819,32 @@ outputs: [{buffer: y, file: y.npy}]
 	}
 }
 
+// TestCheckRefusesContradictoryRecovery_C5: a job file whose recovery
+// section asks for checkpoints with on_node_loss: fail is refused by check,
+// at the section, as a cluster run of it is refused (check called it
+// valid); either field alone is fine.
+func TestCheckRefusesContradictoryRecovery_C5(t *testing.T) {
+	for _, tc := range []struct {
+		recovery string
+		want     string // "" valid
+	}{
+		{"{on_node_loss: fail, checkpoint: 10}", "checkpoint: 10 (the job file's recovery) has no effect with on_node_loss: fail"},
+		{"{on_node_loss: fail, checkpoint: off}", ""},
+		{"{on_node_loss: recover, checkpoint: 10}", ""},
+		{"{checkpoint: 10}", ""},
+	} {
+		job := writeJob(t, "rec.yaml", "buffers:\n  x: {type: float32, range: [4]}\nsteps:\n  - fill: {buffer: x, value: 2}\nrecovery: "+tc.recovery+"\noutputs: [{buffer: x, file: x.npy}]\n")
+		var out, errb bytes.Buffer
+		code := Main(context.Background(), []string{"check", job}, Env{Stdout: &out, Stderr: &errb})
+		switch {
+		case tc.want == "" && code != 0:
+			t.Errorf("check with recovery %s: exit %d, want 0\n%s", tc.recovery, code, errb.String())
+		case tc.want != "" && (code != 1 || !strings.Contains(errb.String(), "rec.yaml:5: recovery: "+tc.want)):
+			t.Errorf("check with recovery %s: exit %d, stderr %q; want 1 and %q at line 5", tc.recovery, code, errb.String(), tc.want)
+		}
+	}
+}
+
 // TestClusterListFlagsTrimmed: --cluster, --nodes and --kinds take the
 // lists their variables take: spaces around entries and empty entries are
 // dropped ("--nodes 'n1, n2'" ran on n1 only, warning about a node " n2";

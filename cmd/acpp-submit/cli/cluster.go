@@ -15,6 +15,7 @@ import (
 	"github.com/acpp/acpp/coordinator"
 	"github.com/acpp/acpp/credentials"
 	"github.com/acpp/acpp/device"
+	"github.com/acpp/acpp/jobfile"
 	"github.com/acpp/acpp/node/nodeclient"
 	"github.com/acpp/acpp/proto"
 )
@@ -240,6 +241,22 @@ func recoveryPolicy(cc *ClusterConfig) (policy acpp.NodeLossPolicy, every int, e
 		return 0, 0, usageError{fmt.Errorf("%s has no effect with %s: checkpoints are for recovery; drop the checkpoint (or give --checkpoint off), or recover (--on-node-loss recover)", cp, loss)}
 	}
 	return policy, every, nil
+}
+
+// checkRecovery refuses a job file whose recovery section asks for
+// checkpoints with on_node_loss: fail, as a cluster run of it refuses
+// (recoveryPolicy) unless flags override one of them.
+func checkRecovery(job *jobfile.Job) error {
+	r := job.Recovery
+	if r.OnNodeLoss == "" || r.Checkpoint == "" {
+		return nil
+	}
+	_, _, err := recoveryPolicy(&ClusterConfig{OnNodeLoss: r.OnNodeLoss, Checkpoint: r.Checkpoint, lossFromJob: true, checkpointFromJob: true})
+	var ue usageError
+	if errors.As(err, &ue) {
+		return job.At(r.Line, "recovery", ue.error)
+	}
+	return err
 }
 
 // openCluster opens the engine over a cluster queue: acpp.Connect to the
