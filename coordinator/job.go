@@ -1193,7 +1193,11 @@ func (j *Job) nodeLostLocked(ns *nodeState, how string) {
 	slices.Sort(groups)
 	ns.instrs = map[uint64]instrRef{}
 	if len(lost) == 0 && len(groups) == 0 && (ns.drained || !j.recvsFromLocked(ns)) {
-		j.log.Warn("node lost; every page it held has another valid copy, going on without it", "node", ns.name, "how", how)
+		if ns.drained { // not a loss: watch.go says "node drained out of the job"
+			j.log.Debug("drained node dropped from the job; every page it held has another valid copy", "node", ns.name)
+		} else {
+			j.log.Warn("node lost; every page it held has another valid copy, going on without it", "node", ns.name, "how", how)
+		}
 		j.signalLocked()
 		return
 	}

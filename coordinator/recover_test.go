@@ -1,8 +1,10 @@
 package coordinator_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -195,6 +197,7 @@ func TestDrainHandsOverOnlyCopies(t *testing.T) {
 	var mu sync.Mutex
 	var events []string
 	var moved int64
+	var logged lockedBuffer
 	j := openJob(t, c, func(cfg *coordinator.Config) {
 		cfg.OnNodeEvent = func(ev coordinator.NodeEvent) {
 			mu.Lock()
@@ -202,6 +205,7 @@ func TestDrainHandsOverOnlyCopies(t *testing.T) {
 			moved += ev.Bytes
 			mu.Unlock()
 		}
+		cfg.Logger = slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	})
 	const n = 8192
 	d, _ := j.NewBuffer(coordinator.BufferSpec{Name: "d", Range: coordinator.Dims{1, 1, n}, ElemSize: 4})
@@ -220,6 +224,9 @@ func TestDrainHandsOverOnlyCopies(t *testing.T) {
 	st := j.Stats().Recovery
 	if st.Drains != 1 || st.Recoveries != 0 || st.RerunGroups != 0 {
 		t.Errorf("Stats.Recovery = %+v, want one drain, no recovery, nothing re-run", st)
+	}
+	if w := logged.String(); strings.Contains(w, "lost") {
+		t.Errorf("a drain logged a loss as a warning (it is not one):\n%s", w)
 	}
 	got, err := j.Read(ctx, d, coordinator.Dims{}, coordinator.Dims{})
 	if err != nil {
@@ -525,4 +532,22 @@ func TestOneAddressOpensOnEveryMember_C1(t *testing.T) {
 	if got := nodes(s); !slices.Equal(got, []string{"n1"}) {
 		t.Errorf("Static job opened with n1's address: devices on %v, want n1's only", got)
 	}
+}
+
+// lockedBuffer is a bytes.Buffer for a logger that goroutines share.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
