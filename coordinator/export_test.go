@@ -1,5 +1,7 @@
 package coordinator
 
+import "github.com/acpp/acpp/proto"
+
 // SetTestHookPlanned sets the hook that runs between planning a Submit's
 // chunks and submitting them (nil: none).
 func SetTestHookPlanned(f func()) { testHookPlanned = f }
@@ -19,3 +21,7 @@ func (j *Job) NodeBootsForTest() map[string]uint64 {
 // SetTestHookReopened sets the hook that runs in a recovery once the job
 // was opened again on the survivors (nil: none).
 func SetTestHookReopened(f func()) { testHookReopened = f }
+
+// ApplyMembersForTest acts on ms as if a node of the job had answered
+// the membership watch with it.
+func (j *Job) ApplyMembersForTest(ms *proto.Members) { j.applyMembers(j.ctx, ms) }

@@ -4,12 +4,14 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/acpp/acpp/coherence"
 	"github.com/acpp/acpp/coordinator"
 	"github.com/acpp/acpp/coordinator/coordtest"
+	"github.com/acpp/acpp/proto"
 )
 
 // failOnLoss opens a job with the MPI-style policy: a loss fails it.
@@ -183,5 +185,44 @@ func TestJobRecordsNodeBoots_C5(t *testing.T) {
 		if want := n.Cluster().LocalMeta().BootID; want == 0 || got[n.Name()] != want {
 			t.Errorf("node %s: recorded boot %x, want its boot ID %x", n.Name(), got[n.Name()], want)
 		}
+	}
+}
+
+// TestStaleFailedRecordSparesNewRun_C5: the membership watch reads a
+// "failed" record of a job's node whose boot ID is not the run the job was
+// opened on as news of another run (a node restarted at once: its old
+// run's failure reached the member asked before its new run did), and
+// does not drop the node; a record of the job's own run, or of no known
+// run, does.
+func TestStaleFailedRecordSparesNewRun_C5(t *testing.T) {
+	c := coordtest.Start(t, 2, coordtest.Options{})
+	var mu sync.Mutex
+	var lost []string
+	j := openJob(t, c, func(cfg *coordinator.Config) {
+		cfg.Static, cfg.MembershipInterval = true, time.Hour
+		cfg.OnNodeEvent = func(ev coordinator.NodeEvent) {
+			if ev.Kind == "lost" {
+				mu.Lock()
+				lost = append(lost, ev.Node)
+				mu.Unlock()
+			}
+		}
+	})
+	lostNodes := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(lost)
+	}
+	boot := j.NodeBootsForTest()["n1"]
+	failed := func(b uint64) *proto.Members {
+		return &proto.Members{Node: "n0", Members: []proto.Member{{Name: "n1", State: "failed", Boot: b}}}
+	}
+	j.ApplyMembersForTest(failed(boot + 1))
+	if l := lostNodes(); len(l) != 0 {
+		t.Fatalf("a failed record of another run of n1 dropped %v", l)
+	}
+	j.ApplyMembersForTest(failed(boot))
+	if l := lostNodes(); !slices.Equal(l, []string{"n1"}) {
+		t.Fatalf("a failed record of the job's run of n1: lost %v, want [n1]", l)
 	}
 }

@@ -87,14 +87,32 @@ func (j *Job) checkMembers() {
 	if err != nil {
 		return
 	}
+	j.applyMembers(ctx, ms)
+}
+
+// applyMembers acts on a member list a node of the job gave: members of
+// the job that failed are lost, those that drain are evacuated, new ones
+// join (unless the job is Static).
+func (j *Job) applyMembers(ctx context.Context, ms *proto.Members) {
 	for _, m := range ms.Members {
 		j.mu.Lock()
 		ns := j.byName[m.Name]
 		inJob := ns != nil && !ns.lost
 		seen := j.res.seen[m.Name]
 		recovering := j.res.recovering != nil
+		var boot uint64 // the run of the node the job was opened on
+		if inJob {
+			boot = ns.boot()
+		}
 		j.mu.Unlock()
+		otherRun := boot != 0 && m.Boot != 0 && m.Boot != boot
 		switch {
+		case inJob && m.State == "failed" && otherRun:
+			// Another run's record: most likely the run before the one
+			// the job was opened on, whose news the member asked has while
+			// it has not seen the new run yet (a node restarted at once).
+			// Boot IDs do not tell which run is older; if the job's run
+			// is gone too, its instructions fail and say so.
 		case inJob && m.State == "failed":
 			j.mu.Lock()
 			if !ns.lost {

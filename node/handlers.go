@@ -78,6 +78,9 @@ func (n *Node) Members() *proto.Members {
 	snap := cl.Members()
 	for _, m := range snap.Members {
 		pm := proto.Member{Name: m.Name, State: m.State.String(), Leaving: m.Meta.Leaving, QUICAddr: m.Meta.QUICAddr, GossipAddr: m.Addr.String()}
+		if m.MetaErr == nil {
+			pm.Boot = m.Meta.BootID
+		}
 		for _, d := range m.Meta.Devices {
 			pm.Devices = append(pm.Devices, proto.DeviceSummary{Kind: d.Kind.String(), Count: d.Count, MemBytes: d.MemBytes, Unified: d.Unified})
 		}

@@ -444,6 +444,10 @@ type Member struct {
 	GossipAddr string `msgpack:"g,omitempty"`
 	// Devices summarise its devices per kind.
 	Devices []DeviceSummary `msgpack:"d,omitempty"`
+	// Boot is the boot ID of the run this record is of (JobOpened.Boot):
+	// a "failed" record of an earlier run of a node says nothing of the
+	// run a job was opened on since. 0: unknown.
+	Boot uint64 `msgpack:"b,omitempty"`
 }
 
 // DeviceSummary is one device kind of a member (the gossiped summary).
