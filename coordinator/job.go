@@ -646,6 +646,11 @@ func (j *Job) Close(ctx context.Context) error {
 			lost := ns.lost
 			j.mu.Unlock()
 			if lost {
+				// Not asked (a lost node may never answer), but no longer
+				// renewed: a node dropped while alive (a partition, a
+				// stale membership record) frees the job within its lease.
+				// Renewals went on for as long as the client lived.
+				ns.nj.Abandon()
 				continue
 			}
 			cwg.Add(1)

@@ -226,3 +226,28 @@ func TestStaleFailedRecordSparesNewRun_C5(t *testing.T) {
 		t.Fatalf("a failed record of the job's run of n1: lost %v, want [n1]", l)
 	}
 }
+
+// TestDroppedNodeFreesTheJobWithinItsLease_C5: a node the job dropped
+// while it was alive (here: a failed membership record of its own run,
+// as a partition gives) is not asked to close the job, but its lease is no
+// longer renewed once the job closes, so the node frees the job within the
+// lease. The client renewed it for as long as the client lived.
+func TestDroppedNodeFreesTheJobWithinItsLease_C5(t *testing.T) {
+	c := coordtest.Start(t, 2, coordtest.Options{})
+	j := openJob(t, c, func(cfg *coordinator.Config) {
+		cfg.Static, cfg.MembershipInterval, cfg.Lease = true, time.Hour, 300*time.Millisecond
+	})
+	boot := j.NodeBootsForTest()["n1"]
+	j.ApplyMembersForTest(&proto.Members{Node: "n0", Members: []proto.Member{{Name: "n1", State: "failed", Boot: boot}}})
+	if err := j.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	n1 := c.Nodes[1]
+	deadline := time.Now().Add(5 * time.Second)
+	for n1.Inventory().Jobs != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("n1 still holds the job 5 s after it closed (lease 300 ms): its lease is still renewed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -398,7 +398,15 @@ func (j *Job) ReadBack(ctx context.Context, id uint64, deps []uint64, buffer uin
 // Close closes the job on the node (freeing everything it held there) and
 // stops renewing its lease.
 func (j *Job) Close(ctx context.Context) error {
+	j.Abandon()
+	return j.c.tr.Call(ctx, credentials.Node(j.node), proto.MsgJobClose, &proto.JobRef{Job: j.id}, nil)
+}
+
+// Abandon stops renewing the job's lease and following its events without
+// a word to the node, for a node the client gave up on (lost: it may not
+// answer): if it is alive after all, it frees the job when the lease runs
+// out. Close after Abandon still closes the job on the node.
+func (j *Job) Abandon() {
 	j.once.Do(func() { close(j.stop) })
 	_ = j.events.Close()
-	return j.c.tr.Call(ctx, credentials.Node(j.node), proto.MsgJobClose, &proto.JobRef{Job: j.id}, nil)
 }
