@@ -14,7 +14,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"math/big"
 	"net/url"
@@ -24,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/acpp/acpp/internal/fileread"
 	"github.com/acpp/acpp/proto"
 )
 
@@ -691,20 +691,14 @@ func writeNew(path string, data []byte, perm os.FileMode) error {
 const MaxFileBytes = 1 << 20
 
 func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	b, err := fileread.AtMost(path, MaxFileBytes)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("%w: %s; create it with acpp-node's credentials command or copy it from the machine that holds the cluster CA", ErrNotFound, path)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("credentials: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("credentials: %w", err)
-	}
-	if len(b) > MaxFileBytes {
+	case errors.Is(err, fileread.ErrTooLarge):
 		return nil, fmt.Errorf("%w: %s is larger than %d bytes; name the PEM file acpp-node's credentials command wrote", ErrInvalid, path, MaxFileBytes)
+	case err != nil:
+		return nil, fmt.Errorf("credentials: %w", err)
 	}
 	return b, nil
 }

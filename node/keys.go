@@ -2,13 +2,14 @@ package node
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 
 	"github.com/acpp/acpp/credentials"
+	"github.com/acpp/acpp/internal/fileread"
 )
 
 // loadGossipKeys reads a gossip key file: one base64 key per line, the
@@ -21,17 +22,12 @@ func loadGossipKeys(path string) ([][]byte, error) {
 			return nil, fmt.Errorf("%w: %s has mode %v; run chmod 600 %s", credentials.ErrInsecureKey, path, st.Mode().Perm(), path)
 		}
 	}
-	f, err := os.Open(path)
+	b, err := fileread.AtMost(path, credentials.MaxFileBytes)
+	if errors.Is(err, fileread.ErrTooLarge) {
+		return nil, fmt.Errorf("%w: gossip key file %s is larger than %d bytes; it holds one base64 key a line", credentials.ErrInvalid, path, credentials.MaxFileBytes)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("gossip key file: %w (create it with `acpp-node credentials init`)", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, credentials.MaxFileBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("gossip key file: %w", err)
-	}
-	if len(b) > credentials.MaxFileBytes {
-		return nil, fmt.Errorf("%w: gossip key file %s is larger than %d bytes; it holds one base64 key a line", credentials.ErrInvalid, path, credentials.MaxFileBytes)
 	}
 	var keys [][]byte
 	for i, line := range bytes.Split(b, []byte("\n")) {

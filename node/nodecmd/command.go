@@ -31,6 +31,7 @@ import (
 	"github.com/acpp/acpp/credentials"
 	_ "github.com/acpp/acpp/cuda" // registers the CUDA backend: GPUs are found when a driver is present
 	"github.com/acpp/acpp/cuda/nvrtc"
+	"github.com/acpp/acpp/internal/fileread"
 	"github.com/acpp/acpp/kernels"
 	"github.com/acpp/acpp/node"
 	"github.com/acpp/acpp/proto"
@@ -267,17 +268,12 @@ const maxConfigFile = 1 << 20
 // maxConfigFile without reading past it (a device such as /dev/zero never
 // ends).
 func readConfigFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("config file: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxConfigFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("config file: %w", err)
-	}
-	if len(b) > maxConfigFile {
+	b, err := fileread.AtMost(path, maxConfigFile)
+	if errors.Is(err, fileread.ErrTooLarge) {
 		return nil, fmt.Errorf("config file %s is larger than %d bytes; name the YAML file of settings", path, maxConfigFile)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
 	}
 	return b, nil
 }

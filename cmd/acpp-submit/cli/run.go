@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"github.com/acpp/acpp/coordinator"
 	ptxlib "github.com/acpp/acpp/cuda/kernels"
 	"github.com/acpp/acpp/device"
+	"github.com/acpp/acpp/internal/fileread"
 	"github.com/acpp/acpp/jobfile"
 	"github.com/acpp/acpp/kernels"
 	"github.com/acpp/acpp/proto"
@@ -353,41 +353,14 @@ func loadWith(path string, params map[string]string, src jobfile.KernelSource) (
 // a job file too large for Parse (or /dev/zero, which has no end) is
 // refused without reading it all into memory; Parse names the bound.
 func readJobFile(path string) ([]byte, error) {
-	data, err := readAtMost(path, jobfile.MaxFileBytes)
+	data, err := fileread.AtMost(path, jobfile.MaxFileBytes)
 	switch {
-	case errors.Is(err, errTooLarge):
+	case errors.Is(err, fileread.ErrTooLarge):
 		return nil, fmt.Errorf("%s: job file is larger than %d bytes; move data into init files", path, jobfile.MaxFileBytes)
 	case err != nil:
 		return nil, fmt.Errorf("read the job file: %w", err)
 	}
 	return data, nil
-}
-
-// errTooLarge: readAtMost's file holds more than its limit.
-var errTooLarge = errors.New("file larger than its limit")
-
-// readAtMost reads the file at path, refusing a directory, and more than
-// limit bytes without reading past them (a device like /dev/zero never
-// ends): job files and a job's kernel files are read whole.
-func readAtMost(path string, limit int) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.IsDir() {
-		return nil, fmt.Errorf("%s is a directory; name the file", path)
-	} else if err == nil && st.Mode().IsRegular() && st.Size() > int64(limit) {
-		return nil, errTooLarge
-	}
-	b, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > limit {
-		return nil, errTooLarge
-	}
-	return b, nil
 }
 
 // setOnly reports whether every error of a job file's parse is about a
@@ -490,8 +463,8 @@ func (r *runner) registerJobKernels() error {
 // readKernelFile reads a job's PTX module or CUDA C source, at most the
 // size a node takes (proto.MaxKernelModule).
 func readKernelFile(path string) ([]byte, error) {
-	b, err := readAtMost(path, proto.MaxKernelModule)
-	if errors.Is(err, errTooLarge) {
+	b, err := fileread.AtMost(path, proto.MaxKernelModule)
+	if errors.Is(err, fileread.ErrTooLarge) {
 		return nil, fmt.Errorf("%s is larger than %d MiB, the most a kernel module or source may be (nodes refuse more)", path, proto.MaxKernelModule>>20)
 	}
 	return b, err
