@@ -28,11 +28,22 @@ func (c candidate) finish(netBW, localBW float64) float64 {
 	return float64(c.netBytes)/netBW + float64(c.localBytes)/localBW + c.queue + c.kernel
 }
 
+// localityMargin is how much sooner (seconds; or a tenth of the finish
+// time, if more) a group must be estimated to finish elsewhere to be
+// placed away from the device that holds most of its data. The queue and
+// kernel estimates are noisy at this scale, and a page written away from
+// its neighbours goes back for the next group that reads them, which the
+// estimate does not see: a one-row fill of a split grid's edge went to a
+// neighbour's device now and then, and the row crossed twice.
+const localityMargin = 100e-6
+
 // chooseAuto returns the index in cands with the earliest estimated
 // finish; ties go to more data already there, then to fewer unfinished
-// groups, then to the earlier candidate. It is pure and deterministic.
+// groups, then to the earlier candidate. The candidate that holds most of
+// the group's data wins unless another finishes more than localityMargin
+// sooner. It is pure and deterministic.
 func chooseAuto(cands []candidate, netBW, localBW float64) int {
-	best := -1
+	best, home := -1, -1
 	var bestT float64
 	for i, c := range cands {
 		t := c.finish(netBW, localBW)
@@ -43,6 +54,13 @@ func chooseAuto(cands []candidate, netBW, localBW float64) int {
 			c.haveBytes == cands[best].haveBytes && c.pending < cands[best].pending):
 			best, bestT = i, t
 		}
+		if c.haveBytes > 0 && (home < 0 || c.haveBytes > cands[home].haveBytes) {
+			home = i
+		}
+	}
+	if home >= 0 && home != best && cands[home].haveBytes > cands[best].haveBytes &&
+		cands[home].finish(netBW, localBW) <= bestT+max(localityMargin, bestT/10) {
+		return home
 	}
 	return best
 }

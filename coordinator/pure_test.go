@@ -64,6 +64,8 @@ func TestChooseAuto(t *testing.T) {
 		{"tie: more data there", []candidate{{haveBytes: 1}, {haveBytes: 2}}, 1},
 		{"tie: fewer pending groups", []candidate{{pending: 2}, {pending: 1}, {pending: 1}}, 1},
 		{"tie: first", []candidate{{}, {}}, 0},
+		{"data beats a slightly shorter queue", []candidate{{netBytes: 192, queue: 30e-6}, {queue: 80e-6, haveBytes: 192}}, 1},
+		{"a clearly shorter queue beats the data", []candidate{{netBytes: 192, queue: 30e-6}, {queue: 300e-6, haveBytes: 192}}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
