@@ -26,6 +26,10 @@ type Options struct {
 	CPUWorkers int
 	// Modify, when set, adjusts each node's config before it starts.
 	Modify func(i int, cfg *node.Config)
+	// Later is how many of the last nodes Start leaves for StartLater
+	// (nodes that join the cluster while jobs run); their credentials
+	// exist from the start.
+	Later int
 }
 
 // Cluster is a running test cluster.
@@ -40,6 +44,9 @@ type Cluster struct {
 	mu      sync.Mutex
 	stopped map[int]bool
 	client  *nodeclient.Client
+
+	opts  Options
+	names []string // every node's name, the later ones too
 }
 
 // Start starts n local nodes that know each other and registers the
@@ -63,34 +70,64 @@ func Start(t testing.TB, n int, opts Options) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Cluster{t: t, Dir: dir, Creds: creds, stopped: map[int]bool{}}
+	c := &Cluster{t: t, Dir: dir, Creds: creds, stopped: map[int]bool{}, opts: opts, names: names}
+	for range n - opts.Later {
+		c.startNode()
+	}
+	c.converge()
+	return c
+}
+
+// StartLater starts the next node Options.Later held back; it joins the
+// cluster, and Start's nodes see it alive before StartLater returns.
+func (c *Cluster) StartLater() *node.Node {
+	c.t.Helper()
+	if len(c.Nodes) == len(c.names) {
+		c.t.Fatalf("coordtest: no node left to start later (Options.Later)")
+	}
+	nd := c.startNode()
+	c.converge()
+	return nd
+}
+
+// startNode starts node len(c.Nodes), joining node 0.
+func (c *Cluster) startNode() *node.Node {
+	t := c.t
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	workers := opts.CPUWorkers
+	workers := c.opts.CPUWorkers
 	if workers == 0 {
 		workers = 2
 	}
-	for i := range n {
-		cfg := node.DefaultLocalConfig()
-		cfg.Name = fmt.Sprintf("n%d", i)
-		cfg.CredentialsDir = dir
-		cfg.CPUWorkers = workers
-		cfg.Devices = "cpu"
-		cfg.Logger = Logger(t).With("node", cfg.Name)
-		cfg.DrainTimeout = 2 * time.Second
-		if i > 0 {
-			cfg.Join = []string{c.Nodes[0].GossipAddr()}
-		}
-		if opts.Modify != nil {
-			opts.Modify(i, &cfg)
-		}
-		nd, err := node.Start(ctx, cfg)
-		if err != nil {
-			t.Fatalf("start node %d: %v", i, err)
-		}
-		t.Cleanup(func() { c.Stop(i) })
-		c.Nodes = append(c.Nodes, nd)
+	i := len(c.Nodes)
+	cfg := node.DefaultLocalConfig()
+	cfg.Name = c.names[i]
+	cfg.CredentialsDir = c.Dir
+	cfg.CPUWorkers = workers
+	cfg.Devices = "cpu"
+	cfg.Logger = Logger(t).With("node", cfg.Name)
+	cfg.DrainTimeout = 2 * time.Second
+	if i > 0 {
+		cfg.Join = []string{c.Nodes[0].GossipAddr()}
 	}
+	if c.opts.Modify != nil {
+		c.opts.Modify(i, &cfg)
+	}
+	nd, err := node.Start(ctx, cfg)
+	if err != nil {
+		t.Fatalf("start node %d: %v", i, err)
+	}
+	t.Cleanup(func() { c.Stop(i) })
+	c.Nodes = append(c.Nodes, nd)
+	return nd
+}
+
+// converge waits until every started node sees all of them alive.
+func (c *Cluster) converge() {
+	t := c.t
+	t.Helper()
+	n := len(c.Nodes)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		ok := true
@@ -100,14 +137,13 @@ func Start(t testing.TB, n int, opts Options) *Cluster {
 			}
 		}
 		if ok {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the %d nodes did not see each other within 20s", n)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	return c
 }
 
 // Addrs are the nodes' QUIC addresses, in order.

@@ -193,12 +193,12 @@ func TestServeClusterQueue(t *testing.T) {
 // to the job (docs/API.md, "Running on a cluster"); the view shows it
 // among the members, with its devices, from then on.
 func TestClusterViewShowsJoinedNode(t *testing.T) {
-	c := coordtest.Start(t, 2, coordtest.Options{})
+	c := coordtest.Start(t, 2, coordtest.Options{Later: 1})
 	base := c.Config()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	// Only n0's address: n1, a member of the cluster, joins the job
-	// through its membership watch.
+	// n1 starts once the job runs on n0: it joins the job through the
+	// job's membership watch.
 	q, err := acpp.Connect(ctx, c.Addrs()[:1], acpp.WithCredentials(c.Dir, "alice"), acpp.WithCoordinator(func(cfg *coordinator.Config) {
 		cfg.Client, cfg.Logger, cfg.LostTimeout, cfg.PollInterval = base.Client, base.Logger, base.LostTimeout, base.PollInterval
 		cfg.MembershipInterval = 50 * time.Millisecond
@@ -215,6 +215,7 @@ func TestClusterViewShowsJoinedNode(t *testing.T) {
 	if v := getView(t, ui.URL()); len(v.Members) != 1 || v.Members[0].Name != "n0" {
 		t.Fatalf("members before the join: %+v, want n0", v.Members)
 	}
+	c.StartLater()
 	for len(q.ClusterDevices()) < 2 {
 		if ctx.Err() != nil {
 			t.Fatalf("n1 did not join the job: devices %v", q.ClusterDevices())
