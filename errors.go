@@ -56,7 +56,8 @@ var (
 	// histogram_u32) are registered by kernels.Register() (package
 	// github.com/acpp/acpp/kernels).
 	ErrUnknownKernel = device.ErrUnknownKernel
-	// ErrKernelPanic marks errors made from a panic in a CPU kernel.
+	// ErrKernelPanic marks errors made from a panic in a CPU kernel, or
+	// from a kernel that called runtime.Goexit (t.Fatal in a kernel).
 	ErrKernelPanic = device.ErrKernelPanic
 	// ErrPlaceholder is reserved and returned by nothing: a placeholder
 	// accessor used in a group without Require cannot happen, because a

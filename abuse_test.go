@@ -1,0 +1,58 @@
+package acpp
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Tests of the public API used carelessly: what a program gets for a
+// mistake is an error that says what is wrong, never a hang or a crash.
+
+// waitOrFail waits for ev with a bound, so that a group that never
+// finishes fails the test instead of hanging it.
+func waitOrFail(t *testing.T, ev *Event, what string) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := ev.Wait(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("%s: the group never finished", what)
+	}
+	return err
+}
+
+// A kernel that calls t.Fatal (runtime.Goexit) fails its group with
+// ErrKernelPanic naming Goexit; the group, q.Wait and q.Close used to hang
+// for ever, and the worker was lost.
+func TestKernelGoexitFailsGroup(t *testing.T) {
+	q := newQueue(t, WithWorkers(1))
+	b := must(NewBuffer[int](q, R1(10000)))
+	kernels := map[string]func(h *Handler){
+		"single_task":  func(h *Handler) { h.SingleTask(func() { runtime.Goexit() }) },
+		"parallel_for": func(h *Handler) { h.ParallelFor(R1(1000), func(it Item) { runtime.Goexit() }) },
+	}
+	for name, k := range kernels {
+		ev := must(q.Submit(func(h *Handler) error { k(h); return nil }))
+		if err := waitOrFail(t, ev, name); !errors.Is(err, ErrKernelPanic) || !strings.Contains(err.Error(), "Goexit") {
+			t.Errorf("%s: Wait = %v, want ErrKernelPanic naming Goexit", name, err)
+		}
+		// The device still runs groups on its one worker.
+		ev = must(q.Submit(func(h *Handler) error {
+			a := Write(h, b, NoInit)
+			h.ParallelFor(R1(10000), func(it Item) { a.Set(it.ID(0), 7) })
+			return nil
+		}))
+		if err := waitOrFail(t, ev, name+": the next group"); err != nil {
+			t.Fatalf("%s: the next group: %v", name, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := q.Wait(ctx); !errors.Is(err, ErrKernelPanic) {
+		t.Errorf("q.Wait = %v, want the two groups' ErrKernelPanic", err)
+	}
+}
