@@ -56,3 +56,49 @@ func TestKernelGoexitFailsGroup(t *testing.T) {
 		t.Errorf("q.Wait = %v, want the two groups' ErrKernelPanic", err)
 	}
 }
+
+// A nil kernel function is refused by Submit with ErrNoKernel naming the
+// method; it was accepted and failed the group later with a nil
+// dereference reported as a kernel panic.
+func TestNilKernelFunctionRefused(t *testing.T) {
+	q := newQueue(t)
+	for name, declare := range map[string]func(h *Handler){
+		"ParallelFor":       func(h *Handler) { h.ParallelFor(R1(4), nil) },
+		"ParallelForChunks": func(h *Handler) { h.ParallelForChunks(R1(4), nil) },
+		"SingleTask":        func(h *Handler) { h.SingleTask(nil) },
+		"ParallelForND":     func(h *Handler) { h.ParallelForND(R1(4), R1(2), nil) },
+	} {
+		ev, err := q.Submit(func(h *Handler) error { declare(h); return nil })
+		if !errors.Is(err, ErrNoKernel) || !strings.Contains(err.Error(), name+" got a nil kernel") {
+			t.Errorf("%s(nil): Submit = %v, want ErrNoKernel naming %s", name, err, name)
+		}
+		if ev != nil {
+			t.Errorf("%s(nil): Submit returned an event (Wait: %v)", name, waitOrFail(t, ev, name))
+		}
+	}
+}
+
+// A zero Event (&Event{}, never returned by Submit) given to After or
+// DependsOn is ErrOption saying so; it was refused as "an event of a
+// cluster queue", which the program never had.
+func TestZeroEventInAfterRefused(t *testing.T) {
+	q := newQueue(t)
+	p := must(Malloc[int](q, 4, USMDevice))
+	defer Free(q, p)
+	calls := map[string]func() error{
+		"After": func() error {
+			_, err := q.Submit(func(h *Handler) error { h.SingleTask(func() {}); return nil }, After(&Event{}))
+			return err
+		},
+		"DependsOn": func() error {
+			_, err := q.Submit(func(h *Handler) error { h.DependsOn(&Event{}); h.SingleTask(func() {}); return nil })
+			return err
+		},
+		"Memset After": func() error { _, err := Memset(q, p, 0, 4, After(&Event{})); return err },
+	}
+	for name, call := range calls {
+		if err := call(); !errors.Is(err, ErrOption) || !strings.Contains(err.Error(), "no Submit returned") {
+			t.Errorf("%s(&Event{}) = %v, want ErrOption saying no Submit returned it", name, err)
+		}
+	}
+}

@@ -181,6 +181,9 @@ func (q *Queue) usmOp(name string, op device.Op, mems []*device.Mem, cfg submitC
 	after := make([]engine.Event, 0, len(cfg.after))
 	for _, e := range cfg.after {
 		if e != nil {
+			if e.e == nil {
+				return nil, errZeroEvent
+			}
 			after = append(after, e.e)
 		}
 	}
