@@ -102,3 +102,46 @@ func TestZeroEventInAfterRefused(t *testing.T) {
 		}
 	}
 }
+
+// A pointer from Malloc of a queue that was closed points into memory that
+// went with the queue's devices: every use is ErrClosed saying so, as a
+// use after Free is refused. Host handed out the memory, and Memcpy,
+// NewBufferOver and kernel arguments of another queue took it.
+func TestUSMOfClosedQueueRefused_B3(t *testing.T) {
+	ctx := context.Background()
+	q := newQueue(t)
+	closed, err := NewQueue(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := must(Malloc[float32](closed, 8, USMDevice))
+	inner := p.Add(2)
+	if err := closed.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d := must(Malloc[float32](q, 8, USMHost))
+	registerTestKernels()
+	for name, use := range map[string]func() error{
+		"Host":          func() error { _, err := p.Host(); return err },
+		"Host of Add":   func() error { _, err := inner.Host(); return err },
+		"Memcpy from":   func() error { _, err := Memcpy(q, d, p, 8); return err },
+		"Memcpy to":     func() error { _, err := Memcpy(q, inner, d, 2); return err },
+		"FillUSM":       func() error { _, err := FillUSM(q, p, 1, 8); return err },
+		"NewBufferOver": func() error { _, err := NewBufferOver(q, p, R1(8)); return err },
+		"a kernel argument": func() error {
+			_, err := q.Submit(func(h *Handler) error { h.Launch("acpptest.devptr", R1(1), p); return nil })
+			return err
+		},
+	} {
+		if err := use(); !errors.Is(err, ErrClosed) || !strings.Contains(err.Error(), "closed queue") {
+			t.Errorf("%s of a closed queue's pointer = %v, want ErrClosed saying the queue was closed", name, err)
+		}
+	}
+	if err := Free(closed, p); !errors.Is(err, ErrClosed) {
+		t.Errorf("Free after Close = %v, want ErrClosed", err)
+	}
+	ev, err := FillUSM(q, d, 2, 8) // the open queue's pointer still works
+	if err != nil || ev.Wait(ctx) != nil {
+		t.Fatalf("FillUSM of a live allocation: %v", err)
+	}
+}
