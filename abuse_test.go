@@ -145,3 +145,32 @@ func TestUSMOfClosedQueueRefused_B3(t *testing.T) {
 		t.Fatalf("FillUSM of a live allocation: %v", err)
 	}
 }
+
+// Free of an allocation that a Memcpy, Memset or FillUSM not yet finished
+// uses is refused with ErrBadRange, as Free's documentation says; it freed
+// the memory under the operation. After the operation's Wait, Free works.
+func TestFreeRefusedWhileUSMOperationRuns_B3(t *testing.T) {
+	q := newQueue(t)
+	src := must(Malloc[float32](q, 8, USMHost))
+	dst := must(Malloc[float32](q, 8, USMHost))
+	release := make(chan struct{})
+	hold := must(q.Submit(func(h *Handler) error { h.SingleTask(func() { <-release }); return nil }))
+	cp := must(Memcpy(q, dst, src, 8, After(hold))) // waits for hold
+	fill := must(FillUSM(q, dst.Add(4), 1, 4, After(hold)))
+	for name, p := range map[string]USM[float32]{"source": src, "destination": dst} {
+		if err := Free(q, p); !errors.Is(err, ErrBadRange) || !strings.Contains(err.Error(), "unfinished") {
+			t.Errorf("Free of the %s of an unfinished Memcpy = %v, want ErrBadRange", name, err)
+		}
+	}
+	close(release)
+	for _, ev := range []*Event{cp, fill} {
+		if err := waitOrFail(t, ev, "USM operation"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, p := range map[string]USM[float32]{"source": src, "destination": dst} {
+		if err := Free(q, p); err != nil {
+			t.Errorf("Free of the %s after Wait: %v", name, err)
+		}
+	}
+}

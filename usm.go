@@ -91,8 +91,10 @@ func Malloc[T any](q *Queue, n int, kind device.MemKind, opts ...SubmitOption) (
 // Free frees p's allocation. p must be the pointer Malloc of this queue
 // returned (not one Add made, nor a buffer's allocation from Buffer.USM),
 // not freed yet, with no open buffer over it (NewBufferOver) and no
-// operation still using it. Anything else is refused with ErrBadRange and
-// frees nothing; after Close, Free and Malloc return ErrClosed.
+// Memcpy, Memset or FillUSM still using it. Anything else is refused with
+// ErrBadRange and frees nothing; after Close, Free and Malloc return
+// ErrClosed. A kernel that takes p as an argument is not tracked: wait
+// for its group before Free.
 func Free[T any](q *Queue, p USM[T]) error {
 	if p.mem == nil {
 		return fmt.Errorf("%w: Free of a nil USM pointer", ErrBadRange)
