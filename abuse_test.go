@@ -174,3 +174,38 @@ func TestFreeRefusedWhileUSMOperationRuns_B3(t *testing.T) {
 		}
 	}
 }
+
+// A host accessor used after its Close panics, as an index outside its
+// region does: a write went into the buffer unordered with the groups
+// submitted since (a race, or lost), and a read returned stale data.
+func TestHostAccessorUseAfterClosePanics(t *testing.T) {
+	ctx := context.Background()
+	q := newQueue(t)
+	b := must(NewBuffer[int](q, R2(4, 4)))
+	rw := must(HostAccess(ctx, b, ModeReadWrite))
+	rw.Close()
+	ro := must(HostRead(ctx, b))
+	ro.Close()
+	rw.Close() // a second Close is no use
+	for name, use := range map[string]func(){
+		"Set":      func() { rw.Set(1, 3) },
+		"Set2":     func() { rw.Set2(1, 1, 3) },
+		"Slice":    func() { _ = rw.Slice() },
+		"CopyFrom": func() { rw.CopyFrom([]int{1, 2}) },
+		"At":       func() { _ = rw.At(0) },
+		"RO At2":   func() { _ = ro.At2(0, 0) },
+		"RO Copy":  func() { _ = ro.Copy() },
+		"RO Values": func() {
+			for range ro.Values() {
+			}
+		},
+	} {
+		p := try(use)
+		if s, _ := p.(string); !strings.Contains(s, "after its Close") {
+			t.Errorf("%s after Close: panic %v, want one saying the accessor was closed", name, p)
+		}
+	}
+	if v := must(b.Read(ctx)); v[5] != 0 || v[1] != 0 {
+		t.Errorf("writes after Close reached the buffer: %v", v)
+	}
+}
