@@ -1,10 +1,13 @@
 package acpp
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -207,5 +210,147 @@ func TestHostAccessorUseAfterClosePanics(t *testing.T) {
 	}
 	if v := must(b.Read(ctx)); v[5] != 0 || v[1] != 0 {
 		t.Errorf("writes after Close reached the buffer: %v", v)
+	}
+}
+
+// Goroutines submitting conflicting groups to one queue at once end with
+// the contents of a sequential run of the groups in ID order (D1, D3).
+func TestConcurrentSubmittersMatchSequentialModel_D3(t *testing.T) {
+	const n, workers, per = 64, 6, 30
+	q := newQueue(t, WithCPUDevices(2))
+	x := must(NewBufferFrom(q, make([]uint64, n), R1(n), PageSize(16)))
+	y := must(NewBufferFrom(q, make([]uint64, n), R1(n), PageSize(16)))
+	type op struct {
+		id      uint64
+		kind, c int
+	}
+	ops := make(chan op, workers*per)
+	var wg sync.WaitGroup
+	for g := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range per {
+				kind, c := (g*7+k*3)%4, g*100+k
+				ev, err := q.Submit(func(h *Handler) error {
+					switch kind {
+					case 0: // x = 3x + c
+						a := ReadWrite(h, x)
+						h.ParallelFor(R1(n), func(it Item) { i := it.ID(0); a.Set(i, a.At(i)*3+uint64(c)) })
+					case 1: // y = 2y + x + c
+						xa, ya := Read(h, x), ReadWrite(h, y)
+						h.ParallelFor(R1(n), func(it Item) { i := it.ID(0); ya.Set(i, ya.At(i)*2+xa.At(i)+uint64(c)) })
+					case 2: // x = y + c
+						ya, xa := Read(h, y), Write(h, x, NoInit)
+						h.ParallelFor(R1(n), func(it Item) { i := it.ID(0); xa.Set(i, ya.At(i)+uint64(c)) })
+					case 3: // second half of y ^= c
+						ya := ReadWriteRange(h, y, R1(n/2), I1(n/2))
+						h.ParallelFor(R1(n/2), func(it Item) { i := it.ID(0); ya.Set(i, ya.At(i)^uint64(c)) })
+					}
+					return nil
+				}, On(DeviceID{Kind: CPU, Index: k % 2}))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				ops <- op{ev.ID(), kind, c}
+			}
+		}()
+	}
+	wg.Wait()
+	close(ops)
+	var all []op
+	for o := range ops {
+		all = append(all, o)
+	}
+	slices.SortFunc(all, func(a, b op) int { return cmp.Compare(a.id, b.id) })
+	mx, my := make([]uint64, n), make([]uint64, n)
+	for _, o := range all {
+		c := uint64(o.c)
+		for i := range n {
+			switch o.kind {
+			case 0:
+				mx[i] = mx[i]*3 + c
+			case 1:
+				my[i] = my[i]*2 + mx[i] + c
+			case 2:
+				mx[i] = my[i] + c
+			case 3:
+				if i >= n/2 {
+					my[i] ^= c
+				}
+			}
+		}
+	}
+	ctx := context.Background()
+	gx, gy := must(x.Read(ctx)), must(y.Read(ctx))
+	if !slices.Equal(gx, mx) || !slices.Equal(gy, my) {
+		t.Fatalf("after %d groups from %d goroutines:\nx %v\nwant %v\ny %v\nwant %v", len(all), workers, gx, mx, gy, my)
+	}
+}
+
+// Close of the queue and of a buffer while other goroutines submit, wait,
+// read, write and hold host accesses: every call returns nil or an error
+// matching ErrClosed, none panics or hangs, and every event finishes.
+func TestCloseWhileBusyIsErrClosed(t *testing.T) {
+	for round := range 6 {
+		q, err := NewQueue(context.Background(), WithCPUDevices(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := must(NewBuffer[int](q, R1(1024), PageSize(64)))
+		ctx := context.Background()
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var evs []*Event
+		check := func(what string, err error) {
+			if err != nil && !errors.Is(err, ErrClosed) {
+				t.Errorf("round %d: %s: %v, want nil or ErrClosed", round, what, err)
+			}
+		}
+		for g := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := range 20 {
+					switch (g + k) % 5 {
+					case 0, 1:
+						ev, err := q.Submit(func(h *Handler) error {
+							a := ReadWrite(h, b)
+							h.ParallelFor(R1(1024), func(it Item) { a.Set(it.ID(0), a.At(it.ID(0))+1) })
+							return nil
+						})
+						check("Submit", err)
+						if ev != nil {
+							mu.Lock()
+							evs = append(evs, ev)
+							mu.Unlock()
+						}
+					case 2:
+						_, err := b.Read(ctx)
+						check("Read", err)
+					case 3:
+						ha, err := HostAccess(ctx, b, ModeReadWrite)
+						check("HostAccess", err)
+						if ha != nil {
+							ha.Set(0, 1)
+							ha.Close()
+						}
+					case 4:
+						check("q.Wait", q.Wait(ctx))
+					}
+				}
+			}()
+		}
+		time.Sleep(time.Duration(round) * 100 * time.Microsecond)
+		if round%2 == 0 {
+			check("Buffer.Close", b.Close())
+		}
+		check("Queue.Close", q.Close())
+		check("second Queue.Close", q.Close())
+		wg.Wait()
+		for _, ev := range evs {
+			_ = waitOrFail(t, ev, "a group submitted before Close")
+		}
 	}
 }
