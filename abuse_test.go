@@ -354,3 +354,10 @@ func TestCloseWhileBusyIsErrClosed(t *testing.T) {
 		}
 	}
 }
+
+// try runs f and returns what it panicked with (nil if it returned).
+func try(f func()) (p any) {
+	defer func() { p = recover() }()
+	f()
+	return nil
+}
