@@ -24,9 +24,9 @@ var (
 	// ErrMode: an access mode does not allow the operation (writing through
 	// a read accessor, a NoInit read, a fill of a read accessor).
 	ErrMode = engine.ErrMode
-	// ErrNoKernel: a command group declared no work, or more than one; call
-	// exactly one of ParallelFor, ParallelForND, SingleTask, Launch, Copy,
-	// Fill.
+	// ErrNoKernel: a command group declared no work, or more than one, or
+	// gave a kernel method a nil function; call exactly one of
+	// ParallelFor, ParallelForND, SingleTask, Launch, Copy, Fill.
 	ErrNoKernel = errors.New("acpp: command group must declare exactly one action")
 	// ErrHandlerDone: a Handler was used after its Submit returned, or an
 	// accessor of one command group in another. Build accessors and
@@ -56,7 +56,8 @@ var (
 	// histogram_u32) are registered by kernels.Register() (package
 	// github.com/acpp/acpp/kernels).
 	ErrUnknownKernel = device.ErrUnknownKernel
-	// ErrKernelPanic marks errors made from a panic in a CPU kernel.
+	// ErrKernelPanic marks errors made from a panic in a CPU kernel, or
+	// from a kernel that called runtime.Goexit (t.Fatal in a kernel).
 	ErrKernelPanic = device.ErrKernelPanic
 	// ErrPlaceholder is reserved and returned by nothing: a placeholder
 	// accessor used in a group without Require cannot happen, because a

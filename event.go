@@ -2,6 +2,7 @@ package acpp
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/acpp/acpp/internal/engine"
@@ -36,6 +37,10 @@ func (t Timing) Duration() time.Duration {
 type Event struct {
 	e engine.Event
 }
+
+// errZeroEvent is the error of After or DependsOn given an Event that no
+// Submit returned (&Event{}): it names no group, so it cannot order one.
+var errZeroEvent = fmt.Errorf("%w: After or DependsOn got an Event that no Submit returned (a zero Event); pass the *Event that Submit, Memcpy, Memset or FillUSM returned, or nil for none", ErrOption)
 
 // Wait blocks until the group finished and returns its error (a kernel
 // error or panic, a failed copy, a cancelled queue), or ctx's error if ctx

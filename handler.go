@@ -218,6 +218,10 @@ func (h *Handler) DependsOn(evs ...*Event) {
 	h.live("DependsOn")
 	for _, e := range evs {
 		if e != nil {
+			if e.e == nil {
+				h.fail(errZeroEvent)
+				continue
+			}
 			h.rec.After = append(h.rec.After, e.e)
 		}
 	}
@@ -374,6 +378,10 @@ func (h *Handler) seal() error {
 // as a hand-written loop.
 func (h *Handler) ParallelFor(r Range, k func(it Item)) {
 	h.live("ParallelFor")
+	if k == nil {
+		h.fail(errNilKernel("ParallelFor"))
+		return
+	}
 	if err := r.valid(); err != nil {
 		h.fail(err)
 		return
@@ -419,6 +427,10 @@ func (h *Handler) ParallelFor(r Range, k func(it Item)) {
 // runs at 0.8–0.95× a hand-written parallel loop over plain slices.
 func (h *Handler) ParallelForChunks(r Range, k func(lo, hi ID)) {
 	h.live("ParallelForChunks")
+	if k == nil {
+		h.fail(errNilKernel("ParallelForChunks"))
+		return
+	}
 	if err := r.valid(); err != nil {
 		h.fail(err)
 		return
@@ -433,6 +445,12 @@ func (h *Handler) ParallelForChunks(r Range, k func(lo, hi ID)) {
 	h.setAction1("parallel_for", device.LaunchOp{Name: h.nameOr("parallel_for"), Func: fn, Range: device.NDRange{Global: r.dims3(), Dims: r.dims}})
 }
 
+// errNilKernel is the error of a kernel method given a nil function: it
+// would fail only when the group ran, with a nil dereference.
+func errNilKernel(method string) error {
+	return fmt.Errorf("%w: %s got a nil kernel function; pass the function the group runs", ErrNoKernel, method)
+}
+
 func (h *Handler) nameOr(s string) string {
 	if h.rec.Name != "" {
 		return h.rec.Name
@@ -443,6 +461,10 @@ func (h *Handler) nameOr(s string) string {
 // SingleTask runs k once.
 func (h *Handler) SingleTask(k func()) {
 	h.live("SingleTask")
+	if k == nil {
+		h.fail(errNilKernel("SingleTask"))
+		return
+	}
 	if !h.runsGo("SingleTask") {
 		return
 	}
@@ -588,6 +610,10 @@ func (l Local[T]) Len() int { return l.n }
 // global. global must be a multiple of local in every dimension.
 func (h *Handler) ParallelForND(global, local Range, k func(g Group)) {
 	h.live("ParallelForND")
+	if k == nil {
+		h.fail(errNilKernel("ParallelForND"))
+		return
+	}
 	nd, err := h.ndRange(global, local)
 	if err != nil {
 		h.fail(err)

@@ -196,6 +196,7 @@ func (v *hostView[T]) Offset() ID { return ID(fromInternal(v.dims, v.off, 0)) }
 // index maps element (i, j, k) of the region (internal order) to p, and
 // panics outside the region: the data there is not up to date.
 func (v *hostView[T]) index(i, j, k int) int {
+	v.open()
 	if uint(i) >= uint(v.rng[0]) || uint(j) >= uint(v.rng[1]) || uint(k) >= uint(v.rng[2]) {
 		panic(fmt.Sprintf("acpp: host accessor index %v outside its range %v", fromInternal(v.dims, [3]int{i, j, k}, 0), v.Range()))
 	}
@@ -204,6 +205,7 @@ func (v *hostView[T]) index(i, j, k int) int {
 
 // linear maps a row-major index within the region to p.
 func (v *hostView[T]) linear(i int) int {
+	v.open()
 	if uint(i) >= uint(v.count()) {
 		panic(fmt.Sprintf("acpp: host accessor index %d outside its %d elements", i, v.count()))
 	}
@@ -225,6 +227,7 @@ func (v *hostView[T]) At3(i, j, k int) T { return v.p[v.index(i, j, k)] }
 // rows calls f with each row (innermost dimension) of the region in
 // row-major order, as a slice of p; it stops when f returns false.
 func (v *hostView[T]) rows(f func(row []T) bool) {
+	v.open()
 	if v.count() == 0 {
 		return
 	}
@@ -323,8 +326,16 @@ func (v *hostView[T]) Copy() []T {
 	return out[:v.CopyTo(out)]
 }
 
+// open panics when the access was closed: command groups may have changed
+// the data since, and a write would race with them or be lost.
+func (v *hostView[T]) open() {
+	if v.closed {
+		panic("acpp: host accessor used after its Close: command groups may have changed the buffer since, and a write would race with them or be lost; open a new HostAccess or HostRead")
+	}
+}
+
 // Close ends the access; groups waiting for it go on. Calling it twice is
-// safe.
+// safe; any other use after Close panics.
 func (v *hostView[T]) Close() {
 	if v.closed {
 		return
@@ -362,6 +373,7 @@ func (a *HostAccessor[T]) Slice() []T {
 	if a.mode == ModeRead {
 		return a.Copy()
 	}
+	a.open()
 	r := a.rng
 	if !(r[2] == a.s2 && (r[1] == a.s1 || r[0] <= 1)) && !(r[0] <= 1 && r[1] <= 1) {
 		panic(fmt.Sprintf("acpp: HostAccessor.Slice of region %v at %v, which is not contiguous in the buffer; use Set2/Set3 or CopyFrom", a.Range(), a.Offset()))

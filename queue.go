@@ -138,12 +138,13 @@ type Queue struct {
 
 	mu      sync.Mutex
 	buffers map[*bufState]struct{} // open buffers, written back by Close; guarded by mu
+	usm     map[*usmState]struct{} // Malloc allocations not freed; guarded by mu
 	closed  bool                   // guarded by mu
 }
 
 // openQueue wraps an opened engine.
 func openQueue(eng engine.Engine[cgroup], ctx context.Context, cancel context.CancelCauseFunc, onError func(error), cacheDefault bool) *Queue {
-	q := &Queue{eng: eng, onError: onError, ctx: ctx, cancel: cancel, buffers: map[*bufState]struct{}{}}
+	q := &Queue{eng: eng, onError: onError, ctx: ctx, cancel: cancel, buffers: map[*bufState]struct{}{}, usm: map[*usmState]struct{}{}}
 	if cacheDefault {
 		q.def, _ = eng.Target(engine.Place{})
 	}
@@ -273,6 +274,13 @@ func (q *Queue) markClosed() (open []*bufState, ok bool) {
 		return nil, false
 	}
 	q.closed = true
+	// Malloc allocations not freed go with the devices: a pointer into one
+	// is refused from now on, as after Free.
+	for s := range q.usm {
+		s.closed.Store(true)
+		s.freed.Store(true)
+	}
+	q.usm = nil
 	open = make([]*bufState, 0, len(q.buffers))
 	for b := range q.buffers {
 		open = append(open, b)

@@ -32,7 +32,8 @@ type USM[T any] struct {
 // buffer's on one device (Buffer.USM).
 type usmState struct {
 	freed  atomic.Bool
-	buffer bool // a buffer's allocation: Release or Close frees it, not Free
+	closed atomic.Bool // set with freed when the queue's Close took the allocation
+	buffer bool        // a buffer's allocation: Release or Close frees it, not Free
 }
 
 // check refuses a nil pointer and one into a freed allocation: what uses
@@ -42,6 +43,9 @@ func (p USM[T]) check(what string) error {
 		return fmt.Errorf("%w: %s of a nil USM pointer", ErrBadRange, what)
 	}
 	if p.live != nil && p.live.freed.Load() {
+		if p.live.closed.Load() {
+			return fmt.Errorf("%w: %s of a USM allocation of a closed queue (%s memory on %s went with the queue's devices at Close); Malloc on an open queue", ErrClosed, what, p.mem.Kind, p.mem.Device)
+		}
 		if p.live.buffer {
 			return fmt.Errorf("%w: %s of a buffer's USM pointer (Buffer.USM) whose allocation the buffer's Release or Close freed (%s memory on %s); call USM again after Release", ErrBadRange, what, p.mem.Kind, p.mem.Device)
 		}
@@ -53,7 +57,8 @@ func (p USM[T]) check(what string) error {
 // Malloc allocates n elements of kind on the queue's default device, or on
 // the device named by On. On is the only option it takes: any other is an
 // error (ErrOption). After Close it returns ErrClosed. Free the allocation
-// with Free; those not freed go when the queue is closed.
+// with Free; those not freed go when the queue is closed, and a use of a
+// pointer into one after that is ErrClosed.
 func Malloc[T any](q *Queue, n int, kind device.MemKind, opts ...SubmitOption) (USM[T], error) {
 	es, err := elemSize[T]()
 	if err != nil {
@@ -73,14 +78,23 @@ func Malloc[T any](q *Queue, n int, kind device.MemKind, opts ...SubmitOption) (
 	if err != nil {
 		return USM[T]{}, err
 	}
-	return USM[T]{mem: m, n: n, live: new(usmState)}, nil
+	live := new(usmState)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed { // Close began meanwhile: the allocation goes with the devices
+		return USM[T]{}, fmt.Errorf("%w: Malloc after Close", ErrClosed)
+	}
+	q.usm[live] = struct{}{}
+	return USM[T]{mem: m, n: n, live: live}, nil
 }
 
 // Free frees p's allocation. p must be the pointer Malloc of this queue
 // returned (not one Add made, nor a buffer's allocation from Buffer.USM),
 // not freed yet, with no open buffer over it (NewBufferOver) and no
-// operation still using it. Anything else is refused with ErrBadRange and
-// frees nothing; after Close, Free and Malloc return ErrClosed.
+// Memcpy, Memset or FillUSM still using it. Anything else is refused with
+// ErrBadRange and frees nothing; after Close, Free and Malloc return
+// ErrClosed. A kernel that takes p as an argument is not tracked: wait
+// for its group before Free.
 func Free[T any](q *Queue, p USM[T]) error {
 	if p.mem == nil {
 		return fmt.Errorf("%w: Free of a nil USM pointer", ErrBadRange)
@@ -96,6 +110,9 @@ func Free[T any](q *Queue, p USM[T]) error {
 	}
 	if p.live != nil {
 		p.live.freed.Store(true)
+		q.mu.Lock()
+		delete(q.usm, p.live)
+		q.mu.Unlock()
 	}
 	return nil
 }
@@ -181,6 +198,9 @@ func (q *Queue) usmOp(name string, op device.Op, mems []*device.Mem, cfg submitC
 	after := make([]engine.Event, 0, len(cfg.after))
 	for _, e := range cfg.after {
 		if e != nil {
+			if e.e == nil {
+				return nil, errZeroEvent
+			}
 			after = append(after, e.e)
 		}
 	}

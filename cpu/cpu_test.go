@@ -3,6 +3,7 @@ package cpu
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -100,6 +101,48 @@ func TestKernelPanicBecomesError(t *testing.T) {
 	}
 	if err := enqueueWait(t, d, device.LaunchOp{Name: "ok", Range: device.NDRange{Global: [3]int{1, 1, 10}}, Func: func(*device.Work) {}}); err != nil {
 		t.Fatalf("launch after a panic = %v", err)
+	}
+}
+
+// A kernel that calls runtime.Goexit (t.Fatal in a kernel) ends its worker
+// goroutine, which no recover stops: the launch fails instead of never
+// finishing, and the device keeps all its workers.
+func TestKernelGoexitFailsLaunch(t *testing.T) {
+	d := New(0, 2)
+	defer d.Close()
+	for range 3 { // more than the workers: each Goexit costs the pool one
+		op := device.LaunchOp{Name: "goexit", Range: device.NDRange{Global: [3]int{1, 1, 100000}}, Func: func(w *device.Work) {
+			if w.Lo[2] == 0 {
+				runtime.Goexit()
+			}
+		}}
+		if err := enqueueWait(t, d, op); !errors.Is(err, device.ErrKernelPanic) || !strings.Contains(err.Error(), "Goexit") {
+			t.Fatalf("launch = %v, want ErrKernelPanic naming Goexit", err)
+		}
+	}
+	// Both workers still run: two ops that wait for each other finish.
+	var started atomic.Int32
+	op := device.LaunchOp{Name: "both", Range: device.NDRange{Global: [3]int{1, 1, 1}}, Func: func(*device.Work) {
+		started.Add(1)
+		for started.Load() < 2 {
+			runtime.Gosched()
+		}
+	}}
+	ch := make(chan error, 2)
+	for q := range 2 {
+		if err := d.Enqueue(q, op, func(err error) { ch <- err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 {
+		select {
+		case err := <-ch:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("two ops on two workers did not both run: a worker was lost")
+		}
 	}
 }
 

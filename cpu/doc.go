@@ -38,5 +38,7 @@
 // # Errors
 //
 // A panic in a kernel fails that launch with an error wrapping
-// device.ErrKernelPanic; the worker and the device carry on.
+// device.ErrKernelPanic; the worker and the device carry on. So does a
+// kernel that calls runtime.Goexit (t.Fatal in a kernel): the error names
+// Goexit, and a new worker replaces the one that exited.
 package cpu

@@ -168,32 +168,51 @@ func (p *pool) worker() {
 		}
 		if !j.fail.Load() {
 			*w = device.Work{}
-			if err := runChunk(j, int(c), w); err != nil {
+			if err := p.runChunk(j, int(c), w); err != nil {
 				j.setErr(err)
 			}
 		}
-		if j.left.Add(-1) == 0 {
-			j.errMu.Lock()
-			err := j.err
-			j.errMu.Unlock()
-			p.inDone.Add(1)
-			j.done(err)
-			p.inDone.Add(-1)
-			// The last chunk was claimed (so j left the queue) and every
-			// chunk finished: no one else refers to j.
-			putJob(j)
-			p.busy.Done()
-		}
+		p.finish(j)
 	}
 }
 
-func runChunk(j *job, c int, w *device.Work) (err error) {
+// finish counts a chunk of j as finished; the last one calls done.
+func (p *pool) finish(j *job) {
+	if j.left.Add(-1) == 0 {
+		j.errMu.Lock()
+		err := j.err
+		j.errMu.Unlock()
+		p.inDone.Add(1)
+		j.done(err)
+		p.inDone.Add(-1)
+		// The last chunk was claimed (so j left the queue) and every
+		// chunk finished: no one else refers to j.
+		putJob(j)
+		p.busy.Done()
+	}
+}
+
+// errGoexit is the error of a chunk whose kernel called runtime.Goexit.
+const errGoexit = "the kernel called runtime.Goexit (t.Fatal, t.FailNow, t.Skip and log.Fatal-like helpers do; they may only run on the test's own goroutine): report failures from a kernel through a buffer, or panic"
+
+func (p *pool) runChunk(j *job, c int, w *device.Work) (err error) {
+	returned := false
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: %s: %v", device.ErrKernelPanic, j.name, r)
+		} else if !returned {
+			// runtime.Goexit: nothing recovers from it, and this worker ends
+			// once its deferred calls have run. Fail the launch, finish the
+			// chunk here (the worker's loop will not) and start a worker in
+			// its place, so that neither the launch nor the pool is lost.
+			j.setErr(fmt.Errorf("%w: %s: %s", device.ErrKernelPanic, j.name, errGoexit))
+			p.wg.Add(1)
+			go p.worker()
+			p.finish(j)
 		}
 	}()
 	j.run(c, w)
+	returned = true
 	return nil
 }
 

@@ -57,6 +57,14 @@ type Engine[G any] struct {
 type usmAlloc struct {
 	dev   device.Device // the device that made it
 	bound int           // open buffers bound to it (NewBufferOver, B3)
+	ops   []*exec.Node  // USM operations (USMOp) on it, unfinished when last looked at
+}
+
+// unfinished drops the finished nodes of a.ops and returns how many are
+// left. The caller holds usm.mu.
+func (a *usmAlloc) unfinished() int {
+	a.ops = slices.DeleteFunc(a.ops, (*exec.Node).Finished)
+	return len(a.ops)
 }
 
 // buffer is what the engine keeps of a buffer besides the executor.

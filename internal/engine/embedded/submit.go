@@ -262,6 +262,10 @@ func (e *Engine[G]) Free(m *device.Mem) error {
 	case a.bound > 0:
 		e.usm.mu.Unlock()
 		return fmt.Errorf("%w: Free of a USM allocation that %d open buffer(s) made with NewBufferOver use; Close them first", engine.ErrBadRange, a.bound)
+	case a.unfinished() > 0:
+		n := len(a.ops)
+		e.usm.mu.Unlock()
+		return fmt.Errorf("%w: Free of a USM allocation that %d unfinished Memcpy, Memset or FillUSM use; Wait for their events first", engine.ErrBadRange, n)
 	}
 	delete(e.usm.live, m)
 	e.usm.mu.Unlock()
@@ -289,6 +293,15 @@ func (e *Engine[G]) USMOp(name string, op device.Op, mems []*device.Mem, after [
 	if err != nil {
 		return nil, err
 	}
+	// Free refuses the allocations the op uses until it has finished.
+	e.usm.mu.Lock()
+	for _, m := range mems {
+		if a := e.usm.live[m]; a != nil && !slices.Contains(a.ops, n) {
+			a.unfinished() // keeps the list short in a long stream of ops
+			a.ops = append(a.ops, n)
+		}
+	}
+	e.usm.mu.Unlock()
 	return (*event)(n), nil
 }
 
