@@ -299,12 +299,15 @@ func (q *Queue) Close() error {
 	if !ok {
 		return nil
 	}
+	// The queue's context ends also when the async error handler panics
+	// below. A Close while this one runs returns nil at once: it may come
+	// from that handler, or a kernel, which this one waits for.
+	defer q.cancel(ErrClosed)
 	var errs []error
 	ctx := context.Background()
 	for _, b := range open {
 		errs = append(errs, b.close(ctx))
 	}
 	errs = append(errs, q.eng.Close(ctx), q.report(q.eng.TakeErrors()))
-	q.cancel(ErrClosed)
 	return errors.Join(errs...)
 }
