@@ -61,9 +61,9 @@ func elems(args []device.Arg, i int) (n uint64, ok bool) {
 // within refuses a launch that makes the kernel touch element last of
 // argument i (named name) when the argument holds fewer; how says which
 // part of the launch reaches it.
-func within(args []device.Arg, i int, name string, last uint64, how string) error {
+func within(args []device.Arg, i int, name string, last uint64, how func() string) error {
 	if n, ok := elems(args, i); ok && last >= n {
-		return fmt.Errorf("%s reaches %s[%d], but %s holds %d elements: keep the launch range (and offset) within the buffers", how, name, last, name, n)
+		return fmt.Errorf("%s reaches %s[%d], but %s holds %d elements: keep the launch range (and offset) within the buffers", how(), name, last, name, n)
 	}
 	return nil
 }
@@ -84,7 +84,9 @@ func checkSaxpy(nd device.NDRange, args []device.Arg) error {
 		return fmt.Errorf("offset %v is negative", nd.Offset)
 	}
 	last := uint64(nd.Offset[2] + nd.Global[2] - 1)
-	how := fmt.Sprintf("items [%d, %d) of dimension 2", nd.Offset[2], nd.Offset[2]+nd.Global[2])
+	how := func() string {
+		return fmt.Sprintf("items [%d, %d) of dimension 2", nd.Offset[2], nd.Offset[2]+nd.Global[2])
+	}
 	return errors.Join(within(args, 1, "x", last, how), within(args, 2, "y", last, how))
 }
 
@@ -103,7 +105,7 @@ func checkFill(nd device.NDRange, args []device.Arg) error {
 		hi[d] = nd.Offset[d] + nd.Global[d] - 1
 	}
 	last := (uint64(hi[0])*uint64(r[1])+uint64(hi[1]))*uint64(r[2]) + uint64(hi[2])
-	return within(args, 0, "out", last, fmt.Sprintf("the launch's last item %v", hi))
+	return within(args, 0, "out", last, func() string { return fmt.Sprintf("the launch's last item %v", hi) })
 }
 
 // checkJacobi: the launch's rows and columns (dimensions 1 and 2, plus the
@@ -126,7 +128,7 @@ func checkJacobi(nd device.NDRange, args []device.Arg) error {
 	// The stencil reads in's rows around the launch's (its range says
 	// rows×cols); it writes out at the same places.
 	last := uint64(y-1)*uint64(cols) + uint64(x-1)
-	how := fmt.Sprintf("row %d, column %d of the %d×%d grid", y-1, x-1, rows, cols)
+	how := func() string { return fmt.Sprintf("row %d, column %d of the %d×%d grid", y-1, x-1, rows, cols) }
 	return errors.Join(within(args, 0, "in", min(last+uint64(cols), uint64(rows)*uint64(cols)-1), how), within(args, 1, "out", last, how))
 }
 
@@ -161,10 +163,10 @@ func checkReduceSum(nd device.NDRange, args []device.Arg) error {
 	// Item i reads in[i] while i < n; work-group g writes partial[g].
 	var errs []error
 	if n, ok := scalar64(args, 2); ok && n > 0 {
-		errs = append(errs, within(args, 0, "in", min(n, uint64(nd.Global[2]))-1, fmt.Sprintf("n = %d over %d items", n, nd.Global[2])))
+		errs = append(errs, within(args, 0, "in", min(n, uint64(nd.Global[2]))-1, func() string { return fmt.Sprintf("n = %d over %d items", n, nd.Global[2]) }))
 	}
 	groups := nd.Global[2] / bs
-	errs = append(errs, within(args, 1, "partial", uint64(groups-1), fmt.Sprintf("%d work-groups (one sum each)", groups)))
+	errs = append(errs, within(args, 1, "partial", uint64(groups-1), func() string { return fmt.Sprintf("%d work-groups (one sum each)", groups) }))
 	return errors.Join(errs...)
 }
 
@@ -209,7 +211,7 @@ func checkMatmulTiled(nd device.NDRange, args []device.Arg) error {
 			errs = append(errs, fmt.Errorf("%s is %d×%d elements, more than memory holds: check M, N and K", e.name, e.rows, e.cols))
 			continue
 		}
-		errs = append(errs, within(args, e.i, e.name, lo-1, fmt.Sprintf("M = %d, N = %d, K = %d", m, n, k)))
+		errs = append(errs, within(args, e.i, e.name, lo-1, func() string { return fmt.Sprintf("M = %d, N = %d, K = %d", m, n, k) }))
 	}
 	return errors.Join(errs...)
 }
@@ -236,8 +238,8 @@ func checkHistogram(nd device.NDRange, args []device.Arg) error {
 	// The items read in[0..n) between them; the bins are bins[0..nbins).
 	var errs []error
 	if n, ok := scalar64(args, 1); ok && n > 0 {
-		errs = append(errs, within(args, 0, "in", n-1, fmt.Sprintf("n = %d", n)))
+		errs = append(errs, within(args, 0, "in", n-1, func() string { return fmt.Sprintf("n = %d", n) }))
 	}
-	errs = append(errs, within(args, 2, "bins", uint64(nbins-1), fmt.Sprintf("nbins = %d", nbins)))
+	errs = append(errs, within(args, 2, "bins", uint64(nbins-1), func() string { return fmt.Sprintf("nbins = %d", nbins) }))
 	return errors.Join(errs...)
 }

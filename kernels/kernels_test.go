@@ -578,3 +578,31 @@ func TestLaunchesPastBuffersRefused_A2(t *testing.T) {
 		t.Errorf("CheckLaunch of saxpy over [32, 64) of 64 elements = %v, want nil", err)
 	}
 }
+
+// The launch check of every built-in allocates nothing when the launch is
+// in bounds: it runs on every Submit and every backend launch (issue 16's
+// submit → wait path).
+func TestLaunchCheckAllocatesNothing(t *testing.T) {
+	mem := &device.Mem{Kind: device.MemHost, Bytes: 1 << 20}
+	ptr := device.Arg{Kind: device.ArgPointer, Mem: mem, ElemSize: 4}
+	acc := device.Arg{Kind: device.ArgAccessor, Mem: mem, ElemSize: 4, Range: [3]int{1, 64, 64}}
+	f4 := device.Arg{Kind: device.ArgScalar, Scalar: []byte{0, 0, 0, 64}}
+	for _, tc := range []struct {
+		kernel string
+		nd     device.NDRange
+		args   []device.Arg
+	}{
+		{"saxpy", device.NDRange{Global: [3]int{1, 1, 4096}}, []device.Arg{f4, ptr, ptr}},
+		{"fill_f32", device.NDRange{Global: [3]int{1, 64, 64}}, []device.Arg{acc, f4}},
+		{"jacobi2d", device.NDRange{Global: [3]int{1, 64, 64}}, []device.Arg{acc, acc}},
+	} {
+		k, _ := Kernel(tc.kernel)
+		if n := testing.AllocsPerRun(100, func() {
+			if err := device.CheckLaunch(&k, tc.nd, tc.args); err != nil {
+				t.Fatal(err)
+			}
+		}); n != 0 {
+			t.Errorf("CheckLaunch of %s allocates %v times per launch, want 0", tc.kernel, n)
+		}
+	}
+}
