@@ -311,6 +311,14 @@ func openCluster(ctx context.Context, cfg Config, log *slog.Logger) (*engine, er
 		}
 		opts = append(opts, acpp.WithKind(kind))
 	}
+	if len(cc.Addrs) == 1 {
+		// One address given: Connect gets the first member that serves
+		// alone and lists the others itself, leaving out one it cannot
+		// reach (dead since it was listed, not yet detected) where as
+		// given it would fail the run; the job's membership watch offers
+		// it again if it comes back.
+		addrs = addrs[:1]
+	}
 	q, err := acpp.Connect(ctx, addrs, opts...)
 	if err != nil {
 		run.closeClient()
