@@ -279,6 +279,7 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 		return nil, err
 	}
 	var all []string
+	discovered := map[*nodeState]bool{} // members discover found, not in cfg.Nodes
 	addrs := cfg.Nodes
 	if len(addrs) == 1 && !cfg.Static && cfg.MembershipInterval >= 0 {
 		addrs = j.discover(ctx, addrs[0])
@@ -322,6 +323,9 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 			instrs: map[uint64]instrRef{}, lastDone: map[int]time.Time{}, lastEnd: map[int]int64{}}
 		j.nodes = append(j.nodes, ns)
 		j.byName[name] = ns
+		if found {
+			discovered[ns] = true
+		}
 		for _, d := range inv.Devices {
 			dev := &Device{Node: name, ID: d.ID, Kind: kindOf(d.ID), Mem: d.Mem, Forms: d.Forms, HostUnified: d.HostUnified, MemBytes: d.MemBytes, node: ns}
 			all = append(all, dev.String())
@@ -330,6 +334,25 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 				j.devices = append(j.devices, dev)
 			}
 		}
+	}
+	// Open the job on every node. A member discover found that fails
+	// now (it died after it answered above, before membership noticed) is
+	// left out, as one that did not answer: the watch offers it again.
+	var gone []*nodeState
+	for _, ns := range j.nodes {
+		nj, err := cl.Open(ctx, ns.name, cfg.JobID, nodeclient.JobOptions{Lease: cfg.Lease, MaxBytes: cfg.MaxBytes})
+		if err != nil && discovered[ns] && ctx.Err() == nil {
+			j.log.Warn("a member of the cluster is left out of the job: cannot open the job there", "node", ns.name, "error", err)
+			gone = append(gone, ns)
+			continue
+		}
+		if err != nil {
+			return fail(fmt.Errorf("coordinator: open job %d on node %s: %w", cfg.JobID, ns.name, err))
+		}
+		ns.nj = nj
+	}
+	if len(gone) > 0 {
+		j.dropUnopenedLocked(gone)
 	}
 	if len(j.devices) == 0 {
 		return fail(&NoDeviceError{All: all})
@@ -355,13 +378,6 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 	}
 	j.queued = make([]float64, len(j.devices))
 	j.pending = make([]int, len(j.devices))
-	for _, ns := range j.nodes {
-		nj, err := cl.Open(ctx, ns.name, cfg.JobID, nodeclient.JobOptions{Lease: cfg.Lease, MaxBytes: cfg.MaxBytes})
-		if err != nil {
-			return fail(fmt.Errorf("coordinator: open job %d on node %s: %w", cfg.JobID, ns.name, err))
-		}
-		ns.nj = nj
-	}
 	j.start = time.Now()
 	j.res.init(j)
 	for _, ns := range j.nodes {
@@ -373,6 +389,24 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 	}
 	j.log.Info("job open", "nodes", len(j.nodes), "devices", len(j.devices), "on_node_loss", cfg.OnNodeLoss, "checkpoint", cfg.Checkpoint)
 	return j, nil
+}
+
+// dropUnopenedLocked takes nodes that Open could not open the job on out
+// of the job before it starts: their devices go, and the nodes left are
+// numbered 1… again (nothing refers to the numbers yet).
+func (j *Job) dropUnopenedLocked(gone []*nodeState) {
+	j.nodes = slices.DeleteFunc(j.nodes, func(ns *nodeState) bool { return slices.Contains(gone, ns) })
+	for i, ns := range j.nodes {
+		ns.id = coherence.NodeID(i + 1)
+	}
+	for _, ns := range gone {
+		delete(j.byName, ns.name)
+	}
+	j.devices = slices.DeleteFunc(j.devices, func(d *Device) bool { return slices.Contains(gone, d.node) })
+	clear(j.devByID)
+	for i, d := range j.devices {
+		j.devByID[d.String()] = i
+	}
 }
 
 // discover returns addr and, after it, the QUIC address of every other

@@ -534,6 +534,55 @@ func TestOneAddressOpensOnEveryMember_C1(t *testing.T) {
 	}
 }
 
+// TestDiscoveredMemberThatRefusesTheJobIsLeftOut_C1: a member that Open
+// found through the one address given, answered, but then could not open
+// the job (it died in between, or refuses: here its per-client job limit
+// is reached) is left out, and the job runs on the others, as one that did
+// not answer is; it failed the whole Open. The node given must open it.
+func TestDiscoveredMemberThatRefusesTheJobIsLeftOut_C1(t *testing.T) {
+	c := coordtest.Start(t, 3, coordtest.Options{Modify: func(i int, cfg *node.Config) {
+		if i == 2 {
+			cfg.MaxClientJobs = 1
+		}
+	}})
+	hold := openJob(t, c, func(cfg *coordinator.Config) { cfg.Nodes, cfg.Static = cfg.Nodes[2:3], true })
+	_ = hold // alice's one job on n2
+	j := openJob(t, c, func(cfg *coordinator.Config) { cfg.Nodes = cfg.Nodes[:1] })
+	var nodes []string
+	for i, d := range j.Devices() {
+		nodes = append(nodes, d.Node)
+		if _, ok := j.NodeBootsForTest()[d.Node]; !ok {
+			t.Errorf("device %d on %s, a node the job does not hold", i, d.Node)
+		}
+	}
+	if !slices.Equal(nodes, []string{"n0", "n1"}) {
+		t.Errorf("devices on %v, want n0 and n1 (n2 refused the job)", nodes)
+	}
+	const n = 4096
+	d, _ := j.NewBuffer(coordinator.BufferSpec{Name: "d", Range: coordinator.Dims{1, 1, n}, ElemSize: 4})
+	if _, err := j.Submit(testCtx(t), coordinator.Group{Kernel: "fill_f32", Range: coordinator.Dims{1, 1, n}, Split: &coordinator.Split{},
+		Args: []coordinator.Arg{coordinator.Acc(coordinator.Accessor{Buffer: d, Mode: coordinator.Write, NoInit: true, Map: coordinator.OneToOne()}), coordinator.ScalarF32(3)}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := j.Read(testCtx(t), d, coordinator.Dims{}, coordinator.Dims{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range bytesF32(got) {
+		if v != 3 {
+			t.Fatalf("d[%d] = %v, want 3", i, v)
+		}
+	}
+	// The node given refusing is Open's failure.
+	if _, err := coordinator.Open(testCtx(t), func() coordinator.Config {
+		cfg := c.Config()
+		cfg.Nodes = cfg.Nodes[2:3]
+		return cfg
+	}()); err == nil || !strings.Contains(err.Error(), "open job") {
+		t.Errorf("Open through n2, which refuses the job: %v, want its refusal", err)
+	}
+}
+
 // lockedBuffer is a bytes.Buffer for a logger that goroutines share.
 type lockedBuffer struct {
 	mu sync.Mutex

@@ -165,7 +165,11 @@ func (n *Node) handleOpen(_ context.Context, from credentials.Identity, req *pro
 		}
 	}
 	if held >= n.cfg.MaxClientJobs {
-		return nil, reply(proto.CodeTooLarge, "client %s holds %d jobs open on node %s, at most %d: close the jobs it no longer needs (a job whose lease is not renewed ends by itself)", from.Name, held, n.cfg.Name, n.cfg.MaxClientJobs)
+		jobs := "jobs"
+		if held == 1 {
+			jobs = "job"
+		}
+		return nil, reply(proto.CodeTooLarge, "client %s holds %d %s open on node %s, at most %d: close the jobs it no longer needs (a job whose lease is not renewed ends by itself)", from.Name, held, jobs, n.cfg.Name, n.cfg.MaxClientJobs)
 	}
 	j := newJob(n, req.Job, from, lease, limit)
 	n.jobs[req.Job] = j
