@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 
 	"github.com/acpp/acpp/device"
@@ -74,16 +75,33 @@ func empty(nd device.NDRange) bool {
 	return nd.Global[0] <= 0 || nd.Global[1] <= 0 || nd.Global[2] <= 0
 }
 
+// ends is where the launch ends (offset + global range) in each
+// dimension; it refuses a negative offset, and an end past MaxInt, which
+// wrapped negative and slipped past the bounds below.
+func ends(nd device.NDRange) (end [3]int, err error) {
+	for d := range 3 {
+		if nd.Offset[d] < 0 {
+			return end, fmt.Errorf("offset %v is negative", nd.Offset)
+		}
+		if nd.Offset[d] > math.MaxInt-nd.Global[d] {
+			return end, fmt.Errorf("offset %v plus range %v passes the largest index", nd.Offset, nd.Global)
+		}
+		end[d] = nd.Offset[d] + nd.Global[d]
+	}
+	return end, nil
+}
+
 // checkSaxpy: item i of dimension 2 (plus the offset) reads x[i] and
 // updates y[i].
 func checkSaxpy(nd device.NDRange, args []device.Arg) error {
 	if empty(nd) {
 		return nil
 	}
-	if nd.Offset[2] < 0 {
-		return fmt.Errorf("offset %v is negative", nd.Offset)
+	end, err := ends(nd)
+	if err != nil {
+		return err
 	}
-	last := uint64(nd.Offset[2] + nd.Global[2] - 1)
+	last := uint64(end[2] - 1)
 	how := func() string {
 		return fmt.Sprintf("items [%d, %d) of dimension 2", nd.Offset[2], nd.Offset[2]+nd.Global[2])
 	}
@@ -97,14 +115,20 @@ func checkFill(nd device.NDRange, args []device.Arg) error {
 		return nil
 	}
 	r := args[0].Range
-	var hi [3]int
-	for d := range 3 {
-		if nd.Offset[d] < 0 {
-			return fmt.Errorf("offset %v is negative", nd.Offset)
-		}
-		hi[d] = nd.Offset[d] + nd.Global[d] - 1
+	end, err := ends(nd)
+	if err != nil {
+		return err
 	}
-	last := (uint64(hi[0])*uint64(r[1])+uint64(hi[1]))*uint64(r[2]) + uint64(hi[2])
+	hi := [3]int{end[0] - 1, end[1] - 1, end[2] - 1}
+	// The index is the largest at the last item, unless it wraps past
+	// 2^64: then the items before it reach past any buffer.
+	c0, p0 := bits.Mul64(uint64(hi[0]), uint64(r[1]))
+	s0, c1 := bits.Add64(p0, uint64(hi[1]), 0)
+	c2, p1 := bits.Mul64(s0, uint64(r[2]))
+	last, c3 := bits.Add64(p1, uint64(hi[2]), 0)
+	if c0|c1|c2|c3 != 0 {
+		return fmt.Errorf("the launch's last item %v lies past 2^64 elements of out's range %v: keep the launch range (and offset) within the buffer", hi, r)
+	}
 	return within(args, 0, "out", last, func() string { return fmt.Sprintf("the launch's last item %v", hi) })
 }
 
@@ -118,10 +142,11 @@ func checkJacobi(nd device.NDRange, args []device.Arg) error {
 	if _, ok := elems(args, 0); !ok {
 		return nil
 	}
-	if nd.Offset[1] < 0 || nd.Offset[2] < 0 {
-		return fmt.Errorf("offset %v is negative", nd.Offset)
+	end, err := ends(nd)
+	if err != nil {
+		return err
 	}
-	y, x := nd.Offset[1]+nd.Global[1], nd.Offset[2]+nd.Global[2]
+	y, x := end[1], end[2]
 	if y > rows || x > cols {
 		return fmt.Errorf("rows [%d, %d) and columns [%d, %d) run past the %d×%d grid of in: keep the launch range (and offset) within it", nd.Offset[1], y, nd.Offset[2], x, rows, cols)
 	}

@@ -606,3 +606,42 @@ func TestLaunchCheckAllocatesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestLaunchCheckOffsetOverflow_A2: a launch whose offset plus range, or
+// whose last item's index in the buffer, passes 2^63 or 2^64 is refused,
+// not let through wrapped to a small index. fill_f32 with offset 2^40−1
+// (what a node accepts) and 2 layers over a 4096×4096 buffer: the last
+// item's index 2^40·2^24 wrapped to 0, while the first layer's items write
+// 2^24 floats before the buffer. jacobi2d with rows [MaxInt, MaxInt+2):
+// the end wrapped negative and passed "end > rows".
+func TestLaunchCheckOffsetOverflow_A2(t *testing.T) {
+	mem := &device.Mem{Kind: device.MemHost, Bytes: 4 << 24}
+	acc := device.Arg{Kind: device.ArgAccessor, Mem: mem, ElemSize: 4, Range: [3]int{1, 4096, 4096}}
+	f4 := device.Arg{Kind: device.ArgScalar, Scalar: make([]byte, 4)}
+	fill, _ := Kernel("fill_f32")
+	nd := device.NDRange{Global: [3]int{2, 1, 1}, Offset: [3]int{1<<40 - 1, 0, 0}}
+	if err := device.CheckLaunch(&fill, nd, []device.Arg{acc, f4}); !errors.Is(err, device.ErrBadArg) {
+		t.Errorf("CheckLaunch of fill_f32 over layers [2^40-1, 2^40+1) of a 1×4096×4096 buffer = %v, want ErrBadArg", err)
+	}
+	nd = device.NDRange{Global: [3]int{1, 1, 2}, Offset: [3]int{0, 0, math.MaxInt}}
+	if err := device.CheckLaunch(&fill, nd, []device.Arg{acc, f4}); !errors.Is(err, device.ErrBadArg) {
+		t.Errorf("CheckLaunch of fill_f32 with offset MaxInt = %v, want ErrBadArg", err)
+	}
+	jac, _ := Kernel("jacobi2d")
+	g := device.Arg{Kind: device.ArgAccessor, Mem: mem, ElemSize: 4, Range: [3]int{1, 8, 2}}
+	nd = device.NDRange{Global: [3]int{1, 2, 2}, Offset: [3]int{0, math.MaxInt, 0}}
+	if err := device.CheckLaunch(&jac, nd, []device.Arg{g, g}); !errors.Is(err, device.ErrBadArg) {
+		t.Errorf("CheckLaunch of jacobi2d over rows [MaxInt, MaxInt+2) of an 8×2 grid = %v, want ErrBadArg", err)
+	}
+	sax, _ := Kernel("saxpy")
+	ptr := device.Arg{Kind: device.ArgPointer, Mem: mem, ElemSize: 4}
+	nd = device.NDRange{Global: [3]int{1, 1, 2}, Offset: [3]int{0, 0, math.MaxInt}}
+	if err := device.CheckLaunch(&sax, nd, []device.Arg{f4, ptr, ptr}); !errors.Is(err, device.ErrBadArg) {
+		t.Errorf("CheckLaunch of saxpy with offset MaxInt = %v, want ErrBadArg", err)
+	}
+	// In bounds at the edge still runs.
+	nd = device.NDRange{Global: [3]int{1, 4096, 4096}}
+	if err := device.CheckLaunch(&fill, nd, []device.Arg{acc, f4}); err != nil {
+		t.Errorf("CheckLaunch of fill_f32 over its whole buffer = %v, want nil", err)
+	}
+}
