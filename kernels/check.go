@@ -190,8 +190,9 @@ func checkReduceSum(nd device.NDRange, args []device.Arg) error {
 	if n, ok := scalar64(args, 2); ok && n > 0 {
 		errs = append(errs, within(args, 0, "in", min(n, uint64(nd.Global[2]))-1, func() string { return fmt.Sprintf("n = %d over %d items", n, nd.Global[2]) }))
 	}
-	groups := nd.Global[2] / bs
-	errs = append(errs, within(args, 1, "partial", uint64(groups-1), func() string { return fmt.Sprintf("%d work-groups (one sum each)", groups) }))
+	if groups := nd.Global[2] / bs; groups > 0 { // none: the range is refused as not a multiple of the work-group
+		errs = append(errs, within(args, 1, "partial", uint64(groups-1), func() string { return fmt.Sprintf("%d work-groups (one sum each)", groups) }))
+	}
 	return errors.Join(errs...)
 }
 
