@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"context"
 	"errors"
 	"math"
 	"slices"
@@ -155,5 +156,33 @@ func TestSplitErrorsAreInvalid_C4(t *testing.T) {
 	}
 	if err := invalidSplit(ErrNoDevice); err != ErrNoDevice {
 		t.Errorf("invalidSplit(ErrNoDevice) = %v, want it unchanged", err)
+	}
+}
+
+// TestLastNodeLostDuringReopenIsNotWaitedFor_C5: the last node with
+// devices lost while a recovery reopens the job on it is taken into the
+// recovery like any other: its close and reopen are cancelled (a killed
+// node answers them only at their timeouts, 3 s and 10 s) and the
+// recovery's failure names it. startRecoveryLocked returned at its "no
+// node left" check first, which left the reopen running and the node out
+// of the error.
+func TestLastNodeLostDuringReopenIsNotWaitedFor_C5(t *testing.T) {
+	j := &Job{}
+	j.ctx, j.cancel = context.WithCancelCause(context.Background())
+	defer j.cancel(nil)
+	j.ep = j.newEpoch(0)
+	j.res.on = true
+	n0, n1 := &nodeState{name: "n0", lost: true}, &nodeState{name: "n1"}
+	j.nodes = []*nodeState{n0, n1}
+	j.devices = []*Device{{Node: "n0", node: n0, lost: true}, {Node: "n1", node: n1}}
+	cancelled := false
+	r := &recovery{nodes: []string{"n0"}, reopening: map[*nodeState]context.CancelFunc{n1: func() { cancelled = true }}}
+	j.res.recovering = r
+	j.nodeLostLocked(n1, "membership: failed")
+	if !cancelled {
+		t.Error("n1's close and reopen were not cancelled: the recovery waits for their timeouts")
+	}
+	if !slices.Equal(r.nodes, []string{"n0", "n1"}) || !r.again {
+		t.Errorf("recovery nodes %v, again %v: want n0 and n1, and the recovery to start over (and fail: no node left)", r.nodes, r.again)
 	}
 }

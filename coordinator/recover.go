@@ -339,16 +339,9 @@ func (j *Job) startRecoveryLocked(ns *nodeState, how string, e *NodeLostError, l
 	if !j.res.on {
 		return false
 	}
-	left := false
-	for _, d := range j.devices {
-		if !d.lost && !d.leaving {
-			left = true
-		}
-	}
-	if !left {
-		e.How += "; no node is left to recover on"
-		return false
-	}
+	// A recovery under way takes in the loss even when no node is left:
+	// its close and reopen of ns are cancelled, and restart then fails
+	// naming every node lost.
 	if r := j.res.recovering; r != nil {
 		if cancel := r.reopening[ns]; cancel != nil {
 			cancel()
@@ -359,6 +352,16 @@ func (j *Job) startRecoveryLocked(ns *nodeState, how string, e *NodeLostError, l
 		r.again = true
 		j.ep.cancel(errEpochChanged)
 		return true
+	}
+	left := false
+	for _, d := range j.devices {
+		if !d.lost && !d.leaving {
+			left = true
+		}
+	}
+	if !left {
+		e.How += "; no node is left to recover on"
+		return false
 	}
 	detect := time.Duration(0)
 	if !ns.lastSeen.IsZero() {
