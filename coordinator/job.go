@@ -321,18 +321,27 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 		}
 		ns := &nodeState{id: coherence.NodeID(len(j.nodes) + 1), name: name, addr: addr, inv: inv, wake: make(chan struct{}, 1),
 			instrs: map[uint64]instrRef{}, lastDone: map[int]time.Time{}, lastEnd: map[int]int64{}}
+		var selected []*Device
+		for _, d := range inv.Devices {
+			dev := &Device{Node: name, ID: d.ID, Kind: kindOf(d.ID), Mem: d.Mem, Forms: d.Forms, HostUnified: d.HostUnified, MemBytes: d.MemBytes, node: ns}
+			all = append(all, dev.String())
+			if cfg.Devices.match(*dev) {
+				selected = append(selected, dev)
+			}
+		}
+		if found && len(selected) == 0 {
+			// A member none of whose devices the selection takes holds
+			// no job (as the membership watch does not join it).
+			continue
+		}
 		j.nodes = append(j.nodes, ns)
 		j.byName[name] = ns
 		if found {
 			discovered[ns] = true
 		}
-		for _, d := range inv.Devices {
-			dev := &Device{Node: name, ID: d.ID, Kind: kindOf(d.ID), Mem: d.Mem, Forms: d.Forms, HostUnified: d.HostUnified, MemBytes: d.MemBytes, node: ns}
-			all = append(all, dev.String())
-			if cfg.Devices.match(*dev) {
-				j.devByID[dev.String()] = len(j.devices)
-				j.devices = append(j.devices, dev)
-			}
+		for _, dev := range selected {
+			j.devByID[dev.String()] = len(j.devices)
+			j.devices = append(j.devices, dev)
 		}
 	}
 	// Open the job on every node. A member discover found that fails

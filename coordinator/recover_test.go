@@ -532,6 +532,19 @@ func TestOneAddressOpensOnEveryMember_C1(t *testing.T) {
 	if got := nodes(s); !slices.Equal(got, []string{"n1"}) {
 		t.Errorf("Static job opened with n1's address: devices on %v, want n1's only", got)
 	}
+	// A member none of whose devices the selection takes holds no job
+	// (it held an empty one, counted against its per-client limit).
+	jobsOn := func(i int) int { return c.Nodes[i].Inventory().Jobs }
+	before := jobsOn(2)
+	sel := openJob(t, c, func(cfg *coordinator.Config) {
+		cfg.Nodes, cfg.Devices = cfg.Nodes[:1], coordinator.DeviceFilter{Nodes: []string{"n0", "n1"}}
+	})
+	if got := nodes(sel); !slices.Equal(got, []string{"n0", "n1"}) {
+		t.Errorf("job of n0 and n1's devices: devices on %v", got)
+	}
+	if _, ok := sel.NodeBootsForTest()["n2"]; ok || jobsOn(2) != before {
+		t.Errorf("n2, none of whose devices the job selected, holds the job (%d jobs there, %d before)", jobsOn(2), before)
+	}
 }
 
 // TestDiscoveredMemberThatRefusesTheJobIsLeftOut_C1: a member that Open
