@@ -58,6 +58,9 @@ type usmAlloc struct {
 	dev   device.Device // the device that made it
 	bound int           // open buffers bound to it (NewBufferOver, B3)
 	ops   []*exec.Node  // USM operations (USMOp) on it, unfinished when last looked at
+	// submitting counts USMOp calls that use it and are being submitted
+	// (not in ops yet): Free refuses it meanwhile too.
+	submitting int
 }
 
 // unfinished drops the finished nodes of a.ops and returns how many are

@@ -262,8 +262,8 @@ func (e *Engine[G]) Free(m *device.Mem) error {
 	case a.bound > 0:
 		e.usm.mu.Unlock()
 		return fmt.Errorf("%w: Free of a USM allocation that %d open buffer(s) made with NewBufferOver use; Close them first", engine.ErrBadRange, a.bound)
-	case a.unfinished() > 0:
-		n := len(a.ops)
+	case a.unfinished() > 0 || a.submitting > 0:
+		n := len(a.ops) + a.submitting
 		e.usm.mu.Unlock()
 		return fmt.Errorf("%w: Free of a USM allocation that %d unfinished Memcpy, Memset or FillUSM use; Wait for their events first", engine.ErrBadRange, n)
 	}
@@ -289,19 +289,30 @@ func (e *Engine[G]) USMOp(name string, op device.Op, mems []*device.Mem, after [
 			break
 		}
 	}
-	n, err := e.rt.Submit(exec.Group{Name: name, After: deps, Device: d, Ops: []device.Op{op}})
-	if err != nil {
-		return nil, err
-	}
-	// Free refuses the allocations the op uses until it has finished.
+	// Free refuses the allocations the op uses until it has finished:
+	// from before it is submitted (submitting), then by its node (ops).
+	var used []*usmAlloc
 	e.usm.mu.Lock()
 	for _, m := range mems {
-		if a := e.usm.live[m]; a != nil && !slices.Contains(a.ops, n) {
+		if a := e.usm.live[m]; a != nil && !slices.Contains(used, a) {
+			a.submitting++
+			used = append(used, a)
+		}
+	}
+	e.usm.mu.Unlock()
+	n, err := e.rt.Submit(exec.Group{Name: name, After: deps, Device: d, Ops: []device.Op{op}})
+	e.usm.mu.Lock()
+	for _, a := range used {
+		a.submitting--
+		if err == nil {
 			a.unfinished() // keeps the list short in a long stream of ops
 			a.ops = append(a.ops, n)
 		}
 	}
 	e.usm.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	return (*event)(n), nil
 }
 
