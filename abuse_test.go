@@ -158,8 +158,8 @@ func TestFreeRefusedWhileUSMOperationRuns_B3(t *testing.T) {
 	dst := must(Malloc[float32](q, 8, USMHost))
 	release := make(chan struct{})
 	hold := must(q.Submit(func(h *Handler) error { h.SingleTask(func() { <-release }); return nil }))
-	cp := must(Memcpy(q, dst, src, 8, After(hold))) // waits for hold
-	fill := must(FillUSM(q, dst.Add(4), 1, 4, After(hold)))
+	cp := must(Memcpy(q, dst, src, 4, After(hold)))         // waits for hold; dst[0:4]
+	fill := must(FillUSM(q, dst.Add(4), 1, 4, After(hold))) // dst[4:8]: USM operations are not ordered with each other
 	for name, p := range map[string]USM[float32]{"source": src, "destination": dst} {
 		if err := Free(q, p); !errors.Is(err, ErrBadRange) || !strings.Contains(err.Error(), "unfinished") {
 			t.Errorf("Free of the %s of an unfinished Memcpy = %v, want ErrBadRange", name, err)

@@ -127,7 +127,7 @@ func access[T any](h *Handler, b *Buffer[T], mode coherence.Mode, shape accShape
 	}
 	mem, err := h.rec.Target.Bind(b.st.id)
 	if err != nil {
-		h.fail(err)
+		h.fail(b.st.closedMeanwhile(err))
 		return nil
 	}
 	r := h.newReq()

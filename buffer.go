@@ -360,6 +360,16 @@ func (b *Buffer[T]) Close() error {
 	return b.st.close(context.Background())
 }
 
+// closedMeanwhile is err of a call on the buffer, as ErrBufferClosed when
+// the buffer (or its queue) was closed while the call ran: the engine then
+// no longer knows it ("unknown buffer"), which says nothing of the cause.
+func (st *bufState) closedMeanwhile(err error) error {
+	if err == nil || errors.Is(err, ErrClosed) || !st.isClosed() && !st.q.isClosed() {
+		return err
+	}
+	return fmt.Errorf("%w while the call ran (%v)", ErrBufferClosed, err)
+}
+
 func (st *bufState) close(ctx context.Context) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()

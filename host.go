@@ -134,7 +134,7 @@ func hostAccess[T any](ctx context.Context, b *Buffer[T], mode Mode, opts []Acce
 	}
 	v, err := b.st.q.eng.HostAccess(ctx, r)
 	if err != nil {
-		return hostView[T]{}, err
+		return hostView[T]{}, b.st.closedMeanwhile(err)
 	}
 	p := sliceOfBytes[T](v.Data)
 	if v.Whole {
@@ -422,7 +422,7 @@ func (b *Buffer[T]) Read(ctx context.Context, opts ...AccessOption) ([]T, error)
 		return nil, err
 	}
 	if err := b.st.q.eng.ReadInto(ctx, r, bytesOf(out)); err != nil {
-		return nil, err
+		return nil, b.st.closedMeanwhile(err)
 	}
 	return out, nil
 }
@@ -454,5 +454,5 @@ func (b *Buffer[T]) Write(ctx context.Context, data []T, opts ...AccessOption) e
 	if err != nil {
 		return err
 	}
-	return b.st.q.eng.WriteFrom(ctx, r, bytesOf(data))
+	return b.st.closedMeanwhile(b.st.q.eng.WriteFrom(ctx, r, bytesOf(data)))
 }

@@ -127,6 +127,17 @@ type bufInfo struct {
 	name string // for errors; "" names it by number
 }
 
+// bufferClosedError is a group's planning error when one of its buffers
+// was closed after the group was submitted and before it was planned: it
+// matches ErrClosed (and wraps coherence.ErrUnknownBuffer).
+type bufferClosedError struct{ err error }
+
+func (e *bufferClosedError) Error() string {
+	return "acpp: a buffer of the group was closed before it ran (" + e.err.Error() + ")"
+}
+func (e *bufferClosedError) Is(target error) bool { return target == ErrClosed }
+func (e *bufferClosedError) Unwrap() error        { return e.err }
+
 // Runtime is the executor of one queue.
 type Runtime struct {
 	log     *slog.Logger
@@ -945,6 +956,11 @@ func (rt *Runtime) planPendingLocked() []*Node {
 			step, err = rt.core.Submit(coherence.CommandGroup{ID: n.Seq, Accesses: n.g.Accesses})
 		}
 		if err != nil {
+			if errors.Is(err, coherence.ErrUnknownBuffer) {
+				// Its buffer was closed between the group's submission
+				// and its planning (another goroutine's Close).
+				err = &bufferClosedError{err}
+			}
 			n.planErr = err
 			n.planned.Store(true)
 			continue
@@ -1830,6 +1846,10 @@ func (rt *Runtime) RemoveBuffer(buf coherence.BufferID) error {
 	}
 	var errs []error
 	for _, e := range entries {
+		// An accessor may be allocating this entry right now (Alloc's
+		// once): wait for it, or keep it from starting, before reading
+		// what it allocated.
+		e.once.Do(func() { e.err = fmt.Errorf("%w: the buffer was closed while an accessor of it was made", ErrClosed) })
 		rt.returnBudget(e)
 		if e.user || e.mem == nil {
 			continue
