@@ -106,19 +106,7 @@ func FuzzSubmit(f *testing.F) {
 				t.Fatalf("submit refused with %v, want a CodeBadInstr reply", err)
 			}
 		}
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			j.mu.Lock()
-			running := j.running
-			j.mu.Unlock()
-			if running == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("instructions still running after 5 s: %+v", batch)
-			}
-			time.Sleep(time.Millisecond)
-		}
+		waitNotRunning(t, j, batch)
 		n.closeJob(j, errJobClosed)
 		j.mu.Lock()
 		pending, bytes := j.pending, j.bytes
@@ -133,4 +121,23 @@ func asReply(err error, re **proto.ErrorReply) bool {
 	r, ok := err.(*proto.ErrorReply)
 	*re = r
 	return ok
+}
+
+// waitNotRunning waits until none of j's instructions runs, failing the
+// test with what (the input) after 5 s.
+func waitNotRunning(t *testing.T, j *job, what any) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		j.mu.Lock()
+		running := j.running
+		j.mu.Unlock()
+		if running == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("instructions still running after 5 s: %+v", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

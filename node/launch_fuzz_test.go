@@ -137,19 +137,7 @@ func FuzzLaunch(f *testing.F) {
 				t.Fatalf("submit refused with %v, want a CodeBadInstr reply", err)
 			}
 		}
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			j.mu.Lock()
-			running := j.running
-			j.mu.Unlock()
-			if running == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("launch still running after 5 s: %+v", batch[2].Launch)
-			}
-			time.Sleep(time.Millisecond)
-		}
+		waitNotRunning(t, j, batch[2].Launch)
 		j.mu.Lock()
 		failed := j.failures[3]
 		j.mu.Unlock()

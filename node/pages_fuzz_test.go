@@ -93,19 +93,7 @@ func FuzzPages(f *testing.F) {
 		if early {
 			_, _ = j.submit([]proto.Instr{alloc, wait}, 0)
 		}
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			j.mu.Lock()
-			running := j.running
-			j.mu.Unlock()
-			if running == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("still running after 5 s: header %+v, %+v", h, wait)
-			}
-			time.Sleep(time.Millisecond)
-		}
+		waitNotRunning(t, j, []any{h, wait})
 		n.closeJob(j, errJobClosed)
 		j.mu.Lock()
 		bytes := j.bytes
