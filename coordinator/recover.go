@@ -490,8 +490,10 @@ func (j *Job) restart(r *recovery) ([]GroupID, error) {
 	for i, ns := range alive {
 		if ns.lost { // lost meanwhile (nodeLostLocked): r.nodes has it
 			if nj := njs[i]; nj != nil {
-				go func() {
-					cctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				j.wg.Add(1)
+				go func() { // owned by the job: Close cancels j.ctx and waits
+					defer j.wg.Done()
+					cctx, cancel := context.WithTimeout(j.ctx, 3*time.Second)
 					defer cancel()
 					nj.Close(cctx) // best effort: its lease ends it otherwise
 				}()

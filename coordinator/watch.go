@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/acpp/acpp/coherence"
@@ -153,6 +154,8 @@ const membersHedge = 250 * time.Millisecond
 // it is the one whose failure the others report, so asking only it would
 // hide every failure, its own and any at the same time.
 func (j *Job) askMembers(ctx context.Context, nodes []string) (*proto.Members, error) {
+	var asks sync.WaitGroup
+	defer asks.Wait() // the calls still out end at once with ctx (below)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type answer struct {
@@ -171,7 +174,9 @@ func (j *Job) askMembers(ctx context.Context, nodes []string) (*proto.Members, e
 				name := nodes[next]
 				next++
 				waiting++
+				asks.Add(1)
 				go func() {
+					defer asks.Done()
 					ms, err := j.cl.Members(ctx, name)
 					answers <- answer{ms, err}
 				}()
