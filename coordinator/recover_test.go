@@ -1,7 +1,6 @@
 package coordinator_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/acpp/acpp/coordinator"
 	"github.com/acpp/acpp/coordinator/coordtest"
+	"github.com/acpp/acpp/internal/testlog"
 	"github.com/acpp/acpp/node"
 )
 
@@ -197,7 +197,7 @@ func TestDrainHandsOverOnlyCopies(t *testing.T) {
 	var mu sync.Mutex
 	var events []string
 	var moved int64
-	var logged lockedBuffer
+	var logged testlog.Buffer
 	j := openJob(t, c, func(cfg *coordinator.Config) {
 		cfg.OnNodeEvent = func(ev coordinator.NodeEvent) {
 			mu.Lock()
@@ -594,22 +594,4 @@ func TestDiscoveredMemberThatRefusesTheJobIsLeftOut_C1(t *testing.T) {
 	}()); err == nil || !strings.Contains(err.Error(), "open job") {
 		t.Errorf("Open through n2, which refuses the job: %v, want its refusal", err)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer for a logger that goroutines share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -8,12 +8,12 @@ import (
 	"log/slog"
 	"math"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/acpp/acpp/cuda/kernels"
 	"github.com/acpp/acpp/device"
+	"github.com/acpp/acpp/internal/testlog"
 )
 
 // TestOpenWithoutDriver: no driver means no devices, a nil error and one log
@@ -449,7 +449,7 @@ func TestGraphsEnvironment(t *testing.T) {
 // whatever the queue's logger was (acpp.WithLogger(nil) did not silence
 // it). Without a driver it says so; with GPUs it logs its link decisions.
 func TestBackendLogsToTheOpenersLogger(t *testing.T) {
-	var def, own lockedBuffer
+	var def, own testlog.Buffer
 	old := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&def, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	defer slog.SetDefault(old)
@@ -469,22 +469,4 @@ func TestBackendLogsToTheOpenersLogger(t *testing.T) {
 	if s := def.String(); s != "" {
 		t.Errorf("slog.Default() got %q, want nothing", s)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

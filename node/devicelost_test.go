@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/acpp/acpp/credentials"
 	"github.com/acpp/acpp/device"
 	"github.com/acpp/acpp/device/devicetest"
+	"github.com/acpp/acpp/internal/testlog"
 	"github.com/acpp/acpp/node"
 	"github.com/acpp/acpp/proto"
 	"github.com/acpp/acpp/transport"
@@ -98,7 +98,7 @@ func gaugeValue(t *testing.T, n *node.Node, name string) float64 {
 // found (and "off" without an endpoint).
 func TestStartedLineNamesTheHTTPAddress(t *testing.T) {
 	for _, addr := range []string{"127.0.0.1:0", ""} {
-		var buf safeBuffer
+		var buf testlog.Buffer
 		nodes := startNodes(t, 1, func(_ int, cfg *node.Config) {
 			cfg.HTTPAddr = addr
 			cfg.Logger = slog.New(slog.NewTextHandler(&buf, nil))
@@ -117,24 +117,6 @@ func TestStartedLineNamesTheHTTPAddress(t *testing.T) {
 			t.Errorf("--http-addr %q: started line %q lacks %s", addr, line, want)
 		}
 	}
-}
-
-// safeBuffer is a bytes.Buffer for a logger written by several goroutines.
-type safeBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *safeBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *safeBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestRecoveredPanicMakesNodeDegraded: a message handler that panics is

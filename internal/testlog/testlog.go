@@ -5,6 +5,7 @@
 package testlog
 
 import (
+	"bytes"
 	"io"
 	"log/slog"
 	"os"
@@ -48,4 +49,24 @@ func (w *writer) stop() {
 	w.mu.Lock()
 	w.done = true
 	w.mu.Unlock()
+}
+
+// Buffer collects what a logger shared by goroutines writes, for tests
+// that look at the log: a bytes.Buffer safe for concurrent use.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String is everything written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
