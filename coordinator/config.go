@@ -157,8 +157,10 @@ type Config struct {
 	// Static: nodes that join the cluster later are not added to the job.
 	Static bool
 	// OnNodeEvent, when set, is called when a node joins the job, starts
-	// draining, has drained or is lost. It must not block and must not
-	// call the Job.
+	// draining, has drained or is lost (once per node, however the loss
+	// was found), from one goroutine of the job, in the order the events
+	// happened; events after the job ended are dropped. It must not block
+	// and must not call the Job.
 	OnNodeEvent func(NodeEvent)
 	// OnGroupDone, when set, is called once per finished command group
 	// (progress bars, traces), from the job's goroutines, in completion

@@ -68,6 +68,7 @@ type Job struct {
 	cancel context.CancelCauseFunc
 	wg     sync.WaitGroup // long-lived goroutines: membership watch, recovery, checkpoints
 	closed sync.Once
+	events nodeEvents // to Config.OnNodeEvent
 
 	// ep is the current epoch (guarded by mu): the node jobs, goroutines
 	// and page directory since the job opened or last recovered.
@@ -389,6 +390,7 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 	j.pending = make([]int, len(j.devices))
 	j.start = time.Now()
 	j.res.init(j)
+	j.startEvents() // before the nodes' feeds: a loss can be seen at once
 	for _, ns := range j.nodes {
 		j.startNodeLocked(j.ep, ns)
 	}
@@ -1224,6 +1226,9 @@ func (j *Job) nodeLostLocked(ns *nodeState, how string) {
 		return
 	}
 	j.markLostLocked(ns)
+	if !ns.drained { // a drain is told as "drained" once it has left
+		j.nodeEvent(NodeEvent{Node: ns.name, Kind: "lost", How: how})
+	}
 	j.gated -= countGated(ns.outbox)
 	ns.outbox = nil
 	if j.res.recovering != nil {

@@ -217,13 +217,64 @@ func TestStaleFailedRecordSparesNewRun_C5(t *testing.T) {
 	failed := func(b uint64) *proto.Members {
 		return &proto.Members{Node: "n0", Members: []proto.Member{{Name: "n1", State: "failed", Boot: b}}}
 	}
+	n1Lost := func() bool {
+		for _, ns := range j.Nodes() {
+			if ns.Name == "n1" {
+				return ns.Lost
+			}
+		}
+		t.Fatal("n1 not in the job")
+		return false
+	}
 	j.ApplyMembersForTest(failed(boot + 1))
-	if l := lostNodes(); len(l) != 0 {
-		t.Fatalf("a failed record of another run of n1 dropped %v", l)
+	if n1Lost() {
+		t.Fatalf("a failed record of another run of n1 dropped it")
 	}
 	j.ApplyMembersForTest(failed(boot))
+	if !n1Lost() {
+		t.Fatalf("a failed record of the job's run of n1 did not drop it")
+	}
+	// Events come from the job's own goroutine: wait for the one loss.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(lostNodes()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if l := lostNodes(); !slices.Equal(l, []string{"n1"}) {
-		t.Fatalf("a failed record of the job's run of n1: lost %v, want [n1]", l)
+		t.Fatalf("a failed record of the job's run of n1: lost events %v, want [n1]", l)
+	}
+}
+
+// TestLossFoundByACallIsANodeEvent_C5: OnNodeEvent tells of a loss however
+// the job found it. Only the membership watch used to: a node whose loss
+// a failed call found first was never told "lost" (the watch then saw it
+// already dropped), so acpp-submit's record of the run and a user's
+// progress output missed it (seen as a flaky recovery test in CI).
+func TestLossFoundByACallIsANodeEvent_C5(t *testing.T) {
+	c := coordtest.Start(t, 2, coordtest.Options{})
+	ctx := testCtx(t)
+	events := make(chan coordinator.NodeEvent, 8)
+	j := openJob(t, c, func(cfg *coordinator.Config) {
+		cfg.Static, cfg.MembershipInterval = true, -1 // no watch: only the call can find it
+		cfg.OnNodeEvent = func(ev coordinator.NodeEvent) { events <- ev }
+	})
+	const n = 1024
+	d, _ := j.NewBuffer(coordinator.BufferSpec{Name: "d", Range: coordinator.Dims{1, 1, n}, ElemSize: 4})
+	c.Stop(1)
+	fill(t, j, d, n, 3, "n1/cpu:0")
+	j.Wait(ctx) // fails or recovers: either way the loss was found by the submit
+	select {
+	case ev := <-events:
+		if ev.Node != "n1" || ev.Kind != "lost" || ev.How == "" || ev.Time.IsZero() {
+			t.Fatalf("event %+v, want n1 lost, saying how, with its time", ev)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("n1's loss, found by a failed call with the membership watch off, was never told to OnNodeEvent")
+	}
+	j.Close(ctx)
+	select {
+	case ev := <-events:
+		t.Fatalf("a second event %+v after the one loss", ev)
+	default:
 	}
 }
 

@@ -28,18 +28,83 @@ type NodeEvent struct {
 	// Kind is "joined", "draining", "drained" (its pages handed over, it
 	// left the job) or "lost".
 	Kind string
-	// Pages are the bytes a drain handed over; Devices the devices a join
-	// added.
+	// Bytes are the bytes a drain handed over; Devices the devices a join
+	// added; How, for a loss, how the job learnt of it (the membership's
+	// "failed" record, a call that failed, a peer's report).
 	Bytes   int64
 	Devices []string
+	How     string
 	Time    time.Time
 }
 
+// nodeEvents hands the job's NodeEvents to Config.OnNodeEvent in the
+// order they happened, from one goroutine: a loss is found under j.mu, by
+// whichever part of the job saw it first (the membership watch, a failed
+// call, a peer's report), and the callback must not run under the lock.
+type nodeEvents struct {
+	mu      sync.Mutex
+	queue   []NodeEvent
+	kick    chan struct{} // has room for one: a send never blocks
+	stopped bool          // the deliverer ended with the job: later events are dropped
+}
+
+// nodeEvent queues ev for OnNodeEvent; callable with or without j.mu.
 func (j *Job) nodeEvent(ev NodeEvent) {
-	if j.cfg.OnNodeEvent != nil {
-		ev.Time = time.Now()
-		j.cfg.OnNodeEvent(ev)
+	if j.cfg.OnNodeEvent == nil {
+		return
 	}
+	ev.Time = time.Now()
+	e := &j.events
+	e.mu.Lock()
+	if !e.stopped {
+		e.queue = append(e.queue, ev)
+	}
+	e.mu.Unlock()
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
+}
+
+// startEvents starts the goroutine that delivers node events; it ends
+// with the job, after delivering what was queued by then.
+func (j *Job) startEvents() {
+	if j.cfg.OnNodeEvent == nil {
+		return
+	}
+	j.events.kick = make(chan struct{}, 1)
+	j.wg.Add(1)
+	go func() {
+		defer j.wg.Done()
+		e := &j.events
+		deliver := func() {
+			for {
+				e.mu.Lock()
+				q := e.queue
+				e.queue = nil
+				e.mu.Unlock()
+				if len(q) == 0 {
+					return
+				}
+				for _, ev := range q {
+					j.cfg.OnNodeEvent(ev)
+				}
+			}
+		}
+		for {
+			select {
+			case <-e.kick:
+				deliver()
+			case <-j.ctx.Done():
+				deliver()
+				e.mu.Lock()
+				e.stopped = true
+				e.queue = nil
+				e.mu.Unlock()
+				return
+			}
+		}
+	}()
 }
 
 func (j *Job) startWatch() {
@@ -116,11 +181,8 @@ func (j *Job) applyMembers(ctx context.Context, ms *proto.Members) {
 			// is gone too, its instructions fail and say so.
 		case inJob && m.State == "failed":
 			j.mu.Lock()
-			if !ns.lost {
-				j.nodeLostLocked(ns, "membership: failed")
-			}
+			j.nodeLostLocked(ns, "membership: failed") // tells OnNodeEvent
 			j.mu.Unlock()
-			j.nodeEvent(NodeEvent{Node: m.Name, Kind: "lost"})
 		case inJob && m.State == "alive" && m.Leaving:
 			j.mu.Lock()
 			start := !j.res.leaving[m.Name]
