@@ -285,6 +285,9 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 	if len(addrs) == 1 && !cfg.Static && cfg.MembershipInterval >= 0 {
 		addrs = j.discover(ctx, addrs[0])
 	}
+	// Every address is asked at once, a batch at a time in order: a member
+	// that hangs costs the dial timeout once, not once per member after it.
+	var probes []nodeProbe
 	for i, addr := range addrs {
 		// A member discover found (i ≥ len(Nodes)) that does not answer
 		// or drains is left out: the membership watch offers it again.
@@ -292,7 +295,11 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 		if found && len(j.nodes) >= maxJobNodes {
 			break
 		}
-		name, err := cl.Connect(ctx, addr)
+		if i%probeBatch == 0 {
+			probes = probeNodes(ctx, cl, addrs[i:min(i+probeBatch, len(addrs))])
+		}
+		pr := probes[i%probeBatch]
+		name, err := pr.name, pr.connErr
 		if err != nil {
 			if found {
 				j.log.Warn("a member of the cluster is left out of the job: cannot connect", "addr", addr, "error", err)
@@ -306,7 +313,7 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 			}
 			return fail(fmt.Errorf("%w: Nodes[%d] %s is node %s again", ErrInvalidConfig, i, addr, name))
 		}
-		inv, err := cl.Inventory(ctx, name)
+		inv, err := pr.inv, pr.invErr
 		if err != nil {
 			if found {
 				j.log.Warn("a member of the cluster is left out of the job: no inventory", "node", name, "error", err)
@@ -348,9 +355,18 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 	// Open the job on every node. A member discover found that fails
 	// now (it died after it answered above, before membership noticed) is
 	// left out, as one that did not answer: the watch offers it again.
+	// On every node at once; the errors are taken in the nodes' order.
+	openErrs := make([]error, len(j.nodes))
+	var opening sync.WaitGroup
+	for i, ns := range j.nodes {
+		opening.Go(func() {
+			ns.nj, openErrs[i] = cl.Open(ctx, ns.name, cfg.JobID, nodeclient.JobOptions{Lease: cfg.Lease, MaxBytes: cfg.MaxBytes})
+		})
+	}
+	opening.Wait()
 	var gone []*nodeState
-	for _, ns := range j.nodes {
-		nj, err := cl.Open(ctx, ns.name, cfg.JobID, nodeclient.JobOptions{Lease: cfg.Lease, MaxBytes: cfg.MaxBytes})
+	for i, ns := range j.nodes {
+		err := openErrs[i]
 		if err != nil && discovered[ns] && ctx.Err() == nil {
 			j.log.Warn("a member of the cluster is left out of the job: cannot open the job there", "node", ns.name, "error", err)
 			gone = append(gone, ns)
@@ -359,7 +375,6 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 		if err != nil {
 			return fail(fmt.Errorf("coordinator: open job %d on node %s: %w", cfg.JobID, ns.name, err))
 		}
-		ns.nj = nj
 	}
 	if len(gone) > 0 {
 		j.dropUnopenedLocked(gone)
@@ -400,6 +415,34 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 	}
 	j.log.Info("job open", "nodes", len(j.nodes), "devices", len(j.devices), "on_node_loss", cfg.OnNodeLoss, "checkpoint", cfg.Checkpoint)
 	return j, nil
+}
+
+// probeBatch is how many addresses Open asks at once.
+const probeBatch = 16
+
+// nodeProbe is what Open learnt of one address: the node's name and
+// inventory, or why not.
+type nodeProbe struct {
+	name            string
+	inv             *proto.Inventory
+	connErr, invErr error
+}
+
+// probeNodes connects to every address and asks each node for its
+// inventory, all at once; the answers are in the addresses' order.
+func probeNodes(ctx context.Context, cl *nodeclient.Client, addrs []string) []nodeProbe {
+	out := make([]nodeProbe, len(addrs))
+	var wg sync.WaitGroup
+	for i, addr := range addrs {
+		wg.Go(func() {
+			pr := &out[i]
+			if pr.name, pr.connErr = cl.Connect(ctx, addr); pr.connErr == nil {
+				pr.inv, pr.invErr = cl.Inventory(ctx, pr.name)
+			}
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 // dropUnopenedLocked takes nodes that Open could not open the job on out

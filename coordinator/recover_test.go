@@ -12,10 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acpp/acpp/cluster"
 	"github.com/acpp/acpp/coordinator"
 	"github.com/acpp/acpp/coordinator/coordtest"
 	"github.com/acpp/acpp/internal/testlog"
 	"github.com/acpp/acpp/node"
+	"github.com/acpp/acpp/node/nodeclient"
 )
 
 // The case that failed before issue 15: a node holding the only copy of
@@ -502,6 +504,42 @@ func TestWatchAsksAnotherNodeWhenTheFirstIsLost_C5(t *testing.T) {
 		case <-deadline:
 			t.Fatalf("after stopping n0 and n2 the job saw %v lost within 20s, want both", seen)
 		}
+	}
+}
+
+// Open asks the members one address found all at once: members listed
+// alive but dead (killed a moment before, not yet detected) each cost the
+// dial timeout, once for all of them rather than once each in turn (C1).
+func TestOpenDialsDeadMembersAtOnce_C1(t *testing.T) {
+	c := coordtest.Start(t, 5, coordtest.Options{Modify: func(_ int, cfg *node.Config) {
+		cfg.Cluster.Timing = cluster.DefaultLANConfig().Timing // seconds before a death is known
+	}})
+	const dial = 2 * time.Second
+	cl, err := nodeclient.Start(nodeclient.Config{Credentials: c.Creds, Logger: coordtest.Logger(t), DialTimeout: dial})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	c.Stop(2)
+	c.Stop(3)
+	c.Stop(4)
+	if ms := c.Nodes[0].Cluster().Members().Alive(); len(ms) != 5 {
+		t.Skipf("n0 saw the deaths already (%d members alive): nothing to check", len(ms))
+	}
+	start := time.Now()
+	j := openJob(t, c, func(cfg *coordinator.Config) { cfg.Nodes, cfg.Client = cfg.Nodes[:1], cl })
+	took := time.Since(start)
+	var nodes []string
+	for _, ns := range j.Nodes() {
+		nodes = append(nodes, ns.Name)
+	}
+	if !slices.Equal(nodes, []string{"n0", "n1"}) {
+		t.Errorf("job nodes %v, want n0 and n1 (n2–n4 are dead)", nodes)
+	}
+	// One after another they take 3 dial timeouts (6 s) at least; at once,
+	// one (2 s) and the live members' round trips.
+	if took >= 5*dial/2 {
+		t.Errorf("Open took %v with three dead members and a %v dial timeout: the members were dialled one after another", took.Round(time.Millisecond), dial)
 	}
 }
 
