@@ -1,0 +1,110 @@
+package acpp
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/acpp/acpp/coordinator/coordtest"
+	"github.com/acpp/acpp/device"
+	"github.com/acpp/acpp/device/devicetest"
+)
+
+// Options audit (2026-11-28): every option NewQueue or Connect accepts
+// takes effect, or the constructor fails with ErrOption naming it.
+
+// The runtime knows a device by its ID, so NewQueue refuses a nil device
+// and two devices with one ID (WithDevices(f, f), two fakes of one index,
+// one that takes an ID of the queue's own devices) with ErrOption; before,
+// a nil device panicked and the others opened a queue listing fake:0
+// twice, whose memories shared one name. WithDevice naming a device twice
+// selects it once, as WithKind does (it was listed twice, and Split gave
+// it two chunks).
+func TestQueueDevicesNeedDistinctIDs(t *testing.T) {
+	f := devicetest.NewFake(devicetest.FakeConfig{})
+	same := devicetest.NewFake(devicetest.FakeConfig{})
+	t.Cleanup(func() { f.Close(); same.Close() })
+	for _, tc := range []struct {
+		name string
+		opts []Option
+		want string
+	}{
+		{"nil device", []Option{WithDevices(f, nil)}, "nil device (argument 1)"},
+		{"one device twice", []Option{WithDevices(f, f)}, "two devices of the queue are fake:0"},
+		{"two devices of one ID", []Option{WithDevices(f), WithDevices(same)}, "two devices of the queue are fake:0"},
+	} {
+		var q *Queue
+		var err error
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					err = errors.New("panic")
+				}
+			}()
+			q, err = NewQueue(context.Background(), tc.opts...)
+		}()
+		if q != nil {
+			q.Close()
+		}
+		if !errors.Is(err, ErrOption) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("NewQueue with %s: %v, want ErrOption saying %q", tc.name, err, tc.want)
+		}
+	}
+	q := newQueue(t, WithDevice(CPU, 0), WithDevice(CPU, 0))
+	var ids []string
+	for _, d := range q.Devices() {
+		ids = append(ids, d.ID.String())
+	}
+	if !slices.Equal(ids, []string{"cpu:0"}) {
+		t.Errorf("WithDevice(CPU, 0) twice: queue devices %v, want [cpu:0]", ids)
+	}
+}
+
+// WithKind of no device kind is ErrOption naming it on both engines; a
+// queue of local devices called it ErrNoDevice ("none of kinds") and a
+// cluster queue coordinator.ErrInvalidConfig, neither ErrOption.
+func TestWithKindOfNoKindRefusedOnBothEngines(t *testing.T) {
+	const want = "WithKind(kind(9)) is no device kind"
+	q, err := NewQueue(context.Background(), WithKind(device.Kind(9)))
+	if q != nil {
+		q.Close()
+	}
+	if !errors.Is(err, ErrOption) || !strings.Contains(err.Error(), want) {
+		t.Errorf("NewQueue(WithKind(9)) = %v, want ErrOption saying %q", err, want)
+	}
+	c := coordtest.Start(t, 1, coordtest.Options{})
+	q, err = Connect(testCtx(t), c.Addrs(), WithCredentials(c.Dir, "alice"), WithKind(device.Kind(9)))
+	if q != nil {
+		q.Close()
+	}
+	if !errors.Is(err, ErrOption) || !strings.Contains(err.Error(), want) {
+		t.Errorf("Connect(WithKind(9)) = %v, want ErrOption saying %q", err, want)
+	}
+}
+
+// WithLabels: labels without a label to match are refused (they selected
+// every node, the labels ignored); the labels of several WithLabels add
+// up (the last map replaced the earlier ones, so a node that carried
+// both labels, given by two calls, was not selected).
+func TestWithLabelsTakesEffect(t *testing.T) {
+	c := coordtest.Start(t, 2, coordtest.Options{})
+	creds := WithCredentials(c.Dir, "alice")
+	q, err := Connect(testCtx(t), c.Addrs(), creds, WithLabels(map[string][]string{"n0": {"gpu"}}))
+	if q != nil {
+		q.Close()
+	}
+	if !errors.Is(err, ErrOption) || !strings.Contains(err.Error(), "WithLabels names no label to match") {
+		t.Errorf("Connect(WithLabels(labels)) = %v, want ErrOption saying it names no label to match", err)
+	}
+	q = connect(t, c, WithLabels(map[string][]string{"n0": {"gpu"}, "n1": {"gpu"}}, "gpu"),
+		WithLabels(map[string][]string{"n1": {"fast"}}, "fast"))
+	if got := q.ClusterDevices(); !slices.Equal(got, []string{"n1/cpu:0"}) {
+		t.Errorf("WithLabels(gpu on n0, n1), WithLabels(fast on n1): devices %v, want [n1/cpu:0]", got)
+	}
+	q = connect(t, c, WithLabels(map[string][]string{"n0": {"gpu"}}), WithLabels(nil, "gpu"))
+	if got := q.ClusterDevices(); !slices.Equal(got, []string{"n0/cpu:0"}) {
+		t.Errorf("WithLabels(labels), WithLabels(nil, gpu): devices %v, want [n0/cpu:0]", got)
+	}
+}
