@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/acpp/acpp/coordinator"
 	"github.com/acpp/acpp/coordinator/coordtest"
 	"github.com/acpp/acpp/device"
 	"github.com/acpp/acpp/device/devicetest"
@@ -106,5 +107,71 @@ func TestWithLabelsTakesEffect(t *testing.T) {
 	q = connect(t, c, WithLabels(map[string][]string{"n0": {"gpu"}}), WithLabels(nil, "gpu"))
 	if got := q.ClusterDevices(); !slices.Equal(got, []string{"n0/cpu:0"}) {
 		t.Errorf("WithLabels(labels), WithLabels(nil, gpu): devices %v, want [n0/cpu:0]", got)
+	}
+}
+
+// The queue's context ending refuses new command groups on both engines,
+// but the buffers can still be read, written back and closed: Close
+// writes a slice-backed buffer back and frees its allocations. A queue of
+// local devices refused the host groups these need ("queue context done,
+// submit refused"), so Buffer.Close failed and kept its allocations (the
+// budget stayed in use), while a cluster queue did all of it.
+func TestBuffersCloseAfterQueueContextEnds(t *testing.T) {
+	c := coordtest.Start(t, 1, coordtest.Options{})
+	for _, eng := range []string{"embedded", "cluster"} {
+		ctx, cancel := context.WithCancel(context.Background())
+		var q *Queue
+		var err error
+		if eng == "embedded" {
+			q, err = NewQueue(ctx, WithDevice(CPU, 0), WithMemoryLimit(MemoryLimit{Bytes: 1 << 20}))
+		} else {
+			q, err = Connect(ctx, c.Addrs(), WithCredentials(c.Dir, "alice"), WithCoordinator(func(cfg *coordinator.Config) {
+				cfg.Client = c.Config().Client
+			}))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := make([]float32, 1024)
+		b, err := NewBufferFrom(q, data, R1(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		other, err := NewBuffer[float32](q, R1(1024))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range []*Buffer[float32]{b, other} {
+			if err := groupErr(context.Background(), q, func(h *Handler) error {
+				h.Launch("fill_f32", R1(1024), Write(h, x, NoInit), Scalar(float32(2)))
+				return nil
+			}); err != nil {
+				t.Fatalf("%s: fill: %v", eng, err)
+			}
+		}
+		cancel()
+		if _, err := q.Submit(func(h *Handler) error {
+			h.Launch("fill_f32", R1(1024), Write(h, b, NoInit), Scalar(float32(3)))
+			return nil
+		}); !errors.Is(err, context.Canceled) {
+			t.Errorf("%s: Submit after the queue's context ended: %v, want context.Canceled", eng, err)
+		}
+		if got, err := other.Read(context.Background()); err != nil || got[1023] != 2 {
+			t.Errorf("%s: Read after the queue's context ended: %v (element 1023 = %v, want 2)", eng, err, got)
+		}
+		if err := other.Close(); err != nil {
+			t.Errorf("%s: Close of a buffer after the queue's context ended: %v", eng, err)
+		}
+		if eng == "embedded" {
+			if used := q.MemoryBudgets()[0].Used; used != 0 {
+				t.Errorf("%s: %d bytes of the host budget in use after Close, want 0", eng, used)
+			}
+		}
+		if err := q.Close(); err != nil {
+			t.Errorf("%s: queue Close after its context ended: %v", eng, err)
+		}
+		if data[0] != 2 || data[1023] != 2 {
+			t.Errorf("%s: the slice after Close holds %v … %v, want the group's 2", eng, data[0], data[1023])
+		}
 	}
 }

@@ -165,7 +165,9 @@ func openQueue(eng engine.Engine[cgroup], ctx context.Context, cancel context.Ca
 // NewQueue opens the local devices (the CPU always; CUDA devices when the
 // CUDA backend is imported and finds a GPU) and returns a queue over the
 // selected ones (all by default, cpu:0 the default device). ctx bounds the queue's life: when it is done, command
-// groups not yet started fail with its cause and Submit refuses new ones.
+// groups not yet started fail with its cause and Submit refuses new ones;
+// buffers can still be read, written and closed (Close writes back and
+// frees), as on a cluster queue.
 func NewQueue(ctx context.Context, opts ...Option) (*Queue, error) {
 	if ctx == nil {
 		return nil, errors.New("acpp: NewQueue needs a context; pass context.Background() for a queue that lives until Close")
