@@ -175,3 +175,38 @@ func TestBuffersCloseAfterQueueContextEnds(t *testing.T) {
 		}
 	}
 }
+
+// A split naming a device twice is ErrSplit on both engines; a queue of
+// local devices gave that device two chunks and a cluster queue four (the
+// DeviceID on each of two nodes, twice).
+func TestSplitDeviceNamedTwiceRefused_C4(t *testing.T) {
+	c := coordtest.Start(t, 2, coordtest.Options{})
+	cpu0 := DeviceID{Kind: CPU}
+	for _, tc := range []struct {
+		eng  string
+		q    *Queue
+		opt  SubmitOption
+		want string
+	}{
+		{"embedded", newQueue(t, WithCPUDevices(2)), Split(cpu0, cpu0), "Split names device cpu:0 twice"},
+		{"cluster", connect(t, c), Split(cpu0, cpu0), "Split names device cpu:0 twice"},
+		{"cluster", connect(t, c), SplitWith(SplitOpts{ClusterDevices: []string{"n1/cpu:0", "n0/cpu:0", "n1/cpu:0"}}), "ClusterDevices names n1/cpu:0 twice"},
+	} {
+		b, err := NewBuffer[float32](tc.q, R1(1024))
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := tc.q.Stats().Groups
+		_, err = tc.q.Submit(func(h *Handler) error {
+			h.Launch("fill_f32", R1(1024), Write(h, b, NoInit, Map(OneToOne())), Scalar(float32(1)))
+			return nil
+		}, tc.opt)
+		if !errors.Is(err, ErrSplit) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want ErrSplit saying %q", tc.eng, err, tc.want)
+		}
+		tc.q.Wait(context.Background())
+		if n := tc.q.Stats().Groups - before; n != 0 {
+			t.Errorf("%s: %d groups ran", tc.eng, n)
+		}
+	}
+}
