@@ -210,3 +210,45 @@ func TestSplitDeviceNamedTwiceRefused_C4(t *testing.T) {
 		}
 	}
 }
+
+// Buffer options given twice with different values are ErrOption naming
+// them, as Submit's are (the later silently replaced the earlier), and so
+// is PageSize() with no size (it meant the default); the same value twice
+// is no error. Both engines.
+func TestBufferOptionsGivenTwiceRefused(t *testing.T) {
+	c := coordtest.Start(t, 1, coordtest.Options{})
+	for _, q := range []*Queue{newQueue(t), connect(t, c)} {
+		for _, tc := range []struct {
+			opts []BufferOption
+			want string
+		}{
+			{[]BufferOption{BufferName("a"), BufferName("b")}, "BufferName given more than once"},
+			{[]BufferOption{PageSize(16, 16), BufferName("a"), PageSize(16, 32)}, "PageSize given more than once"},
+			{[]BufferOption{PageSize(16, 16), PageSize(16)}, "PageSize given more than once"},
+			{[]BufferOption{PageSize()}, "PageSize() names no size"},
+		} {
+			b, err := NewBuffer[float32](q, R2(64, 64), tc.opts...)
+			if b != nil {
+				b.Close()
+			}
+			if !errors.Is(err, ErrOption) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("NewBuffer with %s: %v, want ErrOption", tc.want, err)
+			}
+			b, err = NewBufferFrom(q, make([]float32, 64*64), R2(64, 64), tc.opts...)
+			if b != nil {
+				b.Close()
+			}
+			if !errors.Is(err, ErrOption) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("NewBufferFrom with %s: %v, want ErrOption", tc.want, err)
+			}
+		}
+		b, err := NewBuffer[float32](q, R2(64, 64), BufferName("a"), PageSize(16, 64), BufferName("a"), PageSize(16, 64))
+		if err != nil {
+			t.Fatalf("the same options twice: %v", err)
+		}
+		if ps := b.PageSize(); ps[0] != 16 || ps[1] != 64 {
+			t.Errorf("PageSize(16, 64) twice: page size %v", ps)
+		}
+		b.Close()
+	}
+}
