@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -92,22 +94,48 @@ type BufferOption func(*bufferConfig)
 type bufferConfig struct {
 	page     [3]int // user order, 0 = default
 	pageDims int
+	pageSet  bool // PageSize was given
 	copyIn   bool
 	name     string
+	nameSet  bool // BufferName was given
+	// twice names options given more than once with different values: the
+	// later would silently undo the earlier, so the constructor refuses
+	// them, as Submit does.
+	twice []string
+}
+
+// again records that option name was given before with another value.
+func (c *bufferConfig) again(name string) {
+	if !slices.Contains(c.twice, name) {
+		c.twice = append(c.twice, name)
+	}
 }
 
 // BufferName names the buffer in the runtime's errors (a failed copy or
 // allocation, a cluster job's lost pages: `buffer "grid" lost …`);
-// unnamed buffers are named by number.
-func BufferName(name string) BufferOption { return func(c *bufferConfig) { c.name = name } }
+// unnamed buffers are named by number. Two different names are ErrOption.
+func BufferName(name string) BufferOption {
+	return func(c *bufferConfig) {
+		if c.nameSet && c.name != name {
+			c.again("BufferName")
+		}
+		c.name, c.nameSet = name, true
+	}
+}
 
 // PageSize sets the page size in elements per dimension (P1), in the order
 // of the buffer's range: smaller pages track data more finely (fewer
 // copies, more independent groups), larger ones cost less bookkeeping.
+// It needs one size per dimension of the buffer; PageSize() with none,
+// and two different PageSize options, are ErrOption.
 func PageSize(size ...int) BufferOption {
 	return func(c *bufferConfig) {
-		c.pageDims = len(size)
-		copy(c.page[:], size)
+		var page [3]int
+		copy(page[:], size)
+		if c.pageSet && (c.pageDims != len(size) || c.page != page) {
+			c.again("PageSize")
+		}
+		c.pageDims, c.page, c.pageSet = len(size), page, true
 	}
 }
 
@@ -193,6 +221,13 @@ func bufferSetup[T any](q *Queue, r Range, opts []BufferOption) (bufferConfig, i
 		if o != nil { // a nil option is none, as in onlyOptions
 			o(&cfg)
 		}
+	}
+	if len(cfg.twice) > 0 {
+		return cfg, 0, coherence.Geometry{}, fmt.Errorf("%w: %s given more than once with different values; the buffer has one: pass it once",
+			ErrOption, strings.Join(cfg.twice, ", "))
+	}
+	if cfg.pageSet && cfg.pageDims == 0 {
+		return cfg, 0, coherence.Geometry{}, fmt.Errorf("%w: PageSize() names no size; give one per dimension of the buffer (PageSize(64, 4096)), or drop it for the default", ErrOption)
 	}
 	es, err := elemSize[T]()
 	if err != nil {

@@ -111,11 +111,20 @@ func WithNodes(names ...string) Option {
 
 // WithLabels limits a cluster queue to the nodes that carry every label in
 // match; labels maps node names to their labels (nodes do not publish
-// labels: they come from the caller, e.g. a cluster file). Connect only.
+// labels: they come from the caller, e.g. a cluster file). Given several
+// times, the labels of all add up and a node must carry every match of
+// all. Connect only; it refuses labels with no label to match
+// (ErrOption: they would select every node).
 func WithLabels(labels map[string][]string, match ...string) Option {
 	return func(c *queueConfig) {
 		cc := c.clusterCfg("WithLabels")
-		cc.labels, cc.match = labels, append(cc.match, match...)
+		if cc.labels == nil {
+			cc.labels = map[string][]string{}
+		}
+		for node, ls := range labels {
+			cc.labels[node] = append(cc.labels[node], ls...)
+		}
+		cc.match = append(cc.match, match...)
 	}
 }
 
@@ -193,6 +202,12 @@ func Connect(ctx context.Context, addrs []string, opts ...Option) (*Queue, error
 	cc := cfg.cluster
 	if cc == nil {
 		cc = &clusterConfig{}
+	}
+	if err := checkKinds(cfg.kinds); err != nil {
+		errs = append(errs, err)
+	}
+	if slices.Contains(cc.given, "WithLabels") && len(cc.match) == 0 {
+		errs = append(errs, fmt.Errorf("%w: WithLabels names no label to match, so it would select every node whatever their labels; name the labels a node must carry (WithLabels(labels, \"gpu\"))", ErrOption))
 	}
 	if cc.onLoss != RecoverOnNodeLoss && cc.onLoss != FailOnNodeLoss {
 		errs = append(errs, fmt.Errorf("%w: WithNodeLoss(%d) is unknown; pass acpp.RecoverOnNodeLoss or acpp.FailOnNodeLoss", ErrOption, cc.onLoss))

@@ -41,7 +41,7 @@ var (
 	// option given to Connect, or a Connect option to NewQueue), or with a
 	// value it cannot take (WithWorkers beyond MaxWorkers). Nothing was
 	// done; the message names the option and those that apply.
-	ErrOption = errors.New("acpp: option does not apply here")
+	ErrOption = engine.ErrOption
 	// ErrNoDevice: no device matched the selection.
 	ErrNoDevice = engine.ErrNoDevice
 	// ErrNoImplementation: the kernel has no implementation for the device

@@ -48,9 +48,20 @@ func WithDevice(kind device.Kind, index int) Option {
 	return func(c *queueConfig) { c.selected = append(c.selected, DeviceID{Kind: kind, Index: index}) }
 }
 
-// WithKind selects every device of a kind.
+// WithKind selects every device of a kind. NewQueue and Connect refuse a
+// kind that is none (ErrOption).
 func WithKind(kind device.Kind) Option {
 	return func(c *queueConfig) { c.kinds = append(c.kinds, kind) }
+}
+
+// checkKinds refuses a WithKind of no device kind, on either engine alike.
+func checkKinds(kinds []device.Kind) error {
+	for _, k := range kinds {
+		if _, err := device.ParseKind(k.String()); err != nil {
+			return fmt.Errorf("%w: WithKind(%s) is no device kind; pass acpp.CPU or acpp.CUDA", ErrOption, k)
+		}
+	}
+	return nil
 }
 
 // Bounds of WithCPUDevices and WithWorkers. Each worker is a goroutine and
@@ -154,7 +165,9 @@ func openQueue(eng engine.Engine[cgroup], ctx context.Context, cancel context.Ca
 // NewQueue opens the local devices (the CPU always; CUDA devices when the
 // CUDA backend is imported and finds a GPU) and returns a queue over the
 // selected ones (all by default, cpu:0 the default device). ctx bounds the queue's life: when it is done, command
-// groups not yet started fail with its cause and Submit refuses new ones.
+// groups not yet started fail with its cause and Submit refuses new ones;
+// buffers can still be read, written and closed (Close writes back and
+// frees), as on a cluster queue.
 func NewQueue(ctx context.Context, opts ...Option) (*Queue, error) {
 	if ctx == nil {
 		return nil, errors.New("acpp: NewQueue needs a context; pass context.Background() for a queue that lives until Close")
@@ -176,6 +189,9 @@ func NewQueue(ctx context.Context, opts ...Option) (*Queue, error) {
 	if cfg.cpus < 0 || cfg.cpus > MaxCPUDevices || cfg.workers < 0 || cfg.workers > MaxWorkers {
 		return nil, fmt.Errorf("%w: WithCPUDevices (%d) must be 0 to %d and WithWorkers (%d) 0 to %d (0: the default)",
 			ErrOption, cfg.cpus, MaxCPUDevices, cfg.workers, MaxWorkers)
+	}
+	if err := checkKinds(cfg.kinds); err != nil {
+		return nil, err
 	}
 	if err := cfg.mem.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: WithMemoryLimit: %w", ErrOption, err)

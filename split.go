@@ -36,7 +36,8 @@ type SplitOpts struct {
 	// they are queue devices (unknown ones are an error); on a cluster
 	// queue a DeviceID selects that device on every node that has it.
 	// Empty (with ClusterDevices empty too) means every device of the
-	// queue that can run the group's kernel, the default device first.
+	// queue that can run the group's kernel, the default device first. A
+	// device named twice (here or in ClusterDevices) is ErrSplit.
 	Devices []DeviceID
 	// ClusterDevices names cluster devices exactly ("node/kind:index", as
 	// Queue.ClusterDevices lists them). Cluster queues only.
@@ -109,6 +110,21 @@ func (o *SplitOpts) check(kd int) (int, error) {
 	var errs []error
 	if o.Chunks < 0 {
 		errs = append(errs, fmt.Errorf("SplitOpts.Chunks is %d; it must be >= 1, or 0 for one chunk per device", o.Chunks))
+	}
+	// A device named twice would get a chunk per mention, and a cluster
+	// queue a chunk per mention on every node: name each once and set
+	// Chunks for more chunks.
+	for i, d := range o.Devices {
+		if slices.Contains(o.Devices[:i], d) {
+			errs = append(errs, fmt.Errorf("Split names device %s twice; name each device once (SplitOpts.Chunks sets the number of chunks)", d))
+			break
+		}
+	}
+	for i, d := range o.ClusterDevices {
+		if slices.Contains(o.ClusterDevices[:i], d) {
+			errs = append(errs, fmt.Errorf("SplitOpts.ClusterDevices names %s twice; name each device once (SplitOpts.Chunks sets the number of chunks)", d))
+			break
+		}
 	}
 	dim := -1
 	switch {

@@ -15,6 +15,7 @@ var (
 	ErrSplit            = errors.New("acpp: cannot split this command group")
 	ErrNotOnCluster     = errors.New("acpp: not available on a cluster queue")
 	ErrClosureOnCluster = errors.New("acpp: closures cannot run on a cluster; register a named kernel with Go and PTX implementations and use h.Launch")
+	ErrOption           = errors.New("acpp: option does not apply here")
 )
 
 // UnknownKernel is the error of a launch of a kernel this process has not

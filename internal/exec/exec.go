@@ -30,8 +30,11 @@ type Config struct {
 	Devices []device.Device
 	// Logger receives debug events; nil means discard.
 	Logger *slog.Logger
-	// Context cancels the runtime: nodes not yet started fail with its
-	// cause. nil means context.Background().
+	// Context cancels the runtime: groups of device ops not yet started
+	// fail with its cause, and Submit refuses new ones. Host groups and
+	// releases still run, so that a buffer can be read, written back and
+	// closed (its allocations freed) after it ended. nil means
+	// context.Background().
 	Context context.Context
 	// MemoryLimit chooses the budget of each memory: allocations are
 	// admitted against it before they are made, and one that does not fit
@@ -837,7 +840,7 @@ func (rt *Runtime) SubmitBarrier(g Group) (*Node, error) {
 // submitted), so that the API can make a group's handler, event and node in
 // one allocation.
 func (rt *Runtime) SubmitNode(n *Node, g Group) error {
-	if err := rt.cancelled(); err != nil {
+	if err := rt.cancelledFor(&g); err != nil {
 		return fmt.Errorf("acpp: queue context done, submit refused: %w", err)
 	}
 	n.rt, n.g, n.submitted = rt, g, time.Since(rt.epoch)
@@ -1127,6 +1130,16 @@ func (rt *Runtime) cancelled() error {
 	}
 }
 
+// cancelledFor is cancelled for a group of device ops, and nil for a host
+// group or a release: those read, write back and free buffers, which the
+// program may still do once the runtime's context ended (Config.Context).
+func (rt *Runtime) cancelledFor(g *Group) error {
+	if g.Host != nil || g.Release != nil {
+		return nil
+	}
+	return rt.cancelled()
+}
+
 // dispatchAt starts a node whose dependencies have finished, or, when it
 // was issued ahead, whose dependencies are all enqueued before it on its
 // queue. now is its start time, read by the caller that made it ready (a
@@ -1143,7 +1156,7 @@ func (rt *Runtime) dispatchAt(n *Node, now time.Duration) {
 func (rt *Runtime) dispatch(n *Node, now time.Duration) (issued bool) {
 	n.started = now
 	n.state.Store(int32(Running))
-	if err := rt.cancelled(); err != nil {
+	if err := rt.cancelledFor(&n.g); err != nil {
 		rt.complete(n, fmt.Errorf("acpp: %s not run, queue context done: %w", n.g.Name, err))
 		return false
 	}

@@ -85,6 +85,11 @@ var _ engine.Engine[struct{}] = (*Engine[struct{}])(nil)
 // the selected ones (all by default, cpu:0 the default device). ctx bounds
 // the engine: groups not yet started when it ends fail with its cause.
 func Open[G any](ctx context.Context, cfg Config) (*Engine[G], error) {
+	for i, d := range cfg.Devices {
+		if d == nil {
+			return nil, fmt.Errorf("%w: WithDevices got a nil device (argument %d); pass opened devices", engine.ErrOption, i)
+		}
+	}
 	oc := device.OpenConfig{Workers: cfg.Workers, Devices: cfg.CPUs, Logger: cfg.Logger}
 	var all, owned []device.Device
 	cpus, err := cpu.Open(ctx, oc)
@@ -108,6 +113,17 @@ func Open[G any](ctx context.Context, cfg Config) (*Engine[G], error) {
 	all = append(all, cpus...)
 	all = append(all, cfg.Devices...)
 	all = append(all, owned[len(cpus):]...)
+	// The runtime knows a device by its ID (its memory, a group's target):
+	// two devices with one ID would share a name and mix up their memories.
+	seen := make(map[device.ID]bool, len(all))
+	for _, d := range all {
+		id := d.Info().ID
+		if seen[id] {
+			closeAll(owned)
+			return nil, fmt.Errorf("%w: two devices of the queue are %s (have %v): a device passed to WithDevices twice, or one whose ID the queue's own devices (cpu:0…, cuda:0…) or another of WithDevices' have; give each its own index", engine.ErrOption, id, ids(all))
+		}
+		seen[id] = true
+	}
 
 	var sel []device.Device
 	switch {
@@ -118,7 +134,9 @@ func Open[G any](ctx context.Context, cfg Config) (*Engine[G], error) {
 				closeAll(owned)
 				return nil, fmt.Errorf("%w: %s (have %v); import the backend (e.g. _ \"github.com/acpp/acpp/cuda\") or pick another", engine.ErrNoDevice, id, ids(all))
 			}
-			sel = append(sel, all[i])
+			if !slices.Contains(sel, all[i]) { // selected twice: once, as WithKind does
+				sel = append(sel, all[i])
+			}
 		}
 		for _, k := range cfg.Kinds {
 			for _, d := range all {
