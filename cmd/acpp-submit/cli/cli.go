@@ -403,9 +403,22 @@ func newRunCmd(env Env) *cobra.Command {
 				if f.path == "" {
 					continue
 				}
+				// The files are written after the run, each over whatever is
+				// there: over the job file, or one over the other, without a
+				// word. (Outputs are checked once the job is read.)
+				if samePath(f.path, args[0]) {
+					return usageError{fmt.Errorf("%s %s is the job file: writing it would replace the job; give %s another file", f.flag, f.path, f.flag)}
+				}
 				if err := canWrite(f.path); err != nil {
 					return usageError{fmt.Errorf("%s: %w", f.flag, err)}
 				}
+				if cfg.Writes == nil {
+					cfg.Writes = map[string]string{}
+				}
+				cfg.Writes[f.flag] = f.path
+			}
+			if trace != "" && dag != "" && samePath(trace, dag) {
+				return usageError{fmt.Errorf("--trace and --dag both name %s: the DAG would overwrite the trace; give each its own file", trace)}
 			}
 			res, err := Run(cmd.Context(), cfg)
 			if bar != nil {

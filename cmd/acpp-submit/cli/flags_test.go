@@ -123,6 +123,54 @@ func TestUnwritablePathsRefusedBeforeRunning(t *testing.T) {
 	}
 }
 
+// TestTraceAndDAGOverwriteNothing: --trace and --dag are written after
+// the run over whatever is at their paths: one naming an output of the
+// job, the other, or the job file itself replaced it without a word (the
+// trace took saxpy.npy's place). Each is refused before anything runs,
+// and nothing is written.
+func TestTraceAndDAGOverwriteNothing(t *testing.T) {
+	dir := t.TempDir()
+	src, err := os.ReadFile("../../../examples/jobs/saxpy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := filepath.Join(dir, "saxpy.yaml")
+	if err := os.WriteFile(job, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--trace", filepath.Join(out, "saxpy.npy")}, 1, `outputs[0].file: output of buffer "y" is ` + filepath.Join(out, "saxpy.npy") + ", the file of --trace too"},
+		{[]string{"--dag", filepath.Join(dir, "out", ".", "saxpy.npy")}, 1, "the file of --dag too"},
+		{[]string{"--trace", filepath.Join(dir, "same"), "--dag", filepath.Join(dir, "same")}, 2, "--trace and --dag both name"},
+		{[]string{"--dag", job}, 2, "--dag " + job + " is the job file"},
+	} {
+		code, stdout, errs := runMain(append(append([]string{"run", "--set", "n=64", "-o", out}, tc.args...), job)...)
+		if code != tc.code || !strings.Contains(errs, tc.want) || strings.Contains(stdout, "command groups in") {
+			t.Errorf("run %v: exit %d\n%s%s\nwant exit %d before running, with %q", tc.args, code, stdout, errs, tc.code, tc.want)
+		}
+	}
+	if got, err := os.ReadFile(job); err != nil || !bytes.Equal(got, src) {
+		t.Errorf("the job file changed (%v)", err)
+	}
+	entries, _ := os.ReadDir(out)
+	for _, e := range entries {
+		t.Errorf("a refused run wrote %s", e.Name())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "same")); err == nil {
+		t.Error("a refused run wrote the trace")
+	}
+	// Distinct files still work.
+	code, stdout, errs := runMain("run", "-q", "--set", "n=64", "-o", out, "--trace", filepath.Join(dir, "t.json"), "--dag", filepath.Join(dir, "d.dot"), job)
+	if code != 0 {
+		t.Fatalf("run with distinct files: exit %d\n%s%s", code, stdout, errs)
+	}
+}
+
 // TestLogLinesSaidElsewhereDropped: without --verbose, run's log leaves
 // out the coordinator's records that run prints in its own words (the
 // job's error; the recovery lines), which came out twice; other warnings
