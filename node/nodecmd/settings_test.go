@@ -417,3 +417,53 @@ func TestReportGatherSettingBound(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigFileKeysNamedAndTyped: a config key of the wrong type is
+// refused by its line and key, every one at once (yaml's own error said
+// "cannot unmarshal !!str `abc` into int" with a line only), and a number
+// is not truncated to fit (cpu_workers: 2.5 ran 2 workers without a word).
+// An unknown key says how keys are spelled.
+func TestConfigFileKeysNamedAndTyped(t *testing.T) {
+	for _, tt := range []struct {
+		file string
+		want []string // "": accepted
+	}{
+		{"cpu_workers: 2.5\n", []string{`config file line 1: cpu_workers: want a whole number, got "2.5"`}},
+		{"cpu_workers: \"4\"\n", []string{`cpu_workers: want a whole number, got "4"`}},
+		{"cpu_workers: abc\njoin: 10.0.0.1:7946\n", []string{`line 1: cpu_workers: want a whole number, got "abc"`,
+			`line 2: join: want a list of host:port entries, like [10.0.0.1:7946, 10.0.0.2:7946], got "10.0.0.1:7946"`}},
+		{"devices: [cpu, cuda:0]\n", []string{`devices: want one value, its entries comma-separated ("cpu,cuda:0"), got a list`}},
+		{"ui: {on: true}\n", []string{"ui: want one value, got a mapping"}},
+		{"join:\n  - [a, b]\n", []string{"line 2: join: want host:port entries, got a list"}},
+		{"gossip-addr: 127.0.0.1:1\n", []string{`unknown key "gossip-addr"; write it gossip_addr`}},
+		{"timming: local\n", []string{`line 1: unknown key "timming"; keys are the flag names with _ for -`}},
+		{"- name: n1\n", []string{"want settings as key: value lines"}},
+		{"cpu_workers: 3\nui: 1\njoin: []\nname:\n", nil},
+		{"~\n", nil},
+	} {
+		var flags settings
+		fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+		addFlags(fs, &flags)
+		s, err := resolve(fs, &flags, []byte(tt.file), lookup(nil))
+		if len(tt.want) == 0 {
+			if err != nil {
+				t.Errorf("config %q: %v", tt.file, err)
+			} else if tt.file[0] == 'c' && (s.CPUWorkers != 3 || s.UI != "1" || len(s.Join) != 0) {
+				t.Errorf("config %q: got %+v", tt.file, s)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("config %q accepted: %+v", tt.file, s)
+			continue
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("config %q: error %q lacks %q", tt.file, err, w)
+			}
+		}
+		if strings.Contains(err.Error(), "nodecmd.settings") || strings.Contains(err.Error(), "unmarshal") {
+			t.Errorf("config %q: error %q speaks of Go types", tt.file, err)
+		}
+	}
+}
