@@ -46,6 +46,12 @@ type settings struct {
 	Timing        string   `yaml:"timing"`
 	LogLevel      string   `yaml:"log_level"`
 	LogFormat     string   `yaml:"log_format"`
+
+	// given holds the flags of the settings that a flag, variable or
+	// config key set (resolve), rather than their default: a setting
+	// asked for may be refused where its default is not (--ui true
+	// without --http-addr).
+	given map[string]bool
 }
 
 // setting describes one flag: name, env var, help, and where it lives.
@@ -120,6 +126,7 @@ func addFlags(fs *pflag.FlagSet, s *settings) {
 // are trimmed and empty entries dropped.
 func resolve(fs *pflag.FlagSet, flags *settings, file []byte, lookupEnv func(string) (string, bool)) (settings, error) {
 	out := defaultSettings()
+	var keys map[string]any // the keys the file sets
 	if len(file) > 0 {
 		var f settings
 		dec := yaml.NewDecoder(bytes.NewReader(file))
@@ -163,11 +170,16 @@ func resolve(fs *pflag.FlagSet, flags *settings, file []byte, lookupEnv func(str
 		}
 		// Which keys the file sets, so that `http_addr: ""` is told from
 		// no http_addr at all.
-		var keys map[string]any
 		if err := yaml.Unmarshal(file, &keys); err != nil {
 			return out, fmt.Errorf("config file: %w", err)
 		}
 		overlay(&out, &f, keys)
+	}
+	out.given = map[string]bool{}
+	for _, st := range out.table() {
+		if v, set := keys[st.key()]; set && v != nil && v != "" {
+			out.given[st.flag] = true
+		}
 	}
 	ot, ft := out.table(), flags.table()
 	var empty []error
@@ -189,12 +201,14 @@ func resolve(fs *pflag.FlagSet, flags *settings, file []byte, lookupEnv func(str
 			case st.num != nil:
 				*st.num = *ft[i].num
 			}
+			out.given[st.flag] = true
 			continue
 		}
 		v, set := lookupEnv(st.env)
 		if !set || v == "" && !st.emptyOK {
 			continue
 		}
+		out.given[st.flag] = true
 		switch {
 		case st.str != nil:
 			*st.str = v
@@ -340,6 +354,11 @@ func (s settings) nodeConfig(log *slog.Logger) (node.Config, error) {
 	}
 	switch strings.ToLower(s.UI) {
 	case "true", "on", "1", "yes":
+		if s.given["ui"] && s.HTTPAddr == "" {
+			// The page is served at /ui/ of the HTTP endpoint: asked for
+			// with none, it was not served, without a word.
+			errs = append(errs, fmt.Errorf("ui %q: the live view is served at /ui/ of --http-addr, which is empty (no HTTP endpoint); give --http-addr HOST:PORT, or leave ui out", s.UI))
+		}
 	case "false", "off", "0", "no":
 		cfg.NoUI = true
 	default:

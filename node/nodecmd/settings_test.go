@@ -467,3 +467,47 @@ func TestConfigFileKeysNamedAndTyped(t *testing.T) {
 		}
 	}
 }
+
+// TestUIAskedForNeedsHTTPAddr: the live view is served at /ui/ of
+// --http-addr; asked for (flag, variable or key) with no HTTP endpoint it
+// was not served, without a word. Its default, and ui false, are fine
+// without one.
+func TestUIAskedForNeedsHTTPAddr(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		file string
+		bad  bool
+	}{
+		{"flag", []string{"--ui", "true", "--http-addr", ""}, nil, "", true},
+		{"variables", nil, map[string]string{"ACPP_UI": "yes", "ACPP_HTTP_ADDR": ""}, "", true},
+		{"keys", nil, nil, "ui: true\nhttp_addr: \"\"\n", true},
+		{"key with flag", []string{"--http-addr", ""}, nil, "ui: on\n", true},
+		{"default", []string{"--http-addr", ""}, nil, "", false},
+		{"off", []string{"--ui", "false", "--http-addr", ""}, nil, "", false},
+		{"empty key is the default", []string{"--http-addr", ""}, nil, "ui: \"\"\n", false},
+		{"with endpoint", []string{"--ui", "true"}, nil, "", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var flags settings
+			fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+			addFlags(fs, &flags)
+			if err := fs.Parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			s, err := resolve(fs, &flags, []byte(tt.file), lookup(tt.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Name = "n1"
+			_, err = s.nodeConfig(nil)
+			if tt.bad && (err == nil || !strings.Contains(err.Error(), "the live view is served at /ui/ of --http-addr, which is empty")) {
+				t.Errorf("error %v, want the live view refused without --http-addr", err)
+			}
+			if !tt.bad && err != nil {
+				t.Errorf("refused: %v", err)
+			}
+		})
+	}
+}
