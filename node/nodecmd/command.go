@@ -203,6 +203,15 @@ each node; keep ca.key off the nodes. Existing files are never overwritten.`,
 		},
 	}
 	cmd.PersistentFlags().StringVar(&dir, "dir", "acpp-credentials", "credentials directory")
+	// --dir "" (a script's "--dir $D" with D unset) failed init with
+	// "mkdir : no such file or directory", and made node, client and
+	// operator use the current directory.
+	cmd.PersistentPreRunE = func(c *cobra.Command, _ []string) error {
+		if dir == "" {
+			return fmt.Errorf("--dir is empty: give the credentials directory, or leave the flag out for its default, %q (see %s --help)", "acpp-credentials", c.CommandPath())
+		}
+		return nil
+	}
 	var cluster string
 	initCmd := &cobra.Command{
 		Use:   "init",

@@ -186,3 +186,36 @@ func TestNVRTCWorkerWhenEmbedded(t *testing.T) {
 		t.Errorf("running the embedded worker command: %q, %v; want the worker's reply", out.String(), err)
 	}
 }
+
+// TestEmptyCredentialsDirRefused: credentials --dir "" and drain
+// --credentials "" (a script's "--dir $D" with D unset) are refused
+// naming the flag: init failed with "mkdir : no such file or directory",
+// node, client and operator issued into the current directory, and drain
+// looked for the operator there.
+func TestEmptyCredentialsDirRefused(t *testing.T) {
+	cwd := t.TempDir()
+	if _, _, err := execute(t, nil, "credentials", "--dir", cwd, "init", "--cluster", "lab"); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(cwd)
+	for _, args := range [][]string{
+		{"credentials", "--dir", "", "init"},
+		{"credentials", "--dir", "", "node", "n1"},
+		{"credentials", "--dir", "", "client", "alice"},
+		{"credentials", "--dir", "", "operator", "ops"},
+	} {
+		_, _, err := execute(t, nil, args...)
+		if err == nil || !strings.Contains(err.Error(), `--dir is empty: give the credentials directory, or leave the flag out for its default, "acpp-credentials"`) {
+			t.Errorf("%v: error %v, want --dir refused as empty", args, err)
+		}
+	}
+	for _, sub := range []string{"nodes", "clients"} {
+		if _, err := os.Stat(filepath.Join(cwd, sub)); err == nil {
+			t.Errorf("a refused command issued into the current directory (%s/)", sub)
+		}
+	}
+	_, _, err := execute(t, map[string]string{"ACPP_CREDENTIALS": cwd}, "drain", "--credentials", "", "--client", "ops", "127.0.0.1:7951")
+	if err == nil || !strings.Contains(err.Error(), "--credentials is empty") {
+		t.Errorf("drain --credentials \"\": error %v, want it refused as empty", err)
+	}
+}
