@@ -151,6 +151,25 @@ func TestParseBytes(t *testing.T) {
 	}
 }
 
+// TestParseBytesErrorQuotesTheInput: a size refused is quoted as given,
+// unit and all ("10PiB" was quoted "10Pi", its B taken for bytes).
+func TestParseBytesErrorQuotesTheInput(t *testing.T) {
+	for in, want := range map[string]string{
+		"10PiB":      `size "10PiB": want bytes with an optional unit (KiB`,
+		"1.5 GiB":    `size "1.5 GiB": want bytes`,
+		"20000000TB": `size "20000000TB" overflows`,
+	} {
+		if _, err := parseBytes(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("parseBytes(%q): error %v, want %q", in, err, want)
+		}
+	}
+	s := defaultSettings()
+	s.Name, s.MaxJobBytes = "n1", "10PiB"
+	if _, err := s.nodeConfig(nil); err == nil || !strings.Contains(err.Error(), `max-job-bytes: size "10PiB"`) {
+		t.Errorf("--max-job-bytes 10PiB: error %v", err)
+	}
+}
+
 // FuzzConfigFile: any config file is either accepted or refused with an
 // error; never a panic.
 func FuzzConfigFile(f *testing.F) {
