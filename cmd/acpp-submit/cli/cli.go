@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
@@ -95,6 +96,46 @@ func unknownCommand(root *cobra.Command, args []string) error {
 		return usageError{fmt.Errorf("unknown command %q (see %s --help)", a, root.CommandPath())}
 	}
 	return nil
+}
+
+// paramsFlag is --set name=value (repeated or comma-separated), as
+// pflag's StringToString but for a name given twice: --set n=3 --set n=4
+// is refused, naming both values, where the last silently won.
+type paramsFlag struct{ m *map[string]string }
+
+func (p paramsFlag) Set(val string) error {
+	pairs, err := csv.NewReader(strings.NewReader(val)).Read()
+	if err != nil {
+		return fmt.Errorf("want name=value, like n=4096")
+	}
+	if *p.m == nil {
+		*p.m = map[string]string{}
+	}
+	for _, pair := range pairs {
+		k, v, ok := strings.Cut(pair, "=")
+		if !ok {
+			return fmt.Errorf("%q is not name=value, like n=4096", pair)
+		}
+		if old, dup := (*p.m)[k]; dup {
+			return fmt.Errorf("param %s is given twice (%s=%s, then %s=%s): give it once", k, k, old, k, v)
+		}
+		(*p.m)[k] = v
+	}
+	return nil
+}
+
+func (p paramsFlag) Type() string { return "stringToString" }
+
+func (p paramsFlag) String() string {
+	if p.m == nil {
+		return "[]"
+	}
+	pairs := make([]string, 0, len(*p.m))
+	for k, v := range *p.m {
+		pairs = append(pairs, k+"="+v)
+	}
+	sort.Strings(pairs)
+	return "[" + strings.Join(pairs, ",") + "]"
 }
 
 // checkUIAddr refuses a --ui that is not host:port (port 0: any free
@@ -447,7 +488,7 @@ func newRunCmd(env Env) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringToStringVar(&params, "set", nil, "override a param of the job: --set n=4096 (repeat or comma-separate; integers or expressions over the job's params)")
+	f.Var(paramsFlag{&params}, "set", "override a param of the job: --set n=4096 (repeat or comma-separate; integers or expressions over the job's params)")
 	f.StringVarP(&outDir, "out-dir", "o", ".", "directory for the job's outputs (created if missing); output paths in the job are relative to it")
 	f.StringVar(&trace, "trace", "", "write a Chrome trace of the run to this file (open it in ui.perfetto.dev): a track per device, a slice per command group, dependency arrows, bytes per link")
 	f.StringVar(&dag, "dag", "", "write the command-group DAG as Graphviz DOT to this file (render: dot -Tsvg FILE > dag.svg)")
@@ -576,7 +617,7 @@ func newCheckCmd(env Env) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringToStringVar(&params, "set", nil, "override a param of the job: --set n=4096")
+	f.Var(paramsFlag{&params}, "set", "override a param of the job: --set n=4096")
 	f.StringVar(&maxBytes, "max-bytes", "auto", "memory budget of this machine to check against, as for run: auto (75% of host memory, 90% of each GPU's), a share like 50%, a size like 8GiB, or 0 (none)")
 	f.StringSliceVar(&devices, "device", nil, "devices of this machine to check against, as for run (default: every local device)")
 	cf.add(cmd, env, false)

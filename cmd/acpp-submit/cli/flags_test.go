@@ -80,6 +80,10 @@ func TestFlagsTakeEffectOrFail(t *testing.T) {
 		// exited 1, as a broken job file does).
 		{"set of no param", []string{"run", "-o", out, "--set", "nope=3", job}, nil, 2, `--set nope: the job declares no param "nope"`},
 		{"check set of no param", []string{"check", "--set", "nope=3", job}, nil, 2, `--set nope: the job declares no param "nope"`},
+		// A param set twice took the last value without a word.
+		{"set twice", []string{"run", "-o", out, "--set", "n=3", "--set", "n=4", job}, nil, 2, "param n is given twice (n=3, then n=4): give it once"},
+		{"check set twice in one", []string{"check", "--set", "n=3,n=3", job}, nil, 2, "param n is given twice"},
+		{"set of no value", []string{"check", "--set", "n", job}, nil, 2, `"n" is not name=value`},
 		{"completion command", []string{"completion", "bash"}, nil, 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
