@@ -116,7 +116,9 @@ variable, else the YAML file given with --config (keys are the flag names with
 _ for -), else its default. See docs/OPERATIONS.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if configFile == "" {
+			// The flag wins over the variable, also given empty: --config ""
+			// is no file, as ACPP_CONFIG= is (it read ACPP_CONFIG's file).
+			if !cmd.Flags().Changed("config") {
 				configFile, _ = lookupEnv("ACPP_CONFIG")
 			}
 			var file []byte

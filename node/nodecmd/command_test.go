@@ -219,3 +219,23 @@ func TestEmptyCredentialsDirRefused(t *testing.T) {
 		t.Errorf("drain --credentials \"\": error %v, want it refused as empty", err)
 	}
 }
+
+// TestConfigFlagWinsOverVariable: --config "" means no config file, over
+// ACPP_CONFIG, as every flag wins over its variable (ACPP_CONFIG's file
+// was read).
+func TestConfigFlagWinsOverVariable(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("no_such_key: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"run", "--name", "n1", "--credentials", filepath.Join(dir, "none"), "--gossip-addr", "127.0.0.1:0", "--quic-addr", "127.0.0.1:0", "--http-addr", ""}
+	_, _, err := execute(t, map[string]string{"ACPP_CONFIG": bad}, base...)
+	if err == nil || !strings.Contains(err.Error(), `unknown key "no_such_key"`) {
+		t.Fatalf("ACPP_CONFIG: error %v, want its file read", err)
+	}
+	_, _, err = execute(t, map[string]string{"ACPP_CONFIG": bad}, append(base, "--config", "")...)
+	if err == nil || strings.Contains(err.Error(), "no_such_key") || !strings.Contains(err.Error(), "credentials") {
+		t.Errorf("--config \"\" with ACPP_CONFIG set: error %v, want no config file read (and the missing credentials)", err)
+	}
+}
