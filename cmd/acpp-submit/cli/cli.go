@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -279,7 +280,13 @@ func (c *clusterFlags) config() (*ClusterConfig, error) {
 	if c.client == "" {
 		return nil, usageError{errors.New("--client NAME (or ACPP_CLIENT) is required with --cluster: the client name issued by acpp-node credentials --dir DIR client NAME")}
 	}
-	for _, a := range c.addrs {
+	for i, a := range c.addrs {
+		// Each node once: the coordinator refused a repeated address
+		// after connecting, as "cluster unreachable: … Nodes[1] … is
+		// listed twice".
+		if slices.Contains(c.addrs[:i], a) {
+			return nil, usageError{fmt.Errorf("--cluster lists %s twice: give each node's address once", a)}
+		}
 		_, port, err := net.SplitHostPort(a)
 		if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 1 || n > 65535 {
 			return nil, usageError{fmt.Errorf("--cluster %q is not host:port with a port in 1–65535 (an acpp-node's --quic-addr, e.g. 127.0.0.1:7951)", a)}

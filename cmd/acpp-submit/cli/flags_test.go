@@ -40,6 +40,9 @@ func TestFlagsTakeEffectOrFail(t *testing.T) {
 		{"bad kind before connecting", []string{"run", "--cluster", "127.0.0.1:1", "--client", "alice", "--credentials", "/nonexistent", "--kinds", "gpu", job}, nil, 2, `--kinds: device: unknown device kind "gpu"`},
 		// A list flag given empty ("--cluster $ADDR" with ADDR unset) was
 		// as if not given: the job ran on this machine, or on every node.
+		// A repeated address failed after connecting, as "cluster
+		// unreachable" naming the Go API's Nodes[1].
+		{"cluster twice", []string{"run", "--cluster", "127.0.0.1:1, 127.0.0.1:1", "--client", "alice", "--credentials", "/nonexistent", job}, nil, 2, "--cluster lists 127.0.0.1:1 twice: give each node's address once"},
 		{"empty cluster", []string{"run", "-o", out, "--cluster", "", job}, nil, 2, "--cluster is empty: give the QUIC address"},
 		{"blank cluster", []string{"kernels", "--cluster", " ,"}, nil, 2, "--cluster is empty"},
 		{"empty nodes", []string{"run", "--cluster", "127.0.0.1:1", "--client", "alice", "--nodes", "", job}, nil, 2, "--nodes is empty: give at least one node name"},
