@@ -103,6 +103,7 @@ func ParseMemoryLimit(s string) (MemoryLimit, error) {
 // ParseBytes parses a size: a number of bytes with an optional unit (KiB,
 // MiB, GiB, TiB, or KB, MB, GB, TB).
 func ParseBytes(s string) (uint64, error) {
+	in := s // as given, for the errors (s loses its unit)
 	s = strings.TrimSpace(s)
 	units := []struct {
 		suffix string
@@ -117,10 +118,10 @@ func ParseBytes(s string) (uint64, error) {
 	}
 	n, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("size %q: want bytes with an optional unit, like 512MiB or 64GiB", s)
+		return 0, fmt.Errorf("size %q: want bytes with an optional unit (KiB, MiB, GiB, TiB, KB, MB, GB, TB), like 512MiB or 64GiB", in)
 	}
 	if n != 0 && n*mult/mult != n {
-		return 0, fmt.Errorf("size %q overflows", s)
+		return 0, fmt.Errorf("size %q overflows: at most 2^64-1 bytes", in)
 	}
 	return n * mult, nil
 }

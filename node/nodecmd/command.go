@@ -116,7 +116,9 @@ variable, else the YAML file given with --config (keys are the flag names with
 _ for -), else its default. See docs/OPERATIONS.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if configFile == "" {
+			// The flag wins over the variable, also given empty: --config ""
+			// is no file, as ACPP_CONFIG= is (it read ACPP_CONFIG's file).
+			if !cmd.Flags().Changed("config") {
 				configFile, _ = lookupEnv("ACPP_CONFIG")
 			}
 			var file []byte
@@ -203,6 +205,15 @@ each node; keep ca.key off the nodes. Existing files are never overwritten.`,
 		},
 	}
 	cmd.PersistentFlags().StringVar(&dir, "dir", "acpp-credentials", "credentials directory")
+	// --dir "" (a script's "--dir $D" with D unset) failed init with
+	// "mkdir : no such file or directory", and made node, client and
+	// operator use the current directory.
+	cmd.PersistentPreRunE = func(c *cobra.Command, _ []string) error {
+		if dir == "" {
+			return fmt.Errorf("--dir is empty: give the credentials directory, or leave the flag out for its default, %q (see %s --help)", "acpp-credentials", c.CommandPath())
+		}
+		return nil
+	}
 	var cluster string
 	initCmd := &cobra.Command{
 		Use:   "init",

@@ -186,3 +186,56 @@ func TestNVRTCWorkerWhenEmbedded(t *testing.T) {
 		t.Errorf("running the embedded worker command: %q, %v; want the worker's reply", out.String(), err)
 	}
 }
+
+// TestEmptyCredentialsDirRefused: credentials --dir "" and drain
+// --credentials "" (a script's "--dir $D" with D unset) are refused
+// naming the flag: init failed with "mkdir : no such file or directory",
+// node, client and operator issued into the current directory, and drain
+// looked for the operator there.
+func TestEmptyCredentialsDirRefused(t *testing.T) {
+	cwd := t.TempDir()
+	if _, _, err := execute(t, nil, "credentials", "--dir", cwd, "init", "--cluster", "lab"); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(cwd)
+	for _, args := range [][]string{
+		{"credentials", "--dir", "", "init"},
+		{"credentials", "--dir", "", "node", "n1"},
+		{"credentials", "--dir", "", "client", "alice"},
+		{"credentials", "--dir", "", "operator", "ops"},
+	} {
+		_, _, err := execute(t, nil, args...)
+		if err == nil || !strings.Contains(err.Error(), `--dir is empty: give the credentials directory, or leave the flag out for its default, "acpp-credentials"`) {
+			t.Errorf("%v: error %v, want --dir refused as empty", args, err)
+		}
+	}
+	for _, sub := range []string{"nodes", "clients"} {
+		if _, err := os.Stat(filepath.Join(cwd, sub)); err == nil {
+			t.Errorf("a refused command issued into the current directory (%s/)", sub)
+		}
+	}
+	_, _, err := execute(t, map[string]string{"ACPP_CREDENTIALS": cwd}, "drain", "--credentials", "", "--client", "ops", "127.0.0.1:7951")
+	if err == nil || !strings.Contains(err.Error(), "--credentials is empty") {
+		t.Errorf("drain --credentials \"\": error %v, want it refused as empty", err)
+	}
+}
+
+// TestConfigFlagWinsOverVariable: --config "" means no config file, over
+// ACPP_CONFIG, as every flag wins over its variable (ACPP_CONFIG's file
+// was read).
+func TestConfigFlagWinsOverVariable(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("no_such_key: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"run", "--name", "n1", "--credentials", filepath.Join(dir, "none"), "--gossip-addr", "127.0.0.1:0", "--quic-addr", "127.0.0.1:0", "--http-addr", ""}
+	_, _, err := execute(t, map[string]string{"ACPP_CONFIG": bad}, base...)
+	if err == nil || !strings.Contains(err.Error(), `unknown key "no_such_key"`) {
+		t.Fatalf("ACPP_CONFIG: error %v, want its file read", err)
+	}
+	_, _, err = execute(t, map[string]string{"ACPP_CONFIG": bad}, append(base, "--config", "")...)
+	if err == nil || strings.Contains(err.Error(), "no_such_key") || !strings.Contains(err.Error(), "credentials") {
+		t.Errorf("--config \"\" with ACPP_CONFIG set: error %v, want no config file read (and the missing credentials)", err)
+	}
+}

@@ -30,6 +30,9 @@ Needs an operator's credentials (acpp-node credentials operator NAME).`,
 		Example: `  acpp-node drain --credentials /etc/acpp --client ops 10.0.0.7:7947`,
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, addrs []string) error {
+			if dir == "" { // a script's "--credentials $D" with D unset: not the current directory
+				return fmt.Errorf("--credentials is empty: give the directory with ca.crt and clients/NAME.crt/.key, or leave the flag out for its default, %q", "/etc/acpp")
+			}
 			if operator == "" {
 				return fmt.Errorf("--client NAME (or ACPP_CLIENT) is required: an operator made with acpp-node credentials --dir DIR operator NAME")
 			}

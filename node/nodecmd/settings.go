@@ -46,6 +46,12 @@ type settings struct {
 	Timing        string   `yaml:"timing"`
 	LogLevel      string   `yaml:"log_level"`
 	LogFormat     string   `yaml:"log_format"`
+
+	// given holds the flags of the settings that a flag, variable or
+	// config key set (resolve), rather than their default: a setting
+	// asked for may be refused where its default is not (--ui true
+	// without --http-addr).
+	given map[string]bool
 }
 
 // setting describes one flag: name, env var, help, and where it lives.
@@ -120,13 +126,26 @@ func addFlags(fs *pflag.FlagSet, s *settings) {
 // are trimmed and empty entries dropped.
 func resolve(fs *pflag.FlagSet, flags *settings, file []byte, lookupEnv func(string) (string, bool)) (settings, error) {
 	out := defaultSettings()
+	var keys map[string]any // the keys the file sets
 	if len(file) > 0 {
 		var f settings
 		dec := yaml.NewDecoder(bytes.NewReader(file))
-		dec.KnownFields(true)
-		err := dec.Decode(&f)
+		var doc yaml.Node
+		err := dec.Decode(&doc)
 		if err != nil && !errors.Is(err, io.EOF) {
-			return out, fmt.Errorf("config file: %w (keys are the flag names with _ for -, e.g. gossip_addr)", err)
+			return out, fmt.Errorf("config file: %w", err)
+		}
+		if err == nil {
+			// Each key is checked against its setting first, so that an
+			// error names it (yaml's own says "cannot unmarshal !!str into
+			// int" with a line) and a number is not truncated to fit
+			// (cpu_workers: 2.5 was 2).
+			if err := checkConfigKeys(&doc); err != nil {
+				return out, err
+			}
+			if err := doc.Decode(&f); err != nil {
+				return out, fmt.Errorf("config file: %w", err)
+			}
 		}
 		// Settings are read from the first YAML document only, so a second
 		// one (a file made by concatenating two with "---") would be
@@ -151,11 +170,16 @@ func resolve(fs *pflag.FlagSet, flags *settings, file []byte, lookupEnv func(str
 		}
 		// Which keys the file sets, so that `http_addr: ""` is told from
 		// no http_addr at all.
-		var keys map[string]any
 		if err := yaml.Unmarshal(file, &keys); err != nil {
 			return out, fmt.Errorf("config file: %w", err)
 		}
 		overlay(&out, &f, keys)
+	}
+	out.given = map[string]bool{}
+	for _, st := range out.table() {
+		if v, set := keys[st.key()]; set && v != nil && v != "" {
+			out.given[st.flag] = true
+		}
 	}
 	ot, ft := out.table(), flags.table()
 	var empty []error
@@ -177,12 +201,14 @@ func resolve(fs *pflag.FlagSet, flags *settings, file []byte, lookupEnv func(str
 			case st.num != nil:
 				*st.num = *ft[i].num
 			}
+			out.given[st.flag] = true
 			continue
 		}
 		v, set := lookupEnv(st.env)
 		if !set || v == "" && !st.emptyOK {
 			continue
 		}
+		out.given[st.flag] = true
 		switch {
 		case st.str != nil:
 			*st.str = v
@@ -328,6 +354,11 @@ func (s settings) nodeConfig(log *slog.Logger) (node.Config, error) {
 	}
 	switch strings.ToLower(s.UI) {
 	case "true", "on", "1", "yes":
+		if s.given["ui"] && s.HTTPAddr == "" {
+			// The page is served at /ui/ of the HTTP endpoint: asked for
+			// with none, it was not served, without a word.
+			errs = append(errs, fmt.Errorf("ui %q: the live view is served at /ui/ of --http-addr, which is empty (no HTTP endpoint); give --http-addr HOST:PORT, or leave ui out", s.UI))
+		}
 	case "false", "off", "0", "no":
 		cfg.NoUI = true
 	default:
@@ -433,6 +464,82 @@ func jsonValue(_ []string, a slog.Attr) slog.Attr {
 		}
 	}
 	return a
+}
+
+// checkConfigKeys checks the config file's document: a mapping of
+// settings by key (or nothing), each key a setting's, each value of its
+// type. Every bad key is reported, by line and key.
+func checkConfigKeys(doc *yaml.Node) error {
+	root := doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root = root.Content[0]
+	}
+	switch {
+	case root.Kind == yaml.ScalarNode && root.Tag == "!!null":
+		return nil // "~" or nothing: no setting
+	case root.Kind != yaml.MappingNode:
+		return fmt.Errorf("config file line %d: want settings as key: value lines (keys are the flag names with _ for -, e.g. gossip_addr), got %s", root.Line, yamlKind(root))
+	}
+	var s settings
+	byKey := map[string]setting{}
+	for _, st := range s.table() {
+		byKey[st.key()] = st
+	}
+	var errs []error
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		for v.Kind == yaml.AliasNode && v.Alias != nil {
+			v = v.Alias
+		}
+		st, ok := byKey[k.Value]
+		if !ok {
+			hint := "keys are the flag names with _ for -, e.g. gossip_addr (acpp-node run --help lists the flags)"
+			if _, dashed := byKey[strings.ReplaceAll(k.Value, "-", "_")]; dashed {
+				hint = fmt.Sprintf("write it %s: keys are the flag names with _ for -", strings.ReplaceAll(k.Value, "-", "_"))
+			}
+			errs = append(errs, fmt.Errorf("config file line %d: unknown key %q; %s", k.Line, k.Value, hint))
+			continue
+		}
+		null := v.Kind == yaml.ScalarNode && v.Tag == "!!null"
+		var want string
+		got := v
+		switch {
+		case null:
+		case st.str != nil && v.Kind != yaml.ScalarNode:
+			want = "one value"
+			if st.flag == "devices" {
+				want = `one value, its entries comma-separated ("cpu,cuda:0")`
+			}
+		case st.list != nil && v.Kind == yaml.SequenceNode:
+			for _, e := range v.Content {
+				if e.Kind != yaml.ScalarNode && want == "" {
+					want, got = "host:port entries", e
+				}
+			}
+		case st.list != nil:
+			want = "a list of host:port entries, like [10.0.0.1:7946, 10.0.0.2:7946]"
+		case st.num != nil && (v.Kind != yaml.ScalarNode || v.Tag != "!!int"):
+			want = "a whole number"
+		}
+		if want != "" {
+			errs = append(errs, fmt.Errorf("config file line %d: %s: want %s, got %s", got.Line, k.Value, want, yamlKind(got)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// yamlKind describes a YAML value for an error: a quoted scalar, or what
+// kind of collection it is.
+func yamlKind(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		return strconv.Quote(n.Value)
+	}
+	return "nothing"
 }
 
 // emptyDocument reports whether a YAML document holds nothing: no

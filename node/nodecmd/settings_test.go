@@ -151,6 +151,25 @@ func TestParseBytes(t *testing.T) {
 	}
 }
 
+// TestParseBytesErrorQuotesTheInput: a size refused is quoted as given,
+// unit and all ("10PiB" was quoted "10Pi", its B taken for bytes).
+func TestParseBytesErrorQuotesTheInput(t *testing.T) {
+	for in, want := range map[string]string{
+		"10PiB":      `size "10PiB": want bytes with an optional unit (KiB`,
+		"1.5 GiB":    `size "1.5 GiB": want bytes`,
+		"20000000TB": `size "20000000TB" overflows`,
+	} {
+		if _, err := parseBytes(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("parseBytes(%q): error %v, want %q", in, err, want)
+		}
+	}
+	s := defaultSettings()
+	s.Name, s.MaxJobBytes = "n1", "10PiB"
+	if _, err := s.nodeConfig(nil); err == nil || !strings.Contains(err.Error(), `max-job-bytes: size "10PiB"`) {
+		t.Errorf("--max-job-bytes 10PiB: error %v", err)
+	}
+}
+
 // FuzzConfigFile: any config file is either accepted or refused with an
 // error; never a panic.
 func FuzzConfigFile(f *testing.F) {
@@ -415,5 +434,99 @@ func TestReportGatherSettingBound(t *testing.T) {
 		if ok && (err != nil || in == "100ms" && cfg.ReportGather != 100*time.Millisecond) || !ok && (err == nil || !strings.Contains(err.Error(), "report-gather")) {
 			t.Errorf("--report-gather %s: ReportGather %v, error %v; want ok %v", in, cfg.ReportGather, err, ok)
 		}
+	}
+}
+
+// TestConfigFileKeysNamedAndTyped: a config key of the wrong type is
+// refused by its line and key, every one at once (yaml's own error said
+// "cannot unmarshal !!str `abc` into int" with a line only), and a number
+// is not truncated to fit (cpu_workers: 2.5 ran 2 workers without a word).
+// An unknown key says how keys are spelled.
+func TestConfigFileKeysNamedAndTyped(t *testing.T) {
+	for _, tt := range []struct {
+		file string
+		want []string // "": accepted
+	}{
+		{"cpu_workers: 2.5\n", []string{`config file line 1: cpu_workers: want a whole number, got "2.5"`}},
+		{"cpu_workers: \"4\"\n", []string{`cpu_workers: want a whole number, got "4"`}},
+		{"cpu_workers: abc\njoin: 10.0.0.1:7946\n", []string{`line 1: cpu_workers: want a whole number, got "abc"`,
+			`line 2: join: want a list of host:port entries, like [10.0.0.1:7946, 10.0.0.2:7946], got "10.0.0.1:7946"`}},
+		{"devices: [cpu, cuda:0]\n", []string{`devices: want one value, its entries comma-separated ("cpu,cuda:0"), got a list`}},
+		{"ui: {on: true}\n", []string{"ui: want one value, got a mapping"}},
+		{"join:\n  - [a, b]\n", []string{"line 2: join: want host:port entries, got a list"}},
+		{"gossip-addr: 127.0.0.1:1\n", []string{`unknown key "gossip-addr"; write it gossip_addr`}},
+		{"timming: local\n", []string{`line 1: unknown key "timming"; keys are the flag names with _ for -`}},
+		{"- name: n1\n", []string{"want settings as key: value lines"}},
+		{"cpu_workers: 3\nui: 1\njoin: []\nname:\n", nil},
+		{"~\n", nil},
+	} {
+		var flags settings
+		fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+		addFlags(fs, &flags)
+		s, err := resolve(fs, &flags, []byte(tt.file), lookup(nil))
+		if len(tt.want) == 0 {
+			if err != nil {
+				t.Errorf("config %q: %v", tt.file, err)
+			} else if tt.file[0] == 'c' && (s.CPUWorkers != 3 || s.UI != "1" || len(s.Join) != 0) {
+				t.Errorf("config %q: got %+v", tt.file, s)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("config %q accepted: %+v", tt.file, s)
+			continue
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("config %q: error %q lacks %q", tt.file, err, w)
+			}
+		}
+		if strings.Contains(err.Error(), "nodecmd.settings") || strings.Contains(err.Error(), "unmarshal") {
+			t.Errorf("config %q: error %q speaks of Go types", tt.file, err)
+		}
+	}
+}
+
+// TestUIAskedForNeedsHTTPAddr: the live view is served at /ui/ of
+// --http-addr; asked for (flag, variable or key) with no HTTP endpoint it
+// was not served, without a word. Its default, and ui false, are fine
+// without one.
+func TestUIAskedForNeedsHTTPAddr(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		file string
+		bad  bool
+	}{
+		{"flag", []string{"--ui", "true", "--http-addr", ""}, nil, "", true},
+		{"variables", nil, map[string]string{"ACPP_UI": "yes", "ACPP_HTTP_ADDR": ""}, "", true},
+		{"keys", nil, nil, "ui: true\nhttp_addr: \"\"\n", true},
+		{"key with flag", []string{"--http-addr", ""}, nil, "ui: on\n", true},
+		{"default", []string{"--http-addr", ""}, nil, "", false},
+		{"off", []string{"--ui", "false", "--http-addr", ""}, nil, "", false},
+		{"empty key is the default", []string{"--http-addr", ""}, nil, "ui: \"\"\n", false},
+		{"with endpoint", []string{"--ui", "true"}, nil, "", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var flags settings
+			fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+			addFlags(fs, &flags)
+			if err := fs.Parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			s, err := resolve(fs, &flags, []byte(tt.file), lookup(tt.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Name = "n1"
+			_, err = s.nodeConfig(nil)
+			if tt.bad && (err == nil || !strings.Contains(err.Error(), "the live view is served at /ui/ of --http-addr, which is empty")) {
+				t.Errorf("error %v, want the live view refused without --http-addr", err)
+			}
+			if !tt.bad && err != nil {
+				t.Errorf("refused: %v", err)
+			}
+		})
 	}
 }

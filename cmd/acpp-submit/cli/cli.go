@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -95,6 +97,46 @@ func unknownCommand(root *cobra.Command, args []string) error {
 		return usageError{fmt.Errorf("unknown command %q (see %s --help)", a, root.CommandPath())}
 	}
 	return nil
+}
+
+// paramsFlag is --set name=value (repeated or comma-separated), as
+// pflag's StringToString but for a name given twice: --set n=3 --set n=4
+// is refused, naming both values, where the last silently won.
+type paramsFlag struct{ m *map[string]string }
+
+func (p paramsFlag) Set(val string) error {
+	pairs, err := csv.NewReader(strings.NewReader(val)).Read()
+	if err != nil {
+		return fmt.Errorf("want name=value, like n=4096")
+	}
+	if *p.m == nil {
+		*p.m = map[string]string{}
+	}
+	for _, pair := range pairs {
+		k, v, ok := strings.Cut(pair, "=")
+		if !ok {
+			return fmt.Errorf("%q is not name=value, like n=4096", pair)
+		}
+		if old, dup := (*p.m)[k]; dup {
+			return fmt.Errorf("param %s is given twice (%s=%s, then %s=%s): give it once", k, k, old, k, v)
+		}
+		(*p.m)[k] = v
+	}
+	return nil
+}
+
+func (p paramsFlag) Type() string { return "stringToString" }
+
+func (p paramsFlag) String() string {
+	if p.m == nil {
+		return "[]"
+	}
+	pairs := make([]string, 0, len(*p.m))
+	for k, v := range *p.m {
+		pairs = append(pairs, k+"="+v)
+	}
+	sort.Strings(pairs)
+	return "[" + strings.Join(pairs, ",") + "]"
 }
 
 // checkUIAddr refuses a --ui that is not host:port (port 0: any free
@@ -238,7 +280,13 @@ func (c *clusterFlags) config() (*ClusterConfig, error) {
 	if c.client == "" {
 		return nil, usageError{errors.New("--client NAME (or ACPP_CLIENT) is required with --cluster: the client name issued by acpp-node credentials --dir DIR client NAME")}
 	}
-	for _, a := range c.addrs {
+	for i, a := range c.addrs {
+		// Each node once: the coordinator refused a repeated address
+		// after connecting, as "cluster unreachable: … Nodes[1] … is
+		// listed twice".
+		if slices.Contains(c.addrs[:i], a) {
+			return nil, usageError{fmt.Errorf("--cluster lists %s twice: give each node's address once", a)}
+		}
 		_, port, err := net.SplitHostPort(a)
 		if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 1 || n > 65535 {
 			return nil, usageError{fmt.Errorf("--cluster %q is not host:port with a port in 1–65535 (an acpp-node's --quic-addr, e.g. 127.0.0.1:7951)", a)}
@@ -403,9 +451,22 @@ func newRunCmd(env Env) *cobra.Command {
 				if f.path == "" {
 					continue
 				}
+				// The files are written after the run, each over whatever is
+				// there: over the job file, or one over the other, without a
+				// word. (Outputs are checked once the job is read.)
+				if samePath(f.path, args[0]) {
+					return usageError{fmt.Errorf("%s %s is the job file: writing it would replace the job; give %s another file", f.flag, f.path, f.flag)}
+				}
 				if err := canWrite(f.path); err != nil {
 					return usageError{fmt.Errorf("%s: %w", f.flag, err)}
 				}
+				if cfg.Writes == nil {
+					cfg.Writes = map[string]string{}
+				}
+				cfg.Writes[f.flag] = f.path
+			}
+			if trace != "" && dag != "" && samePath(trace, dag) {
+				return usageError{fmt.Errorf("--trace and --dag both name %s: the DAG would overwrite the trace; give each its own file", trace)}
 			}
 			res, err := Run(cmd.Context(), cfg)
 			if bar != nil {
@@ -434,7 +495,7 @@ func newRunCmd(env Env) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringToStringVar(&params, "set", nil, "override a param of the job: --set n=4096 (repeat or comma-separate; integers or expressions over the job's params)")
+	f.Var(paramsFlag{&params}, "set", "override a param of the job: --set n=4096 (repeat or comma-separate; integers or expressions over the job's params)")
 	f.StringVarP(&outDir, "out-dir", "o", ".", "directory for the job's outputs (created if missing); output paths in the job are relative to it")
 	f.StringVar(&trace, "trace", "", "write a Chrome trace of the run to this file (open it in ui.perfetto.dev): a track per device, a slice per command group, dependency arrows, bytes per link")
 	f.StringVar(&dag, "dag", "", "write the command-group DAG as Graphviz DOT to this file (render: dot -Tsvg FILE > dag.svg)")
@@ -563,7 +624,7 @@ func newCheckCmd(env Env) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringToStringVar(&params, "set", nil, "override a param of the job: --set n=4096")
+	f.Var(paramsFlag{&params}, "set", "override a param of the job: --set n=4096")
 	f.StringVar(&maxBytes, "max-bytes", "auto", "memory budget of this machine to check against, as for run: auto (75% of host memory, 90% of each GPU's), a share like 50%, a size like 8GiB, or 0 (none)")
 	f.StringSliceVar(&devices, "device", nil, "devices of this machine to check against, as for run (default: every local device)")
 	cf.add(cmd, env, false)

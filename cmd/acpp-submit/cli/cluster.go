@@ -344,6 +344,11 @@ func openCluster(ctx context.Context, cfg Config, log *slog.Logger) (*engine, er
 			return nil, fmt.Errorf("%w: %s selects none of the cluster's devices (%s); widen it (acpp-submit nodes lists the members and their devices)",
 				acpp.ErrNoDevice, what, strings.Join(have, "; "))
 		}
+		if errors.Is(err, coordinator.ErrInvalidConfig) && len(cc.Addrs) > 1 {
+			// Two of the addresses given reach one node (localhost and
+			// 127.0.0.1): the flag's mistake, not an unreachable cluster.
+			return nil, fmt.Errorf("--cluster %s: %w; give each node's address once", strings.Join(cc.Addrs, ","), err)
+		}
 		return nil, fmt.Errorf("%w: %w", ErrCluster, err)
 	}
 	for _, d := range q.ClusterDevices() {

@@ -40,6 +40,9 @@ func TestFlagsTakeEffectOrFail(t *testing.T) {
 		{"bad kind before connecting", []string{"run", "--cluster", "127.0.0.1:1", "--client", "alice", "--credentials", "/nonexistent", "--kinds", "gpu", job}, nil, 2, `--kinds: device: unknown device kind "gpu"`},
 		// A list flag given empty ("--cluster $ADDR" with ADDR unset) was
 		// as if not given: the job ran on this machine, or on every node.
+		// A repeated address failed after connecting, as "cluster
+		// unreachable" naming the Go API's Nodes[1].
+		{"cluster twice", []string{"run", "--cluster", "127.0.0.1:1, 127.0.0.1:1", "--client", "alice", "--credentials", "/nonexistent", job}, nil, 2, "--cluster lists 127.0.0.1:1 twice: give each node's address once"},
 		{"empty cluster", []string{"run", "-o", out, "--cluster", "", job}, nil, 2, "--cluster is empty: give the QUIC address"},
 		{"blank cluster", []string{"kernels", "--cluster", " ,"}, nil, 2, "--cluster is empty"},
 		{"empty nodes", []string{"run", "--cluster", "127.0.0.1:1", "--client", "alice", "--nodes", "", job}, nil, 2, "--nodes is empty: give at least one node name"},
@@ -80,6 +83,10 @@ func TestFlagsTakeEffectOrFail(t *testing.T) {
 		// exited 1, as a broken job file does).
 		{"set of no param", []string{"run", "-o", out, "--set", "nope=3", job}, nil, 2, `--set nope: the job declares no param "nope"`},
 		{"check set of no param", []string{"check", "--set", "nope=3", job}, nil, 2, `--set nope: the job declares no param "nope"`},
+		// A param set twice took the last value without a word.
+		{"set twice", []string{"run", "-o", out, "--set", "n=3", "--set", "n=4", job}, nil, 2, "param n is given twice (n=3, then n=4): give it once"},
+		{"check set twice in one", []string{"check", "--set", "n=3,n=3", job}, nil, 2, "param n is given twice"},
+		{"set of no value", []string{"check", "--set", "n", job}, nil, 2, `"n" is not name=value`},
 		{"completion command", []string{"completion", "bash"}, nil, 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -120,6 +127,54 @@ func TestUnwritablePathsRefusedBeforeRunning(t *testing.T) {
 		if code != tc.code || !strings.Contains(errs, tc.want) || strings.Contains(out, "command groups in") {
 			t.Errorf("run %v: exit %d\n%s%s\nwant exit %d before running, with %q", tc.args, code, out, errs, tc.code, tc.want)
 		}
+	}
+}
+
+// TestTraceAndDAGOverwriteNothing: --trace and --dag are written after
+// the run over whatever is at their paths: one naming an output of the
+// job, the other, or the job file itself replaced it without a word (the
+// trace took saxpy.npy's place). Each is refused before anything runs,
+// and nothing is written.
+func TestTraceAndDAGOverwriteNothing(t *testing.T) {
+	dir := t.TempDir()
+	src, err := os.ReadFile("../../../examples/jobs/saxpy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := filepath.Join(dir, "saxpy.yaml")
+	if err := os.WriteFile(job, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--trace", filepath.Join(out, "saxpy.npy")}, 1, `outputs[0].file: output of buffer "y" is ` + filepath.Join(out, "saxpy.npy") + ", the file of --trace too"},
+		{[]string{"--dag", filepath.Join(dir, "out", ".", "saxpy.npy")}, 1, "the file of --dag too"},
+		{[]string{"--trace", filepath.Join(dir, "same"), "--dag", filepath.Join(dir, "same")}, 2, "--trace and --dag both name"},
+		{[]string{"--dag", job}, 2, "--dag " + job + " is the job file"},
+	} {
+		code, stdout, errs := runMain(append(append([]string{"run", "--set", "n=64", "-o", out}, tc.args...), job)...)
+		if code != tc.code || !strings.Contains(errs, tc.want) || strings.Contains(stdout, "command groups in") {
+			t.Errorf("run %v: exit %d\n%s%s\nwant exit %d before running, with %q", tc.args, code, stdout, errs, tc.code, tc.want)
+		}
+	}
+	if got, err := os.ReadFile(job); err != nil || !bytes.Equal(got, src) {
+		t.Errorf("the job file changed (%v)", err)
+	}
+	entries, _ := os.ReadDir(out)
+	for _, e := range entries {
+		t.Errorf("a refused run wrote %s", e.Name())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "same")); err == nil {
+		t.Error("a refused run wrote the trace")
+	}
+	// Distinct files still work.
+	code, stdout, errs := runMain("run", "-q", "--set", "n=64", "-o", out, "--trace", filepath.Join(dir, "t.json"), "--dag", filepath.Join(dir, "d.dot"), job)
+	if code != 0 {
+		t.Fatalf("run with distinct files: exit %d\n%s%s", code, stdout, errs)
 	}
 }
 

@@ -58,6 +58,11 @@ type Config struct {
 	// Record keeps a record of every command group in Result.Groups (the
 	// trace and the DAG need them); without it Run keeps only tallies.
 	Record bool
+	// Writes are the files the caller writes once the run ends, by the
+	// flag that names them ("--trace": path): an output of the job at one
+	// of them is refused before anything runs, as one would overwrite the
+	// other.
+	Writes map[string]string
 	// Logger receives debug events; nil means discard.
 	Logger *slog.Logger
 	// MemoryLimit is the embedded runtime's memory budget (zero: the
@@ -293,7 +298,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			cc.Checkpoint, cc.checkpointFromJob = job.Recovery.Checkpoint, job.Recovery.Checkpoint != ""
 		}
 	}
-	if err := checkOutputs(job, cfg.OutDir); err != nil {
+	if err := checkOutputs(job, cfg.OutDir, cfg.Writes); err != nil {
 		return nil, err
 	}
 	if r.eng, err = openEngine(ctx, cfg, log); err != nil {

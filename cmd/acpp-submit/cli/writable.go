@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 
 	"github.com/acpp/acpp/jobfile"
 )
@@ -39,9 +40,23 @@ func canWrite(path string) error {
 	return os.Remove(name)
 }
 
+// samePath reports whether a and b name one file: the same absolute
+// path, or (both existing) the same file through a link.
+func samePath(a, b string) bool {
+	aa, aerr := filepath.Abs(a)
+	bb, berr := filepath.Abs(b)
+	if aerr == nil && berr == nil && aa == bb {
+		return true
+	}
+	as, aerr := os.Stat(a)
+	bs, berr := os.Stat(b)
+	return aerr == nil && berr == nil && os.SameFile(as, bs)
+}
+
 // checkOutputs checks that every output of job can be written in dir
-// (OutDir), before anything runs.
-func checkOutputs(job *jobfile.Job, dir string) error {
+// (OutDir), and is none of the files the caller writes after the run
+// (writes: flag → path), before anything runs.
+func checkOutputs(job *jobfile.Job, dir string, writes map[string]string) error {
 	if dir == "" {
 		dir = "."
 	}
@@ -53,6 +68,16 @@ func checkOutputs(job *jobfile.Job, dir string) error {
 		}
 		if err := canWrite(p); err != nil {
 			errs = append(errs, job.At(o.LineOf("file"), o.Path+".file", fmt.Errorf("output of buffer %q: %w; pick another --out-dir", o.Buffer, err)))
+		}
+		flags := make([]string, 0, len(writes))
+		for f := range writes {
+			flags = append(flags, f)
+		}
+		sort.Strings(flags)
+		for _, f := range flags {
+			if samePath(p, writes[f]) {
+				errs = append(errs, job.At(o.LineOf("file"), o.Path+".file", fmt.Errorf("output of buffer %q is %s, the file of %s too: one would overwrite the other; give %s another file", o.Buffer, p, f, f)))
+			}
 		}
 	}
 	if len(errs) > 0 {
