@@ -186,7 +186,11 @@ func (c *Cluster) joinAtStart(ctx context.Context) error {
 			return err
 		}
 		if n > 0 { // only our own address answered
-			c.log.Info("no other member answers yet: starting a new cluster, and joining the others as they come up", "error", err)
+			if err != nil {
+				c.log.Info("no other member answers yet: starting a new cluster, and joining the others as they come up", "error", err)
+			} else {
+				c.log.Info("the join list holds only this member's own address: starting a new cluster")
+			}
 			return nil
 		}
 		if time.Now().Add(backoff).After(deadline) {

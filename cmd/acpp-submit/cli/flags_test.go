@@ -178,6 +178,35 @@ func TestTraceAndDAGOverwriteNothing(t *testing.T) {
 	}
 }
 
+// TestOutputOverJobFileRefused: an output whose file is the job file
+// itself is refused at its line before the run (the run replaced the job
+// with the buffer's data); one over a buffer's init file is allowed (a job
+// that carries its state from run to run).
+func TestOutputOverJobFileRefused(t *testing.T) {
+	dir := t.TempDir()
+	src, err := os.ReadFile("../../../examples/jobs/saxpy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src = bytes.Replace(src, []byte("file: saxpy.npy"), []byte("file: saxpy.yaml, format: raw"), 1)
+	job := filepath.Join(dir, "saxpy.yaml")
+	if err := os.WriteFile(job, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, errs := runMain("run", "-q", "--set", "n=64", "-o", dir, job)
+	if code != 1 || !strings.Contains(errs, "outputs[0].file") || !strings.Contains(errs, "the job file itself") {
+		t.Errorf("output over the job file: exit %d\n%s%s\nwant exit 1 naming outputs[0].file and the job file", code, stdout, errs)
+	}
+	if got, err := os.ReadFile(job); err != nil || !bytes.Equal(got, src) {
+		t.Errorf("the job file changed (%v)", err)
+	}
+	// The same job with another output directory writes saxpy.yaml there.
+	out := filepath.Join(dir, "out")
+	if code, stdout, errs := runMain("run", "-q", "--set", "n=64", "-o", out, job); code != 0 {
+		t.Fatalf("output of the same name in another directory: exit %d\n%s%s", code, stdout, errs)
+	}
+}
+
 // TestLogLinesSaidElsewhereDropped: without --verbose, run's log leaves
 // out the coordinator's records that run prints in its own words (the
 // job's error; the recovery lines), which came out twice; other warnings

@@ -71,6 +71,9 @@ func memberCounts(ms *proto.Members, allAlive string) string {
 		}
 	}
 	if len(states) == 0 && draining == 0 {
+		if alive == 1 { // "1 member, all alive" reads oddly: say what it is
+			return "1 member, alone in its cluster"
+		}
 		return fmt.Sprintf("%d %s", alive, allAlive)
 	}
 	sort.Strings(states) // failed, left

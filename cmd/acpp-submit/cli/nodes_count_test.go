@@ -16,6 +16,7 @@ func TestMemberCounts(t *testing.T) {
 		want    string
 	}{
 		{[]proto.Member{m("alive", false), m("alive", false), m("alive", false)}, "3 members, all alive"},
+		{[]proto.Member{m("alive", false)}, "1 member, alone in its cluster"}, // was "1 members, all alive"
 		{[]proto.Member{m("alive", false), m("alive", false), m("left", false)}, "2 alive, 1 left"},
 		{[]proto.Member{m("failed", false), m("alive", false), m("left", false), m("failed", false)}, "1 alive, 2 failed, 1 left"},
 		{[]proto.Member{m("alive", false), m("alive", true)}, "2 alive (1 draining)"},

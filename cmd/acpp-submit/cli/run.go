@@ -298,7 +298,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			cc.Checkpoint, cc.checkpointFromJob = job.Recovery.Checkpoint, job.Recovery.Checkpoint != ""
 		}
 	}
-	if err := checkOutputs(job, cfg.OutDir, cfg.Writes); err != nil {
+	if err := checkOutputs(job, cfg.JobFile, cfg.OutDir, cfg.Writes); err != nil {
 		return nil, err
 	}
 	if r.eng, err = openEngine(ctx, cfg, log); err != nil {

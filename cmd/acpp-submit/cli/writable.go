@@ -54,9 +54,11 @@ func samePath(a, b string) bool {
 }
 
 // checkOutputs checks that every output of job can be written in dir
-// (OutDir), and is none of the files the caller writes after the run
-// (writes: flag → path), before anything runs.
-func checkOutputs(job *jobfile.Job, dir string, writes map[string]string) error {
+// (OutDir), and is neither the job file (jobFile) nor one of the files the
+// caller writes after the run (writes: flag → path), before anything runs.
+// An output may replace a buffer's init file: a job that carries its state
+// from run to run does that on purpose.
+func checkOutputs(job *jobfile.Job, jobFile, dir string, writes map[string]string) error {
 	if dir == "" {
 		dir = "."
 	}
@@ -65,6 +67,10 @@ func checkOutputs(job *jobfile.Job, dir string, writes map[string]string) error 
 		p := o.File
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(dir, p)
+		}
+		if jobFile != "" && samePath(p, jobFile) {
+			errs = append(errs, job.At(o.LineOf("file"), o.Path+".file", fmt.Errorf("output of buffer %q is %s, the job file itself: the run would replace the job with its data; give the output another file (or pick another --out-dir)", o.Buffer, p)))
+			continue
 		}
 		if err := canWrite(p); err != nil {
 			errs = append(errs, job.At(o.LineOf("file"), o.Path+".file", fmt.Errorf("output of buffer %q: %w; pick another --out-dir", o.Buffer, err)))
