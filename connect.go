@@ -105,6 +105,7 @@ func WithClientCredentials(creds *credentials.Credentials) Option {
 // (acpp-submit's --nodes). Connect only; WithKind applies too. A name
 // that no node reached at Connect has is logged as a warning (a typo, or
 // a node not up yet: its devices join the job if it joins the cluster).
+// An empty name, or none, is ErrOption.
 func WithNodes(names ...string) Option {
 	return func(c *queueConfig) { cc := c.clusterCfg("WithNodes"); cc.nodes = append(cc.nodes, names...) }
 }
@@ -205,6 +206,9 @@ func Connect(ctx context.Context, addrs []string, opts ...Option) (*Queue, error
 	}
 	if err := checkKinds(cfg.kinds); err != nil {
 		errs = append(errs, err)
+	}
+	if slices.Contains(cc.given, "WithNodes") && (len(cc.nodes) == 0 || slices.Contains(cc.nodes, "")) {
+		errs = append(errs, fmt.Errorf("%w: WithNodes(%q) names no node (an empty name, or none): it would select nothing; give the nodes' names (acpp-submit nodes lists them), or leave WithNodes out for every node", ErrOption, cc.nodes))
 	}
 	if slices.Contains(cc.given, "WithLabels") && len(cc.match) == 0 {
 		errs = append(errs, fmt.Errorf("%w: WithLabels names no label to match, so it would select every node whatever their labels; name the labels a node must carry (WithLabels(labels, \"gpu\"))", ErrOption))

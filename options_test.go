@@ -110,6 +110,21 @@ func TestWithLabelsTakesEffect(t *testing.T) {
 	}
 }
 
+// WithNodes with an empty name, or with none, is ErrOption before Connect
+// dials anything (it was ErrNoDevice, "WithNodes() selects none", after
+// connecting to every node).
+func TestWithNodesOfNoNameRefused(t *testing.T) {
+	for _, names := range [][]string{{""}, nil, {"n0", ""}} {
+		q, err := Connect(testCtx(t), []string{"127.0.0.1:9"}, WithCredentials(t.TempDir(), "alice"), WithNodes(names...))
+		if q != nil {
+			q.Close()
+		}
+		if !errors.Is(err, ErrOption) || !strings.Contains(err.Error(), "names no node") {
+			t.Errorf("Connect(WithNodes(%q)) = %v, want ErrOption saying it names no node", names, err)
+		}
+	}
+}
+
 // The queue's context ending refuses new command groups on both engines,
 // but the buffers can still be read, written back and closed: Close
 // writes a slice-backed buffer back and frees its allocations. A queue of
