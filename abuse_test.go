@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/acpp/acpp/device"
 )
 
 // Tests of the public API used carelessly: what a program gets for a
@@ -360,4 +362,44 @@ func try(f func()) (p any) {
 	defer func() { p = recover() }()
 	f()
 	return nil
+}
+
+// TestNilQueueIsErrClosed: every call on a nil *Queue (the queue of a
+// NewQueue or Connect that failed, used without checking its error) is
+// ErrClosed saying so, or a zero value, never a nil-pointer panic (they
+// all panicked, unlike the nil *Buffer's methods).
+func TestNilQueueIsErrClosed(t *testing.T) {
+	var q *Queue
+	check := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, ErrClosed) || !strings.Contains(err.Error(), "nil *Queue") {
+			t.Errorf("%s on a nil queue = %v, want ErrClosed naming the nil *Queue", what, err)
+		}
+	}
+	_, err := NewBuffer[float32](q, R1(4))
+	check("NewBuffer", err)
+	_, err = NewBufferFrom(q, []float32{1}, R1(1))
+	check("NewBufferFrom", err)
+	_, err = NewBufferOver(q, USM[float32]{}, R1(1))
+	check("NewBufferOver", err)
+	_, err = q.Submit(func(h *Handler) error { return nil })
+	check("Submit", err)
+	check("Wait", q.Wait(context.Background()))
+	_, err = q.PageStates()
+	check("PageStates", err)
+	_, err = q.RunningGroups()
+	check("RunningGroups", err)
+	_, err = Malloc[float32](q, 4, device.MemDevice)
+	check("Malloc", err)
+	check("Free", Free(q, USM[float32]{}))
+	_, err = Memcpy(q, USM[float32]{}, USM[float32]{}, 0)
+	check("Memcpy", err)
+	_, err = Memset(q, USM[float32]{}, 0, 0)
+	check("Memset", err)
+	_, err = FillUSM(q, USM[float32]{}, 1, 0)
+	check("FillUSM", err)
+	check("Close", q.Close())
+	if q.Devices() != nil || q.Device().Name != "" || q.ClusterDevices() != nil || q.MemoryBudgets() != nil || q.Stats().Groups != 0 {
+		t.Error("the describing methods of a nil queue return something other than zero values")
+	}
 }

@@ -217,6 +217,9 @@ func (q *Queue) addBuffer(st *bufState, spec engine.BufferSpec) error {
 // and page geometry of a new buffer of T over r.
 func bufferSetup[T any](q *Queue, r Range, opts []BufferOption) (bufferConfig, int, coherence.Geometry, error) {
 	var cfg bufferConfig
+	if q == nil {
+		return cfg, 0, coherence.Geometry{}, errNilQueue("a new buffer")
+	}
 	for _, o := range opts {
 		if o != nil { // a nil option is none, as in onlyOptions
 			o(&cfg)

@@ -281,6 +281,9 @@ func (h *Handler) runsGo(what string) bool {
 // its buffer, a closed buffer, a kernel without an implementation for the
 // device, ...) are returned here; errors while it runs are on the event.
 func (q *Queue) Submit(cgf func(h *Handler) error, opts ...SubmitOption) (*Event, error) {
+	if q == nil {
+		return nil, errNilQueue("Submit")
+	}
 	if cgf == nil {
 		return nil, fmt.Errorf("%w: Submit got a nil command-group function", ErrNoKernel)
 	}

@@ -69,6 +69,9 @@ func (b *Buffer[T]) ID() BufferID { return b.st.id }
 // It returns ErrClosed once the queue is closed, and ErrNoPageStates from
 // an engine that has none to show.
 func (q *Queue) PageStates() ([]BufferPages, error) {
+	if q == nil {
+		return nil, errNilQueue("PageStates")
+	}
 	r, err := q.pageReader()
 	if err != nil {
 		return nil, err
@@ -91,6 +94,9 @@ func (q *Queue) PageStates() ([]BufferPages, error) {
 // tasks; on a cluster queue the groups issued to a node and not finished,
 // "node/kind:index: kernel"). It only reads; errors as for PageStates.
 func (q *Queue) RunningGroups() ([]string, error) {
+	if q == nil {
+		return nil, errNilQueue("RunningGroups")
+	}
 	r, err := q.pageReader()
 	if err != nil {
 		return nil, err

@@ -208,16 +208,31 @@ func NewQueue(ctx context.Context, opts ...Option) (*Queue, error) {
 
 // Devices describes the queue's devices; the first is the default. On a
 // cluster queue they are the job's devices (Name is "node/kind:index").
-func (q *Queue) Devices() []device.Info { return q.eng.Devices() }
+func (q *Queue) Devices() []device.Info {
+	if q == nil {
+		return nil
+	}
+	return q.eng.Devices()
+}
 
 // Device describes the default device.
 // On a cluster queue it is the job's first device (placement chooses where
 // groups run unless they are pinned with OnNode).
-func (q *Queue) Device() device.Info { return q.eng.Devices()[0] }
+func (q *Queue) Device() device.Info {
+	if q == nil {
+		return device.Info{}
+	}
+	return q.eng.Devices()[0]
+}
 
 // ClusterDevices names the devices of a cluster queue ("node/kind:index"),
 // in job order; nil for a queue made by NewQueue.
-func (q *Queue) ClusterDevices() []string { return q.eng.ClusterDevices() }
+func (q *Queue) ClusterDevices() []string {
+	if q == nil {
+		return nil
+	}
+	return q.eng.ClusterDevices()
+}
 
 // MemoryBudget is the budget of one memory of a queue (WithMemoryLimit).
 type MemoryBudget struct {
@@ -236,6 +251,9 @@ type MemoryBudget struct {
 // first. A cluster queue has none (the nodes keep them).
 func (q *Queue) MemoryBudgets() []MemoryBudget {
 	var out []MemoryBudget
+	if q == nil {
+		return nil
+	}
 	for _, b := range q.eng.MemoryBudgets() {
 		out = append(out, MemoryBudget(b))
 	}
@@ -244,12 +262,26 @@ func (q *Queue) MemoryBudgets() []MemoryBudget {
 
 // Stats returns the queue's counters (see Stats for what a cluster queue
 // counts).
-func (q *Queue) Stats() Stats { return statsOf(q.eng.Stats()) }
+func (q *Queue) Stats() Stats {
+	if q == nil {
+		return Stats{}
+	}
+	return statsOf(q.eng.Stats())
+}
+
+// errNilQueue is the error of a call on a nil *Queue (the queue of a
+// NewQueue or Connect that failed): ErrClosed, saying so, not a panic.
+func errNilQueue(what string) error {
+	return fmt.Errorf("%w: %s of a nil *Queue: NewQueue or Connect failed (check its error) or the queue was never made", ErrClosed, what)
+}
 
 // Wait blocks until every submitted command group has finished and returns
 // the errors of those that failed since the last Wait (unless an async
 // handler takes them). It returns ctx's error if ctx ends first.
 func (q *Queue) Wait(ctx context.Context) error {
+	if q == nil {
+		return errNilQueue("Wait")
+	}
 	if err := checkCtx(ctx, "Queue.Wait"); err != nil {
 		return err
 	}
@@ -311,6 +343,9 @@ func (q *Queue) markClosed() (open []*bufState, ok bool) {
 // twice is safe. Close any HostAccessor first: an open host access holds
 // its buffer, and Close waits for it.
 func (q *Queue) Close() error {
+	if q == nil {
+		return errNilQueue("Close")
+	}
 	open, ok := q.markClosed()
 	if !ok {
 		return nil

@@ -60,6 +60,9 @@ func (p USM[T]) check(what string) error {
 // with Free; those not freed go when the queue is closed, and a use of a
 // pointer into one after that is ErrClosed.
 func Malloc[T any](q *Queue, n int, kind device.MemKind, opts ...SubmitOption) (USM[T], error) {
+	if q == nil {
+		return USM[T]{}, errNilQueue("Malloc")
+	}
 	es, err := elemSize[T]()
 	if err != nil {
 		return USM[T]{}, err
@@ -96,6 +99,9 @@ func Malloc[T any](q *Queue, n int, kind device.MemKind, opts ...SubmitOption) (
 // ErrClosed. A kernel that takes p as an argument is not tracked: wait
 // for its group before Free.
 func Free[T any](q *Queue, p USM[T]) error {
+	if q == nil {
+		return errNilQueue("Free")
+	}
 	if p.mem == nil {
 		return fmt.Errorf("%w: Free of a nil USM pointer", ErrBadRange)
 	}
@@ -218,6 +224,9 @@ func (q *Queue) usmOp(name string, op device.Op, mems []*device.Mem, cfg submitC
 // It takes the options After and Named; any other is an error
 // (ErrOption): the copy runs on the device that reaches the memory.
 func Memcpy[T any](q *Queue, dst, src USM[T], n int, opts ...SubmitOption) (*Event, error) {
+	if q == nil {
+		return nil, errNilQueue("Memcpy")
+	}
 	cfg, err := usmOptions("Memcpy", opts)
 	if err != nil {
 		return nil, err
@@ -245,6 +254,9 @@ func Memcpy[T any](q *Queue, dst, src USM[T], n int, opts ...SubmitOption) (*Eve
 // Memset sets n elements' bytes to b. It takes the options After and
 // Named; any other is an error (ErrOption).
 func Memset[T any](q *Queue, p USM[T], b byte, n int, opts ...SubmitOption) (*Event, error) {
+	if q == nil {
+		return nil, errNilQueue("Memset")
+	}
 	cfg, err := usmOptions("Memset", opts)
 	if err != nil {
 		return nil, err
@@ -259,6 +271,9 @@ func Memset[T any](q *Queue, p USM[T], b byte, n int, opts ...SubmitOption) (*Ev
 // FillUSM sets n elements to v. It takes the options After and Named; any
 // other is an error (ErrOption).
 func FillUSM[T any](q *Queue, p USM[T], v T, n int, opts ...SubmitOption) (*Event, error) {
+	if q == nil {
+		return nil, errNilQueue("FillUSM")
+	}
 	cfg, err := usmOptions("FillUSM", opts)
 	if err != nil {
 		return nil, err
