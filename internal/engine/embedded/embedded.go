@@ -172,10 +172,10 @@ func Open[G any](ctx context.Context, cfg Config) (*Engine[G], error) {
 // issueAheadFor says whether the runtime issues groups ahead on the
 // in-order devices among sel (exec.Config.NoIssueAhead): with one such
 // device, yes; with several, only when ACPP_ISSUE_AHEAD=1 asks for it.
-// Measured 2026-11-27 on two H100s: a Jacobi split over both GPUs took
-// 0.49-0.56 ms an iteration with issue-ahead against 0.42-0.43 without
-// (and 0.29-0.49 before issue-ahead existed), while on one GPU it gained
-// (0.81-0.84 against 0.86-0.89 ms) and a chain of dependent steps went
+// Measured 2026-11-27 on two H100s (docs/PERFORMANCE.md, "Two GPUs"): a
+// Jacobi split over both GPUs took 0.46-0.63 ms an iteration with
+// issue-ahead on both against 0.38-0.53 with it only for one GPU, while on
+// one GPU it gained and a chain of dependent steps went
 // from 23-37 to 4-5 us a step (docs/PERFORMANCE.md). Why it loses across
 // GPUs (found later, docs/RUNTIME.md "Issue-ahead on in-order queues"): the
 // GPUs' edge chunks, the critical path, queued behind inner chunks issued
