@@ -11,6 +11,28 @@ import (
 	"time"
 )
 
+// The timeouts of every HTTP server acpp runs (NewHTTPServer): acpp-node's
+// --http-addr, acpp-submit run --ui, Serve. None of them reads a request
+// body, so there is no ReadTimeout (it would also end the event streams).
+const (
+	// ReadHeaderTimeout is how long a client may take to send a request's
+	// headers: a connection that sends half a request is closed then.
+	ReadHeaderTimeout = 5 * time.Second
+	// WriteTimeout is how long one response may take to be written (the
+	// client must read it): a client that stops reading is disconnected
+	// then instead of holding a goroutine and a connection for ever. An
+	// event stream applies it to each event (Server.Handler).
+	WriteTimeout = 30 * time.Second
+	// IdleTimeout is how long a kept-alive connection may wait for its
+	// next request.
+	IdleTimeout = 60 * time.Second
+)
+
+// NewHTTPServer is an http.Server for h with the timeouts above.
+func NewHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: ReadHeaderTimeout, WriteTimeout: WriteTimeout, IdleTimeout: IdleTimeout}
+}
+
 // Endpoint is a live view served over HTTP (Serve).
 type Endpoint struct {
 	lv   *Server
@@ -44,7 +66,7 @@ func Serve(ctx context.Context, addr string, cfg Config) (*Endpoint, error) {
 	}
 	e := &Endpoint{url: "http://" + ln.Addr().String() + "/"}
 	e.lv = Start(cfg)
-	e.http = &http.Server{Handler: e.lv.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	e.http = NewHTTPServer(e.lv.Handler())
 	go func() {
 		if err := e.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("live view server stopped", "error", err)

@@ -253,6 +253,9 @@ func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
+	// Bounded also where the server has no WriteTimeout (a mux of the
+	// program's own): a client that does not read is dropped.
+	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(eventWriteTimeout))
 	w.Write(b)
 }
 
@@ -275,12 +278,22 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	s.streams.Add(1)
 	s.mu.Unlock()
 	defer s.streams.Done()
+	// Each event must be taken within eventWriteTimeout: a client that
+	// stops reading is dropped then (its browser reconnects), and Close
+	// ends a write that blocks on it at once, instead of waiting for
+	// ever for a client that never reads.
+	dl := newDeadline(w)
+	stop := context.AfterFunc(s.ctx, dl.stop)
+	defer stop()
 	ch := s.subscribe()
 	defer s.unsubscribe(ch)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
+	if !dl.extend() {
+		return
+	}
 	w.WriteHeader(http.StatusOK)
 	w.Write([]byte("retry: 2000\n\n"))
 	fl.Flush()
@@ -294,6 +307,9 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	if last != nil {
+		if !dl.extend() {
+			return
+		}
 		writeEvent(w, last)
 		fl.Flush()
 	}
@@ -306,10 +322,16 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			last = b
+			if !dl.extend() {
+				return
+			}
 			if _, err := writeEvent(w, b); err != nil {
 				return
 			}
 		case <-keep.C:
+			if !dl.extend() {
+				return
+			}
 			if _, err := w.Write([]byte(": keep-alive\n\n")); err != nil {
 				return
 			}
@@ -320,6 +342,43 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		fl.Flush()
 	}
+}
+
+// eventWriteTimeout is how long a stream's client may take to read one
+// event (tests shorten it).
+var eventWriteTimeout = WriteTimeout
+
+// deadline is the write deadline of one event stream: extend sets it
+// eventWriteTimeout ahead before each event, stop (the server closes)
+// sets it to now, which ends a write blocked on a client that does not
+// read. Where the ResponseWriter cannot set deadlines (another server's
+// writer that does not unwrap to net/http's), the stream has none.
+type deadline struct {
+	rc      *http.ResponseController
+	mu      sync.Mutex
+	stopped bool
+}
+
+func newDeadline(w http.ResponseWriter) *deadline {
+	return &deadline{rc: http.NewResponseController(w)}
+}
+
+// extend gives the next write eventWriteTimeout; false once stopped.
+func (d *deadline) extend() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stopped {
+		return false
+	}
+	d.rc.SetWriteDeadline(time.Now().Add(eventWriteTimeout))
+	return true
+}
+
+func (d *deadline) stop() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.stopped = true
+	d.rc.SetWriteDeadline(time.Now())
 }
 
 // writeEvent writes one "view" event (JSON has no newlines).

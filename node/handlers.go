@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/acpp/acpp/credentials"
+	"github.com/acpp/acpp/liveview"
 	"github.com/acpp/acpp/proto"
 	"github.com/acpp/acpp/transport"
 )
@@ -296,8 +297,8 @@ func (n *Node) startHTTP() error {
 	}
 	n.hln = ln
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(n.met.reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.Handle("GET /metrics", promhttp.HandlerFor(n.met.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		var lost []lostDevice
 		if n.ready.Load() {
 			lost = n.devs.lost()
@@ -324,8 +325,8 @@ func (n *Node) startHTTP() error {
 			fmt.Fprintf(w, "ok %s members=%d jobs=%d\n", n.cfg.Name, len(n.clp.Load().Members().Alive()), n.Jobs())
 		}
 	})
-	ui := n.mountUI(mux) // liveview.go; nil with NoUI
-	n.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	ui := n.mountUI(mux)                 // liveview.go; nil with NoUI
+	n.http = liveview.NewHTTPServer(mux) // liveview.ReadHeaderTimeout, WriteTimeout, IdleTimeout
 	if ui != nil {
 		n.http.RegisterOnShutdown(ui.Close) // ends its event streams, which Shutdown would wait for
 	}

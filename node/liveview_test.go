@@ -71,3 +71,40 @@ func TestNodeServesLiveView(t *testing.T) {
 		t.Errorf("Close with a live view stream open: %v", err)
 	}
 }
+
+// TestHTTPEndpointMethodsAndTimeouts: /metrics and /healthz answer GET
+// and HEAD and refuse other methods with 405 and Allow, as the live view
+// does (they answered 200 to POST, PUT and DELETE); the server closes a
+// kept-alive connection that idles and one whose client does not read
+// its response (liveview.IdleTimeout, WriteTimeout; it had neither).
+func TestHTTPEndpointMethodsAndTimeouts(t *testing.T) {
+	nodes := startNodes(t, 1, func(_ int, cfg *node.Config) { cfg.HTTPAddr = "127.0.0.1:0" })
+	waitAlive(t, nodes, 1)
+	base := "http://" + nodes[0].HTTPAddr()
+	for _, path := range []string{"/metrics", "/healthz", "/ui/view.json"} {
+		for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodDelete} {
+			req, _ := http.NewRequest(m, base+path, strings.NewReader("x"))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusMethodNotAllowed || !strings.Contains(resp.Header.Get("Allow"), "GET") {
+				t.Errorf("%s %s: %s, Allow %q; want 405 and Allow: GET, HEAD", m, path, resp.Status, resp.Header.Get("Allow"))
+			}
+		}
+		resp, err := http.Head(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("HEAD %s: %s, want 200", path, resp.Status)
+		}
+	}
+	h := nodes[0].HTTPServerForTest()
+	if h.ReadHeaderTimeout != liveview.ReadHeaderTimeout || h.IdleTimeout != liveview.IdleTimeout || h.WriteTimeout != liveview.WriteTimeout {
+		t.Errorf("server timeouts: read header %v, idle %v, write %v; want %v, %v, %v", h.ReadHeaderTimeout, h.IdleTimeout, h.WriteTimeout,
+			liveview.ReadHeaderTimeout, liveview.IdleTimeout, liveview.WriteTimeout)
+	}
+}

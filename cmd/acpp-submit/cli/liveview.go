@@ -63,7 +63,7 @@ func startUI(addr string, cfg Config, title string, names []string, log *slog.Lo
 	}
 	u.invStop, u.invClose = context.WithCancel(context.Background())
 	u.lv = liveview.Start(liveview.Config{Snapshot: u.snapshot, Logger: log})
-	u.http = &http.Server{Handler: u.lv.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	u.http = liveview.NewHTTPServer(u.lv.Handler())
 	go func() {
 		if err := u.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("live view server stopped", "error", err)
