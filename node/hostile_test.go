@@ -110,11 +110,14 @@ func TestHostileClientLeavesNodeUp(t *testing.T) {
 	})
 	c := startClient(t, credDir, "alice", nodes...)
 	raw := rawClient(t, "alice", nodes[0])
-	ctx := testCtx(t)
+	// Each part has a context of its own (testCtx of its t): one 30 s
+	// context for all of them ran out on a loaded 2-core machine, where
+	// the parts together took 37 s, and failed the parts after it.
 	n0 := credentials.Node("n0")
 	j := openJob(t, c, "n0", 1)
 
 	t.Run("amplifying bodies", func(t *testing.T) {
+		ctx := testCtx(t)
 		// 4 MiB of empty maps: 1.2 GB of KernelSpecs before MaxDecodedBytes.
 		err := raw.Call(ctx, n0, proto.MsgJobKernels, emptyMaps("k", 4<<20, 0x80), nil)
 		wantCode(t, "JobKernels of empty maps", err, proto.CodeTooLarge, "split it")
@@ -125,6 +128,7 @@ func TestHostileClientLeavesNodeUp(t *testing.T) {
 		serves(t, c, 100)
 	})
 	t.Run("huge allocations", func(t *testing.T) {
+		ctx := testCtx(t)
 		submit(t, j,
 			proto.Instr{ID: 1, Kind: proto.InstrAlloc, Buffer: 1, Range: [3]uint64{1 << 20, 1 << 20, 1 << 20}, ElemSize: 1},
 			proto.Instr{ID: 2, Kind: proto.InstrAlloc, Buffer: 2, Range: [3]uint64{1, 1, 1 << 40}, ElemSize: 1 << 20})
@@ -134,6 +138,7 @@ func TestHostileClientLeavesNodeUp(t *testing.T) {
 		wantCode(t, "overflowing range", err, proto.CodeBadInstr, "too large")
 	})
 	t.Run("unknown allocations and instructions", func(t *testing.T) {
+		ctx := testCtx(t)
 		bx := []proto.Box{{Hi: [3]uint64{1, 1, 4}}}
 		submit(t, j,
 			proto.Instr{ID: 10, Kind: proto.InstrFill, Buffer: 99, Pattern: []byte{1}},
@@ -160,6 +165,7 @@ func TestHostileClientLeavesNodeUp(t *testing.T) {
 		serves(t, c, 101)
 	})
 	t.Run("absurd launches", func(t *testing.T) {
+		ctx := testCtx(t)
 		rng := [3]uint64{1, 1, 16}
 		submit(t, j, proto.Instr{ID: 30, Kind: proto.InstrAlloc, Buffer: 30, Range: rng, ElemSize: 4})
 		wait(t, j, 30)
@@ -203,6 +209,7 @@ func TestHostileClientLeavesNodeUp(t *testing.T) {
 		serves(t, c, 102)
 	})
 	t.Run("uploads and read-backs out of range", func(t *testing.T) {
+		ctx := testCtx(t)
 		rng := [3]uint64{1, 1, 16}
 		submit(t, j, proto.Instr{ID: 60, Kind: proto.InstrAlloc, Buffer: 60, Range: rng, ElemSize: 4})
 		wait(t, j, 60)
@@ -236,6 +243,7 @@ func TestHostileClientLeavesNodeUp(t *testing.T) {
 		serves(t, c, 103)
 	})
 	t.Run("deep dependency chain", func(t *testing.T) {
+		ctx := testCtx(t)
 		jc := openJob(t, c, "n0", 2)
 		const chain = 40000
 		// The chain hangs on an upload that never comes; closing the job
@@ -257,6 +265,7 @@ func TestHostileClientLeavesNodeUp(t *testing.T) {
 		serves(t, c, 104)
 	})
 	t.Run("many recvs", func(t *testing.T) {
+		ctx := testCtx(t)
 		jr := openJob(t, c, "n0", 3)
 		submit(t, jr, proto.Instr{ID: 1, Kind: proto.InstrAlloc, Buffer: 1, Range: [3]uint64{1, 1, 4}, ElemSize: 1})
 		const recvs = 40000
@@ -275,6 +284,7 @@ func TestHostileClientLeavesNodeUp(t *testing.T) {
 		serves(t, c, 105)
 	})
 	t.Run("many concurrent jobs", func(t *testing.T) {
+		ctx := testCtx(t)
 		var wg sync.WaitGroup
 		errs := make(chan error, 200)
 		for i := range 200 {
