@@ -303,7 +303,17 @@ func BenchmarkCheckpointOverhead(b *testing.B) {
 func TestRecoverKillWhileSending_C5(t *testing.T) {
 	c := coordtest.Start(t, 3, coordtest.Options{})
 	ctx := testCtx(t)
-	j := openJob(t, c, nil)
+	var mu sync.Mutex
+	lost := map[string]bool{}
+	j := openJob(t, c, func(cfg *coordinator.Config) {
+		cfg.OnNodeEvent = func(ev coordinator.NodeEvent) {
+			if ev.Kind == "lost" {
+				mu.Lock()
+				lost[ev.Node] = true
+				mu.Unlock()
+			}
+		}
+	})
 	const n = 4 << 20 // 16 MiB of float32
 	d, _ := j.NewBuffer(coordinator.BufferSpec{Name: "d", Range: coordinator.Dims{1, 1, n}, ElemSize: 4})
 	out, _ := j.NewBuffer(coordinator.BufferSpec{Name: "out", Range: coordinator.Dims{1, 1, n}, ElemSize: 4})
@@ -323,10 +333,14 @@ func TestRecoverKillWhileSending_C5(t *testing.T) {
 			t.Fatal("the kernel never started")
 		}
 	}
-	time.Sleep(230 * time.Millisecond) // the kernel's 200 ms, then the send is under way
+	// The kernel's 200 ms; then the send starts. The nodes of this process
+	// count a send once it is done, so "0 bytes sent" below does not say
+	// whether it had started; integration's TestJacobiSurvivesNodeKill_C5
+	// kills a real process during a run of halo sends.
+	time.Sleep(230 * time.Millisecond)
 	sent := c.Sent(2)["n0"]
 	c.Stop(2)
-	t.Logf("n2 stopped with %d of %d bytes reported sent to n0", sent, n*4)
+	t.Logf("n2 stopped with %d of %d bytes reported sent to n0 (counted when a send ends)", sent, n*4)
 	if err := j.Wait(ctx); err != nil {
 		t.Fatalf("Wait after losing the sender: %v", err)
 	}
@@ -343,8 +357,15 @@ func TestRecoverKillWhileSending_C5(t *testing.T) {
 			t.Fatalf("out[%d] = %v after recovery, want %v", i, v, want)
 		}
 	}
-	if st := j.Stats().Recovery; st.Recoveries != 1 {
-		t.Errorf("Stats.Recovery = %+v, want one recovery", st)
+	// One recovery, unless another node was lost too: on a machine loaded
+	// far beyond CI's (load 13 on 2 cores) the nodes' gossip, all in this
+	// process, once declared n0 failed during a 12 s recovery, and a
+	// second recovery followed, as it must.
+	mu.Lock()
+	others := len(lost) - 1
+	mu.Unlock()
+	if st := j.Stats().Recovery; st.Recoveries < 1 || st.Recoveries > 1+others {
+		t.Errorf("Stats.Recovery = %+v with nodes %v lost, want one recovery (one more per other node lost)", st, lost)
 	}
 }
 
