@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"sync"
@@ -324,7 +325,11 @@ func TestSessionCloseEndsCallInFlight(t *testing.T) {
 // quicStreams counts tr's open outgoing bidirectional streams in quic-go's
 // stream maps (unexported fields, read by reflection under the map's own
 // lock); ok is false when this quic-go keeps them elsewhere.
-func quicStreams(tr *Transport) (n int, ok bool) {
+func quicStreams(tr *Transport) (n int, ok bool) { return quicStreamCount(tr, "outgoingBidiStreams") }
+
+// quicStreamCount is quicStreams for one of quic-go's stream maps
+// ("outgoingBidiStreams", "incomingBidiStreams").
+func quicStreamCount(tr *Transport, which string) (n int, ok bool) {
 	defer func() {
 		if recover() != nil {
 			ok = false
@@ -337,7 +342,7 @@ func quicStreams(tr *Transport) (n int, ok bool) {
 		if !sm.IsValid() {
 			return 0, false
 		}
-		m := sm.Elem().FieldByName("outgoingBidiStreams").Elem()
+		m := sm.Elem().FieldByName(which).Elem()
 		out, mu := m.FieldByName("streams"), m.FieldByName("mutex")
 		if !out.IsValid() || mu.Type() != reflect.TypeOf(sync.RWMutex{}) {
 			return 0, false
@@ -348,6 +353,40 @@ func quicStreams(tr *Transport) (n int, ok bool) {
 		lock.RUnlock()
 	}
 	return n, true
+}
+
+// The Hello exchange's stream is freed on both ends once it is answered
+// (C3). Each end read the other's Hello and no further: quic-go kept the
+// stream for the connection's life, one more stream than the connection's
+// calls account for (seen as TestPageSessionStreamsDoNotAccumulate_C3
+// failing now and then with 9 streams, 8 kept page streams and the hello).
+func TestHelloStreamIsFreed_C3(t *testing.T) {
+	var d directory
+	n1 := startNode(t, &d, "n1", nil)
+	n2 := startNode(t, &d, "n2", nil)
+	if _, err := n1.Ping(testCtx(t), credentials.Node("n2")); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := quicStreams(n1); !ok {
+		t.Skip("this quic-go keeps its streams where the test cannot count them")
+	}
+	count := func() (total int, by string) {
+		for _, tr := range []*Transport{n1, n2} {
+			for _, m := range []string{"outgoingBidiStreams", "incomingBidiStreams"} {
+				k, _ := quicStreamCount(tr, m)
+				total += k
+				by += fmt.Sprintf(" %s %s %d;", tr.Identity().Name, m, k)
+			}
+		}
+		return total, by
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for n, by := count(); n != 0; n, by = count() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after a ping, nothing in flight, the connection still holds %d streams:%s", n, by)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // Page streams a sender closes (beyond the 8 it keeps) are given up on

@@ -280,6 +280,7 @@ func (t *Transport) acceptHello(qc *quic.Conn) (credentials.Identity, int, error
 	stop := context.AfterFunc(ctx, func() { s.CancelRead(quicCodeCanceled); s.CancelWrite(quicCodeCanceled) })
 	defer stop()
 	env, body, err := readFrame(s, min(t.cfg.MaxFrameSize, helloMax))
+	s.CancelRead(quicCodeNone) // nothing follows the hello: free the stream once answered (as the dialer does)
 	var h proto.Hello
 	if err == nil && env.Type != proto.MsgHello {
 		err = fmt.Errorf("%w: first message is %v, want MsgHello", ErrMalformed, env.Type)
@@ -651,6 +652,11 @@ func (t *Transport) offerHello(ctx context.Context, qc *quic.Conn) (credentials.
 	}
 	s.Close()
 	env, body, err := readFrame(s, min(t.cfg.MaxFrameSize, helloMax))
+	// Nothing follows the reply: giving up the read side lets quic-go free
+	// the stream once the reply's end arrives. Read up to the reply only,
+	// it kept the stream for the connection's life, one stream more than
+	// the connection's calls and page streams account for.
+	s.CancelRead(quicCodeNone)
 	if err != nil {
 		return peer, 0, classifyHelloErr(ctx, qc, err)
 	}
