@@ -280,7 +280,6 @@ func (t *Transport) acceptHello(qc *quic.Conn) (credentials.Identity, int, error
 	stop := context.AfterFunc(ctx, func() { s.CancelRead(quicCodeCanceled); s.CancelWrite(quicCodeCanceled) })
 	defer stop()
 	env, body, err := readFrame(s, min(t.cfg.MaxFrameSize, helloMax))
-	s.CancelRead(quicCodeNone) // nothing follows the hello: free the stream once answered (as the dialer does)
 	var h proto.Hello
 	if err == nil && env.Type != proto.MsgHello {
 		err = fmt.Errorf("%w: first message is %v, want MsgHello", ErrMalformed, env.Type)
@@ -308,6 +307,10 @@ func (t *Transport) acceptHello(qc *quic.Conn) (credentials.Identity, int, error
 		qc.CloseWithError(quicCodeHandshake, refusal.Message)
 		return peer, 0, refusal
 	}
+	// Nothing follows an accepted hello: give up the read side so that
+	// quic-go frees the stream once answered, as the dialer does. (Not
+	// for a refused one: the refusal must reach a dialer still writing.)
+	s.CancelRead(quicCodeNone)
 	if err := writeFrame(s, proto.Envelope{Type: proto.MsgHello}, t.hello(), t.cfg.MaxFrameSize); err != nil {
 		qc.CloseWithError(quicCodeHandshake, "hello reply failed")
 		return peer, 0, err
