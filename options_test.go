@@ -267,3 +267,51 @@ func TestBufferOptionsGivenTwiceRefused(t *testing.T) {
 		b.Close()
 	}
 }
+
+// A group cancelled with the queue's context (not yet started) leaves its
+// buffer as it was: the copies it planned still run, since coherence
+// counts their pages valid where they go. They were skipped with the
+// group, so a Read after the context ended returned what the device's
+// memory held (zeros), and Close wrote that back over the program's slice.
+func TestCancelledGroupLeavesBufferAsItWas(t *testing.T) {
+	registerTestKernels()
+	for _, inOrder := range []bool{false, true} {
+		f := devicetest.NewFake(devicetest.FakeConfig{Queues: 2, InOrder: inOrder})
+		t.Cleanup(func() { f.Close() })
+		ctx, cancel := context.WithCancel(context.Background())
+		q, err := NewQueue(ctx, WithDevices(f), WithDevice(device.KindFake, 0), WithDevice(CPU, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := make([]float32, 1024)
+		for i := range data {
+			data[i] = 1
+		}
+		b, err := NewBufferFrom(q, data, R1(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The group waits for the open host access: it starts only after
+		// the context ended.
+		acc, err := HostAccess(context.Background(), b, ModeReadWrite)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := add(t, q, b, 5, fakeID, false)
+		cancel()
+		acc.Close()
+		if err := ev.Wait(context.Background()); !errors.Is(err, context.Canceled) {
+			t.Errorf("in-order %v: the group after the context ended: %v, want context.Canceled", inOrder, err)
+		}
+		if got, err := b.Read(context.Background()); err != nil || got[0] != 1 || got[1023] != 1 {
+			t.Errorf("in-order %v: Read after a cancelled group: %v, elements %v … %v, want 1 (the group did not run)", inOrder, err, got[0], got[1023])
+		}
+		if err := b.Close(); err != nil {
+			t.Errorf("in-order %v: Close: %v", inOrder, err)
+		}
+		if data[0] != 1 || data[1023] != 1 {
+			t.Errorf("in-order %v: the slice after Close holds %v … %v, want 1 (the group did not run)", inOrder, data[0], data[1023])
+		}
+		q.Close()
+	}
+}

@@ -102,3 +102,29 @@ func TestServeTimeouts(t *testing.T) {
 		t.Errorf("server timeouts: read header %v, idle %v, write %v; want %v, %v, %v", h.ReadHeaderTimeout, h.IdleTimeout, h.WriteTimeout, ReadHeaderTimeout, IdleTimeout, WriteTimeout)
 	}
 }
+
+// TestCloseWithJSONClientThatDoesNotRead: Close returns at once, without
+// error, while a client has not read a /view.json answer too big for the
+// socket's buffers; it waited for the 2 s of Shutdown and returned
+// "context deadline exceeded" (acpp-node's Close too), the handler's write
+// blocked for up to WriteTimeout.
+func TestCloseWithJSONClientThatDoesNotRead(t *testing.T) {
+	big := strings.Repeat("x", 8<<20)
+	e, err := Serve(context.Background(), "127.0.0.1:0", Config{Interval: 10 * time.Millisecond, Snapshot: func() View { return View{Notes: []string{big}} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", strings.TrimSuffix(strings.TrimPrefix(e.URL(), "http://"), "/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.(*net.TCPConn).SetReadBuffer(1)
+	fmt.Fprintf(c, "GET /view.json HTTP/1.1\r\nHost: x\r\n\r\n")
+	time.Sleep(time.Second) // the view is taken, the write blocks
+	start := time.Now()
+	err = e.Close()
+	if took := time.Since(start); err != nil || took >= 3*time.Second/2 {
+		t.Errorf("Close with a /view.json answer not read: %v after %v, want nil at once", err, took.Round(time.Millisecond))
+	}
+}

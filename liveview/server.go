@@ -254,8 +254,15 @@ func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	// Bounded also where the server has no WriteTimeout (a mux of the
-	// program's own): a client that does not read is dropped.
-	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(eventWriteTimeout))
+	// program's own): a client that does not read is dropped, and Close
+	// ends the write at once, as for an event stream (Shutdown waited for
+	// it, then failed).
+	dl := newDeadline(w)
+	stop := context.AfterFunc(s.ctx, dl.stop)
+	defer stop()
+	if !dl.extend() {
+		return
+	}
 	w.Write(b)
 }
 

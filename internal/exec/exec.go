@@ -1156,9 +1156,14 @@ func (rt *Runtime) dispatchAt(n *Node, now time.Duration) {
 func (rt *Runtime) dispatch(n *Node, now time.Duration) (issued bool) {
 	n.started = now
 	n.state.Store(int32(Running))
-	if err := rt.cancelledFor(&n.g); err != nil {
-		rt.complete(n, fmt.Errorf("acpp: %s not run, queue context done: %w", n.g.Name, err))
-		return false
+	// A group of device ops not started when the context ended fails
+	// without running them; its copies still run (below): coherence
+	// counts their pages valid where they go, so a read or a Close after
+	// the context ended would take, and write back, what that memory held
+	// before instead of the data.
+	cancelled := rt.cancelledFor(&n.g)
+	if cancelled != nil {
+		cancelled = fmt.Errorf("not run, queue context done: %w", cancelled)
 	}
 	st := n.steps()
 	for _, a := range st.Allocate {
@@ -1202,8 +1207,22 @@ func (rt *Runtime) dispatch(n *Node, now time.Duration) (issued bool) {
 			return false
 		}
 	}
+	work := n.g.Ops
+	if cancelled != nil {
+		if len(ops) == 0 {
+			rt.complete(n, fmt.Errorf("acpp: %s %w", n.g.Name, cancelled))
+			return false
+		}
+		// The last copy to finish fails the node (countDone) instead of
+		// starting its work.
+		work = nil
+		n.errMu.Lock()
+		n.firstErr = cancelled
+		n.errMu.Unlock()
+		n.opFailed.Store(true)
+	}
 	if n.issuedAhead() {
-		return rt.issueInOrder(n, ops, n.io.aheadQ)
+		return rt.issueInOrder(n, ops, work, n.io.aheadQ)
 	}
 	if len(ops) == 0 {
 		return rt.run(n)
@@ -1211,7 +1230,7 @@ func (rt *Runtime) dispatch(n *Node, now time.Duration) (issued bool) {
 	if nq := rt.inOrderQueues(n.g.Device); nq > 0 && rt.canIssueAhead(n) {
 		// The copies and the work on one in-order queue: the work need
 		// not wait for the copies' completion to reach the host either.
-		return rt.issueInOrder(n, ops, rt.queueFor(n))
+		return rt.issueInOrder(n, ops, work, rt.queueFor(n))
 	}
 	n.left.Store(int32(len(ops)))
 	q := rt.queueFor(n)
@@ -1450,14 +1469,14 @@ func (rt *Runtime) claimAhead(n *Node) bool {
 	return true
 }
 
-// issueInOrder enqueues n's copies and ops, in that order, on queue q of
-// its device, which keeps its queues' order (canIssueAhead): the queue of
+// issueInOrder enqueues n's copies and work (its ops; none for a node
+// the context cancelled), in that order, on queue q of its device, which keeps its queues' order (canIssueAhead): the queue of
 // its dependencies for a node tryAhead issued. An Enqueue that fails ends
 // the issue: the rest is not enqueued, since it would run without what
 // failed, and n fails with that error. It reports whether all went on
 // the queue (setIssued).
-func (rt *Runtime) issueInOrder(n *Node, copies []plannedCopy, q int) bool {
-	total := len(copies) + len(n.g.Ops)
+func (rt *Runtime) issueInOrder(n *Node, copies []plannedCopy, work []device.Op, q int) bool {
+	total := len(copies) + len(work)
 	n.left.Store(int32(total))
 	done := getOpWaiter(n).fn
 	fail := func(from int, err error) {
@@ -1471,7 +1490,7 @@ func (rt *Runtime) issueInOrder(n *Node, copies []plannedCopy, q int) bool {
 			return false
 		}
 	}
-	for i, op := range n.g.Ops {
+	for i, op := range work {
 		if err := n.g.Device.Enqueue(q, op, done); err != nil {
 			fail(len(copies)+i, err)
 			return false

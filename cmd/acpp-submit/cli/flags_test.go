@@ -273,3 +273,63 @@ func TestJobKernelNameFitsNodes(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceAndDAGSpareTheJobsInputs: --trace and --dag are written after
+// the run over whatever is at their paths; one naming a buffer's init file
+// or a kernel's source replaced the job's input with the trace or the DAG
+// without a word (outputs, the job file and each other were refused, the
+// files the job reads were not). Each is refused before the run, at the
+// line that names the file, and nothing is written.
+func TestTraceAndDAGSpareTheJobsInputs(t *testing.T) {
+	dir := t.TempDir()
+	src, err := os.ReadFile("../../../examples/jobs/saxpy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src = bytes.Replace(src, []byte("init: {value: 0.5}"), []byte("init: {file: y.raw}"), 1)
+	job := filepath.Join(dir, "saxpy.yaml")
+	if err := os.WriteFile(job, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 64*4)
+	init := filepath.Join(dir, "y.raw")
+	if err := os.WriteFile(init, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, flag := range []string{"--trace", "--dag"} {
+		code, stdout, errs := runMain("run", "--set", "n=64", "-o", filepath.Join(dir, "out"), flag, init, job)
+		if code != 1 || !strings.Contains(errs, "buffers.y.init.file") || !strings.Contains(errs, "the file of "+flag+" too") || strings.Contains(stdout, "command groups in") {
+			t.Errorf("run %s over the init file: exit %d\n%s%s\nwant exit 1 before running, at buffers.y.init.file", flag, code, stdout, errs)
+		}
+		if got, err := os.ReadFile(init); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("run %s over the init file replaced it (%d bytes, %v)", flag, len(got), err)
+		}
+	}
+	// A kernel's CUDA C source, named relative to the job file.
+	cu, err := os.ReadFile("../../../examples/jobs/kernels/saxpy_sq.cu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "kernels"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cuPath := filepath.Join(dir, "kernels", "saxpy_sq.cu")
+	if err := os.WriteFile(cuPath, cu, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src, err = os.ReadFile("../../../examples/jobs/cuda_source.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	job = filepath.Join(dir, "cuda_source.yaml")
+	if err := os.WriteFile(job, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, errs := runMain("run", "--set", "n=64", "-o", filepath.Join(dir, "out"), "--dag", cuPath, job)
+	if code != 1 || !strings.Contains(errs, "kernels.saxpy_sq.cuda") || !strings.Contains(errs, "the file of --dag too") {
+		t.Errorf("run --dag over the kernel's source: exit %d\n%s%s\nwant exit 1 before running, at kernels.saxpy_sq.cuda", code, stdout, errs)
+	}
+	if got, err := os.ReadFile(cuPath); err != nil || !bytes.Equal(got, cu) {
+		t.Errorf("run --dag over the kernel's source replaced it (%d bytes, %v)", len(got), err)
+	}
+}

@@ -55,14 +55,37 @@ func samePath(a, b string) bool {
 
 // checkOutputs checks that every output of job can be written in dir
 // (OutDir), and is neither the job file (jobFile) nor one of the files the
-// caller writes after the run (writes: flag → path), before anything runs.
-// An output may replace a buffer's init file: a job that carries its state
-// from run to run does that on purpose.
+// caller writes after the run (writes: flag → path), and that none of
+// those is a file the job reads (an init file, a kernel's source), before
+// anything runs. An output may replace a buffer's init file: a job that
+// carries its state from run to run does that on purpose.
 func checkOutputs(job *jobfile.Job, jobFile, dir string, writes map[string]string) error {
 	if dir == "" {
 		dir = "."
 	}
+	flags := make([]string, 0, len(writes))
+	for f := range writes {
+		flags = append(flags, f)
+	}
+	sort.Strings(flags)
 	var errs jobfile.Errors
+	// A trace or DAG over a file the job reads would replace the job's
+	// data or kernel with it once the run ends.
+	jobDir := filepath.Dir(jobFile)
+	for _, f := range flags {
+		for _, s := range job.Buffers {
+			if s.Init != nil && s.Init.File != "" && samePath(inDir(jobDir, s.Init.File), writes[f]) {
+				errs = append(errs, job.At(s.Init.LineOf("file"), "buffers."+s.Name+".init.file", fmt.Errorf("init file of buffer %q is %s, the file of %s too: written after the run, it would replace the buffer's data; give %s another file", s.Name, writes[f], f, f)))
+			}
+		}
+		for _, k := range job.Kernels {
+			for _, src := range []struct{ key, path string }{{"ptx", k.PTX}, {"cuda", k.CUDA}} {
+				if src.path != "" && samePath(inDir(jobDir, src.path), writes[f]) {
+					errs = append(errs, job.At(k.LineOf(src.key), "kernels."+k.Name+"."+src.key, fmt.Errorf("source of kernel %q is %s, the file of %s too: written after the run, it would replace the kernel; give %s another file", k.Name, writes[f], f, f)))
+				}
+			}
+		}
+	}
 	for _, o := range job.Outputs {
 		p := o.File
 		if !filepath.IsAbs(p) {
@@ -75,11 +98,6 @@ func checkOutputs(job *jobfile.Job, jobFile, dir string, writes map[string]strin
 		if err := canWrite(p); err != nil {
 			errs = append(errs, job.At(o.LineOf("file"), o.Path+".file", fmt.Errorf("output of buffer %q: %w; pick another --out-dir", o.Buffer, err)))
 		}
-		flags := make([]string, 0, len(writes))
-		for f := range writes {
-			flags = append(flags, f)
-		}
-		sort.Strings(flags)
 		for _, f := range flags {
 			if samePath(p, writes[f]) {
 				errs = append(errs, job.At(o.LineOf("file"), o.Path+".file", fmt.Errorf("output of buffer %q is %s, the file of %s too: one would overwrite the other; give %s another file", o.Buffer, p, f, f)))
