@@ -282,9 +282,14 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 	var all []string
 	discovered := map[*nodeState]bool{} // members discover found, not in cfg.Nodes
 	addrs := cfg.Nodes
+	var seed string // the node discover asked for the members
 	if len(addrs) == 1 && !cfg.Static && cfg.MembershipInterval >= 0 {
-		addrs = j.discover(ctx, addrs[0])
+		addrs, seed = j.discover(ctx, addrs[0])
 	}
+	// A member found that fails while Open asks it is given up as soon as
+	// the seed's membership says so (openGuard).
+	guard := j.guardOpen(ctx, seed, addrs)
+	defer guard.stop()
 	// Every address is asked at once, a batch at a time in order: a member
 	// that hangs costs the dial timeout once, not once per member after it.
 	var probes []nodeProbe
@@ -296,7 +301,7 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 			break
 		}
 		if i%probeBatch == 0 {
-			probes = probeNodes(ctx, cl, addrs[i:min(i+probeBatch, len(addrs))])
+			probes = probeNodes(guard.ctxs[i:min(i+probeBatch, len(addrs))], cl, addrs[i:min(i+probeBatch, len(addrs))])
 		}
 		pr := probes[i%probeBatch]
 		name, err := pr.name, pr.connErr
@@ -360,10 +365,11 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 	var opening sync.WaitGroup
 	for i, ns := range j.nodes {
 		opening.Go(func() {
-			ns.nj, openErrs[i] = cl.Open(ctx, ns.name, cfg.JobID, nodeclient.JobOptions{Lease: cfg.Lease, MaxBytes: cfg.MaxBytes})
+			ns.nj, openErrs[i] = cl.Open(guard.ctxOf(ns.addr), ns.name, cfg.JobID, nodeclient.JobOptions{Lease: cfg.Lease, MaxBytes: cfg.MaxBytes})
 		})
 	}
 	opening.Wait()
+	guard.stop()
 	var gone []*nodeState
 	for i, ns := range j.nodes {
 		err := openErrs[i]
@@ -429,20 +435,100 @@ type nodeProbe struct {
 }
 
 // probeNodes connects to every address and asks each node for its
-// inventory, all at once; the answers are in the addresses' order.
-func probeNodes(ctx context.Context, cl *nodeclient.Client, addrs []string) []nodeProbe {
+// inventory, all at once, addrs[i] under ctxs[i]; the answers are in the
+// addresses' order.
+func probeNodes(ctxs []context.Context, cl *nodeclient.Client, addrs []string) []nodeProbe {
 	out := make([]nodeProbe, len(addrs))
 	var wg sync.WaitGroup
 	for i, addr := range addrs {
 		wg.Go(func() {
 			pr := &out[i]
-			if pr.name, pr.connErr = cl.Connect(ctx, addr); pr.connErr == nil {
-				pr.inv, pr.invErr = cl.Inventory(ctx, pr.name)
+			if pr.name, pr.connErr = cl.Connect(ctxs[i], addr); pr.connErr == nil {
+				pr.inv, pr.invErr = cl.Inventory(ctxs[i], pr.name)
 			}
 		})
 	}
 	wg.Wait()
 	return out
+}
+
+// openGuard gives up Open's calls to a member found by discovery once the
+// seed's membership sees it failed. Killed after it answered the dial, a
+// member answers no call until the connection idles out (the transport's
+// IdleTimeout, 15 s); stopped, or its host gone, it answers no dial for
+// DialTimeout (10 s); gossip tells either in about a second (the local
+// timing preset) or five (lan).
+type openGuard struct {
+	ctxs   []context.Context // per address of Open's list
+	byAddr map[string]int
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// guardOpen starts the guard of addrs (addrs[0] is seed's address; the
+// others are members discover found). Without a seed every call runs
+// under ctx alone.
+func (j *Job) guardOpen(ctx context.Context, seed string, addrs []string) *openGuard {
+	g := &openGuard{ctxs: make([]context.Context, len(addrs)), byAddr: map[string]int{}, done: make(chan struct{})}
+	for i := range addrs {
+		g.ctxs[i] = ctx
+	}
+	if seed == "" || len(addrs) < 2 {
+		g.cancel = func() {}
+		close(g.done)
+		return g
+	}
+	gctx, gcancel := context.WithCancel(ctx)
+	g.cancel = gcancel
+	cancels := make([]context.CancelCauseFunc, len(addrs))
+	for i, addr := range addrs[1:] {
+		g.ctxs[i+1], cancels[i+1] = context.WithCancelCause(ctx)
+		g.byAddr[addr] = i + 1
+	}
+	go func() {
+		defer close(g.done)
+		defer func() {
+			for _, c := range cancels[1:] {
+				c(nil)
+			}
+		}()
+		t := time.NewTicker(j.cfg.MembershipInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-gctx.Done():
+				return
+			case <-t.C:
+			}
+			cctx, ccancel := context.WithTimeout(gctx, 2*time.Second)
+			ms, err := j.cl.Members(cctx, seed)
+			ccancel()
+			if err != nil {
+				continue
+			}
+			for _, m := range ms.Members {
+				if i, ok := g.byAddr[m.QUICAddr]; ok && m.State == "failed" {
+					cancels[i](fmt.Errorf("%w: node %s failed (%s's membership)", ErrNodeLost, m.Name, seed))
+				}
+			}
+		}
+	}()
+	return g
+}
+
+// ctxOf is the context of Open's calls to addr.
+func (g *openGuard) ctxOf(addr string) context.Context {
+	if i, ok := g.byAddr[addr]; ok {
+		return g.ctxs[i]
+	}
+	return g.ctxs[0]
+}
+
+// stop ends the guard and waits for it; calling it twice is safe. The
+// contexts it cancels are only Open's calls': jobs opened live on.
+func (g *openGuard) stop() {
+	g.cancel()
+	<-g.done
 }
 
 // dropUnopenedLocked takes nodes that Open could not open the job on out
@@ -464,25 +550,25 @@ func (j *Job) dropUnopenedLocked(gone []*nodeState) {
 }
 
 // discover returns addr and, after it, the QUIC address of every other
-// member that node sees alive and not draining; only addr when it does
-// not answer (Open then says why).
-func (j *Job) discover(ctx context.Context, addr string) []string {
+// member that node sees alive and not draining, and the node's name; only
+// addr and no name when it does not answer (Open then says why).
+func (j *Job) discover(ctx context.Context, addr string) (addrs []string, seed string) {
 	out := []string{addr}
 	name, err := j.cl.Connect(ctx, addr)
 	if err != nil {
-		return out
+		return out, ""
 	}
 	ms, err := j.cl.Members(ctx, name)
 	if err != nil {
 		j.log.Warn("the job opens on the one node given: it did not list the members", "node", name, "error", err)
-		return out
+		return out, ""
 	}
 	for _, m := range ms.Members {
 		if m.Name != name && m.State == "alive" && !m.Leaving && m.QUICAddr != "" {
 			out = append(out, m.QUICAddr)
 		}
 	}
-	return out
+	return out, name
 }
 
 // epoch is one span of a job between recoveries: the node jobs opened for
