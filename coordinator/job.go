@@ -280,16 +280,26 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 		return nil, err
 	}
 	var all []string
-	discovered := map[*nodeState]bool{} // members discover found, not in cfg.Nodes
+	discovered := map[*nodeState]bool{} // members Open may leave out: those discover found, and the seed
 	addrs := cfg.Nodes
-	var seed string // the node discover asked for the members
+	var names []string // the seed's name (the node discover asked), then the members it found
 	if len(addrs) == 1 && !cfg.Static && cfg.MembershipInterval >= 0 {
-		addrs, seed = j.discover(ctx, addrs[0])
+		addrs, names = j.discover(ctx, addrs[0])
+		if testHookDiscovered != nil {
+			testHookDiscovered()
+		}
 	}
-	// A member found that fails while Open asks it is given up as soon as
-	// the seed's membership says so (openGuard).
-	guard := j.guardOpen(ctx, seed, addrs)
+	// A member that fails while Open asks it is given up as soon as the
+	// membership says so (openGuard).
+	guard := j.guardOpen(ctx, names, addrs)
 	defer guard.stop()
+	// The seed, once it listed other members, is a member like them: lost
+	// before the job opens there, it is left out as they are, and Open
+	// fails with its error only when no member is left. A refusal it
+	// answers is Open's failure.
+	seedSpare := len(names) > 1
+	var refusal *transport.RemoteError
+	var seedErr error
 	// Every address is asked at once, a batch at a time in order: a member
 	// that hangs costs the dial timeout once, not once per member after it.
 	var probes []nodeProbe
@@ -300,17 +310,22 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 		if found && len(j.nodes) >= maxJobNodes {
 			break
 		}
+		spare := found || (i == 0 && seedSpare) // for a loss; a refusal is the seed's answer
 		if i%probeBatch == 0 {
 			probes = probeNodes(guard.ctxs[i:min(i+probeBatch, len(addrs))], cl, addrs[i:min(i+probeBatch, len(addrs))])
 		}
 		pr := probes[i%probeBatch]
 		name, err := pr.name, pr.connErr
 		if err != nil {
-			if found {
+			err = fmt.Errorf("coordinator: connect to node %s: %w; is acpp-node running there, and are the credentials of this cluster?", addr, err)
+			if found || spare && !errors.As(err, &refusal) {
 				j.log.Warn("a member of the cluster is left out of the job: cannot connect", "addr", addr, "error", err)
+				if !found {
+					seedErr = err
+				}
 				continue
 			}
-			return fail(fmt.Errorf("coordinator: connect to node %s: %w; is acpp-node running there, and are the credentials of this cluster?", addr, err))
+			return fail(err)
 		}
 		if j.byName[name] != nil {
 			if found {
@@ -320,8 +335,11 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 		}
 		inv, err := pr.inv, pr.invErr
 		if err != nil {
-			if found {
+			if found || spare && !errors.As(err, &refusal) {
 				j.log.Warn("a member of the cluster is left out of the job: no inventory", "node", name, "error", err)
+				if !found {
+					seedErr = fmt.Errorf("coordinator: inventory of node %s: %w", name, err)
+				}
 				continue
 			}
 			return fail(fmt.Errorf("coordinator: inventory of node %s: %w", name, err))
@@ -349,7 +367,7 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 		}
 		j.nodes = append(j.nodes, ns)
 		j.byName[name] = ns
-		if found {
+		if spare {
 			discovered[ns] = true
 		}
 		for _, dev := range selected {
@@ -373,9 +391,13 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 	var gone []*nodeState
 	for i, ns := range j.nodes {
 		err := openErrs[i]
-		if err != nil && discovered[ns] && ctx.Err() == nil {
+		seedRefused := ns.addr == addrs[0] && errors.As(err, &refusal)
+		if err != nil && discovered[ns] && !seedRefused && ctx.Err() == nil {
 			j.log.Warn("a member of the cluster is left out of the job: cannot open the job there", "node", ns.name, "error", err)
 			gone = append(gone, ns)
+			if ns.addr == addrs[0] {
+				seedErr = fmt.Errorf("coordinator: open job %d on node %s: %w", cfg.JobID, ns.name, err)
+			}
 			continue
 		}
 		if err != nil {
@@ -384,6 +406,9 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 	}
 	if len(gone) > 0 {
 		j.dropUnopenedLocked(gone)
+	}
+	if len(j.nodes) == 0 && seedErr != nil {
+		return fail(seedErr)
 	}
 	if len(j.devices) == 0 {
 		return fail(&NoDeviceError{All: all})
@@ -423,6 +448,10 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 	return j, nil
 }
 
+// testHookDiscovered, when set (tests only), runs in Open once discover
+// listed the members.
+var testHookDiscovered func()
+
 // probeBatch is how many addresses Open asks at once.
 const probeBatch = 16
 
@@ -452,8 +481,8 @@ func probeNodes(ctxs []context.Context, cl *nodeclient.Client, addrs []string) [
 	return out
 }
 
-// openGuard gives up Open's calls to a member found by discovery once the
-// seed's membership sees it failed. Killed after it answered the dial, a
+// openGuard gives up Open's calls to a member (the seed too) once the
+// membership sees it failed. Killed after it answered the dial, a
 // member answers no call until the connection idles out (the transport's
 // IdleTimeout, 15 s); stopped, or its host gone, it answers no dial for
 // DialTimeout (10 s); gossip tells either in about a second (the local
@@ -465,15 +494,16 @@ type openGuard struct {
 	done   chan struct{}
 }
 
-// guardOpen starts the guard of addrs (addrs[0] is seed's address; the
-// others are members discover found). Without a seed every call runs
-// under ctx alone.
-func (j *Job) guardOpen(ctx context.Context, seed string, addrs []string) *openGuard {
+// guardOpen starts the guard of addrs, as discover returned them with
+// names (the seed's, then the members'): it asks the seed for the members,
+// and the others in turn while the seed does not answer (askMembers).
+// Without members found every call runs under ctx alone.
+func (j *Job) guardOpen(ctx context.Context, names, addrs []string) *openGuard {
 	g := &openGuard{ctxs: make([]context.Context, len(addrs)), byAddr: map[string]int{}, done: make(chan struct{})}
 	for i := range addrs {
 		g.ctxs[i] = ctx
 	}
-	if seed == "" || len(addrs) < 2 {
+	if len(names) < 2 {
 		g.cancel = func() {}
 		close(g.done)
 		return g
@@ -481,14 +511,14 @@ func (j *Job) guardOpen(ctx context.Context, seed string, addrs []string) *openG
 	gctx, gcancel := context.WithCancel(ctx)
 	g.cancel = gcancel
 	cancels := make([]context.CancelCauseFunc, len(addrs))
-	for i, addr := range addrs[1:] {
-		g.ctxs[i+1], cancels[i+1] = context.WithCancelCause(ctx)
-		g.byAddr[addr] = i + 1
+	for i, addr := range addrs {
+		g.ctxs[i], cancels[i] = context.WithCancelCause(ctx)
+		g.byAddr[addr] = i
 	}
 	go func() {
 		defer close(g.done)
 		defer func() {
-			for _, c := range cancels[1:] {
+			for _, c := range cancels {
 				c(nil)
 			}
 		}()
@@ -501,14 +531,14 @@ func (j *Job) guardOpen(ctx context.Context, seed string, addrs []string) *openG
 			case <-t.C:
 			}
 			cctx, ccancel := context.WithTimeout(gctx, 2*time.Second)
-			ms, err := j.cl.Members(cctx, seed)
+			ms, err := j.askMembers(cctx, names)
 			ccancel()
 			if err != nil {
 				continue
 			}
 			for _, m := range ms.Members {
 				if i, ok := g.byAddr[m.QUICAddr]; ok && m.State == "failed" {
-					cancels[i](fmt.Errorf("%w: node %s failed (%s's membership)", ErrNodeLost, m.Name, seed))
+					cancels[i](fmt.Errorf("%w: node %s failed (the membership)", ErrNodeLost, m.Name))
 				}
 			}
 		}
@@ -521,7 +551,7 @@ func (g *openGuard) ctxOf(addr string) context.Context {
 	if i, ok := g.byAddr[addr]; ok {
 		return g.ctxs[i]
 	}
-	return g.ctxs[0]
+	return g.ctxs[0] // without a guard every one is Open's ctx
 }
 
 // stop ends the guard and waits for it; calling it twice is safe. The
@@ -550,25 +580,28 @@ func (j *Job) dropUnopenedLocked(gone []*nodeState) {
 }
 
 // discover returns addr and, after it, the QUIC address of every other
-// member that node sees alive and not draining, and the node's name; only
-// addr and no name when it does not answer (Open then says why).
-func (j *Job) discover(ctx context.Context, addr string) (addrs []string, seed string) {
+// member that node sees alive and not draining, with the names: that
+// node's, then the members'. Only addr and no name when it does not answer
+// (Open then says why).
+func (j *Job) discover(ctx context.Context, addr string) (addrs, names []string) {
 	out := []string{addr}
 	name, err := j.cl.Connect(ctx, addr)
 	if err != nil {
-		return out, ""
+		return out, nil
 	}
 	ms, err := j.cl.Members(ctx, name)
 	if err != nil {
 		j.log.Warn("the job opens on the one node given: it did not list the members", "node", name, "error", err)
-		return out, ""
+		return out, nil
 	}
+	names = []string{name}
 	for _, m := range ms.Members {
 		if m.Name != name && m.State == "alive" && !m.Leaving && m.QUICAddr != "" {
 			out = append(out, m.QUICAddr)
+			names = append(names, m.Name)
 		}
 	}
-	return out, name
+	return out, names
 }
 
 // epoch is one span of a job between recoveries: the node jobs opened for
