@@ -169,11 +169,11 @@ func TestJacobiSurvivesNodeHang_C5(t *testing.T) {
 
 // A member stopped with SIGSTOP (a hung host, or one cut off: no answer,
 // no refusal) a moment before acpp.Connect with one address, still listed
-// alive by the node asked: Open leaves it out once that node's membership
+// alive by the node asked: Open leaves it out once the membership
 // sees it failed, about a second with the local timing preset. It waited
 // out the 10 s dial timeout; a member killed after it answered the dial
 // cost the 15 s idle timeout of its inventory or job open call (chaos
-// campaign 2026-11-28: 2 of 150 runs took 18 and 19 s) (C1, C5).
+// campaign 2026-11-28: 2 of 197 runs took 18.5 and 19.5 s) (C1, C5).
 func TestMemberHungDuringOpenIsLeftOutAtOnce_C1_C5(t *testing.T) {
 	creds := makeCredentials(t, "hungopen", []string{"n1", "n2", "n3"}, []string{"alice"})
 	procs, _ := startThree(t, creds)
