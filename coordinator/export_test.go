@@ -25,3 +25,7 @@ func SetTestHookReopened(f func()) { testHookReopened = f }
 // ApplyMembersForTest acts on ms as if a node of the job had answered
 // the membership watch with it.
 func (j *Job) ApplyMembersForTest(ms *proto.Members) { j.applyMembers(j.ctx, ms) }
+
+// SetTestHookDiscovered sets the hook that runs in Open once the one
+// address given listed the members (nil: none).
+func SetTestHookDiscovered(f func()) { testHookDiscovered = f }

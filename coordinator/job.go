@@ -280,11 +280,26 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 		return nil, err
 	}
 	var all []string
-	discovered := map[*nodeState]bool{} // members discover found, not in cfg.Nodes
+	discovered := map[*nodeState]bool{} // members Open may leave out: those discover found, and the seed
 	addrs := cfg.Nodes
+	var names []string // the seed's name (the node discover asked), then the members it found
 	if len(addrs) == 1 && !cfg.Static && cfg.MembershipInterval >= 0 {
-		addrs = j.discover(ctx, addrs[0])
+		addrs, names = j.discover(ctx, addrs[0])
+		if testHookDiscovered != nil {
+			testHookDiscovered()
+		}
 	}
+	// A member that fails while Open asks it is given up as soon as the
+	// membership says so (openGuard).
+	guard := j.guardOpen(ctx, names, addrs)
+	defer guard.stop()
+	// The seed, once it listed other members, is a member like them: lost
+	// before the job opens there, it is left out as they are, and Open
+	// fails with its error only when no member is left. A refusal it
+	// answers is Open's failure.
+	seedSpare := len(names) > 1
+	var refusal *transport.RemoteError
+	var seedErr error
 	// Every address is asked at once, a batch at a time in order: a member
 	// that hangs costs the dial timeout once, not once per member after it.
 	var probes []nodeProbe
@@ -295,17 +310,22 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 		if found && len(j.nodes) >= maxJobNodes {
 			break
 		}
+		spare := found || (i == 0 && seedSpare) // for a loss; a refusal is the seed's answer
 		if i%probeBatch == 0 {
-			probes = probeNodes(ctx, cl, addrs[i:min(i+probeBatch, len(addrs))])
+			probes = probeNodes(guard.ctxs[i:min(i+probeBatch, len(addrs))], cl, addrs[i:min(i+probeBatch, len(addrs))])
 		}
 		pr := probes[i%probeBatch]
 		name, err := pr.name, pr.connErr
 		if err != nil {
-			if found {
+			err = fmt.Errorf("coordinator: connect to node %s: %w; is acpp-node running there, and are the credentials of this cluster?", addr, err)
+			if found || spare && !errors.As(err, &refusal) {
 				j.log.Warn("a member of the cluster is left out of the job: cannot connect", "addr", addr, "error", err)
+				if !found {
+					seedErr = err
+				}
 				continue
 			}
-			return fail(fmt.Errorf("coordinator: connect to node %s: %w; is acpp-node running there, and are the credentials of this cluster?", addr, err))
+			return fail(err)
 		}
 		if j.byName[name] != nil {
 			if found {
@@ -315,8 +335,11 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 		}
 		inv, err := pr.inv, pr.invErr
 		if err != nil {
-			if found {
+			if found || spare && !errors.As(err, &refusal) {
 				j.log.Warn("a member of the cluster is left out of the job: no inventory", "node", name, "error", err)
+				if !found {
+					seedErr = fmt.Errorf("coordinator: inventory of node %s: %w", name, err)
+				}
 				continue
 			}
 			return fail(fmt.Errorf("coordinator: inventory of node %s: %w", name, err))
@@ -344,7 +367,7 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 		}
 		j.nodes = append(j.nodes, ns)
 		j.byName[name] = ns
-		if found {
+		if spare {
 			discovered[ns] = true
 		}
 		for _, dev := range selected {
@@ -360,16 +383,21 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 	var opening sync.WaitGroup
 	for i, ns := range j.nodes {
 		opening.Go(func() {
-			ns.nj, openErrs[i] = cl.Open(ctx, ns.name, cfg.JobID, nodeclient.JobOptions{Lease: cfg.Lease, MaxBytes: cfg.MaxBytes})
+			ns.nj, openErrs[i] = cl.Open(guard.ctxOf(ns.addr), ns.name, cfg.JobID, nodeclient.JobOptions{Lease: cfg.Lease, MaxBytes: cfg.MaxBytes})
 		})
 	}
 	opening.Wait()
+	guard.stop()
 	var gone []*nodeState
 	for i, ns := range j.nodes {
 		err := openErrs[i]
-		if err != nil && discovered[ns] && ctx.Err() == nil {
+		seedRefused := ns.addr == addrs[0] && errors.As(err, &refusal)
+		if err != nil && discovered[ns] && !seedRefused && ctx.Err() == nil {
 			j.log.Warn("a member of the cluster is left out of the job: cannot open the job there", "node", ns.name, "error", err)
 			gone = append(gone, ns)
+			if ns.addr == addrs[0] {
+				seedErr = fmt.Errorf("coordinator: open job %d on node %s: %w", cfg.JobID, ns.name, err)
+			}
 			continue
 		}
 		if err != nil {
@@ -378,6 +406,9 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 	}
 	if len(gone) > 0 {
 		j.dropUnopenedLocked(gone)
+	}
+	if len(j.nodes) == 0 && seedErr != nil {
+		return fail(seedErr)
 	}
 	if len(j.devices) == 0 {
 		return fail(&NoDeviceError{All: all})
@@ -417,6 +448,10 @@ func Open(ctx context.Context, cfg Config) (*Job, error) {
 	return j, nil
 }
 
+// testHookDiscovered, when set (tests only), runs in Open once discover
+// listed the members.
+var testHookDiscovered func()
+
 // probeBatch is how many addresses Open asks at once.
 const probeBatch = 16
 
@@ -429,20 +464,101 @@ type nodeProbe struct {
 }
 
 // probeNodes connects to every address and asks each node for its
-// inventory, all at once; the answers are in the addresses' order.
-func probeNodes(ctx context.Context, cl *nodeclient.Client, addrs []string) []nodeProbe {
+// inventory, all at once, addrs[i] under ctxs[i]; the answers are in the
+// addresses' order.
+func probeNodes(ctxs []context.Context, cl *nodeclient.Client, addrs []string) []nodeProbe {
 	out := make([]nodeProbe, len(addrs))
 	var wg sync.WaitGroup
 	for i, addr := range addrs {
 		wg.Go(func() {
 			pr := &out[i]
-			if pr.name, pr.connErr = cl.Connect(ctx, addr); pr.connErr == nil {
-				pr.inv, pr.invErr = cl.Inventory(ctx, pr.name)
+			if pr.name, pr.connErr = cl.Connect(ctxs[i], addr); pr.connErr == nil {
+				pr.inv, pr.invErr = cl.Inventory(ctxs[i], pr.name)
 			}
 		})
 	}
 	wg.Wait()
 	return out
+}
+
+// openGuard gives up Open's calls to a member (the seed too) once the
+// membership sees it failed. Killed after it answered the dial, a
+// member answers no call until the connection idles out (the transport's
+// IdleTimeout, 15 s); stopped, or its host gone, it answers no dial for
+// DialTimeout (10 s); gossip tells either in about a second (the local
+// timing preset) or five (lan).
+type openGuard struct {
+	ctxs   []context.Context // per address of Open's list
+	byAddr map[string]int
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// guardOpen starts the guard of addrs, as discover returned them with
+// names (the seed's, then the members'): it asks the seed for the members,
+// and the others in turn while the seed does not answer (askMembers).
+// Without members found every call runs under ctx alone.
+func (j *Job) guardOpen(ctx context.Context, names, addrs []string) *openGuard {
+	g := &openGuard{ctxs: make([]context.Context, len(addrs)), byAddr: map[string]int{}, done: make(chan struct{})}
+	for i := range addrs {
+		g.ctxs[i] = ctx
+	}
+	if len(names) < 2 {
+		g.cancel = func() {}
+		close(g.done)
+		return g
+	}
+	gctx, gcancel := context.WithCancel(ctx)
+	g.cancel = gcancel
+	cancels := make([]context.CancelCauseFunc, len(addrs))
+	for i, addr := range addrs {
+		g.ctxs[i], cancels[i] = context.WithCancelCause(ctx)
+		g.byAddr[addr] = i
+	}
+	go func() {
+		defer close(g.done)
+		defer func() {
+			for _, c := range cancels {
+				c(nil)
+			}
+		}()
+		t := time.NewTicker(j.cfg.MembershipInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-gctx.Done():
+				return
+			case <-t.C:
+			}
+			cctx, ccancel := context.WithTimeout(gctx, 2*time.Second)
+			ms, err := j.askMembers(cctx, names)
+			ccancel()
+			if err != nil {
+				continue
+			}
+			for _, m := range ms.Members {
+				if i, ok := g.byAddr[m.QUICAddr]; ok && m.State == "failed" {
+					cancels[i](fmt.Errorf("%w: node %s failed (the membership)", ErrNodeLost, m.Name))
+				}
+			}
+		}
+	}()
+	return g
+}
+
+// ctxOf is the context of Open's calls to addr.
+func (g *openGuard) ctxOf(addr string) context.Context {
+	if i, ok := g.byAddr[addr]; ok {
+		return g.ctxs[i]
+	}
+	return g.ctxs[0] // without a guard every one is Open's ctx
+}
+
+// stop ends the guard and waits for it; calling it twice is safe. The
+// contexts it cancels are only Open's calls': jobs opened live on.
+func (g *openGuard) stop() {
+	g.cancel()
+	<-g.done
 }
 
 // dropUnopenedLocked takes nodes that Open could not open the job on out
@@ -464,25 +580,28 @@ func (j *Job) dropUnopenedLocked(gone []*nodeState) {
 }
 
 // discover returns addr and, after it, the QUIC address of every other
-// member that node sees alive and not draining; only addr when it does
-// not answer (Open then says why).
-func (j *Job) discover(ctx context.Context, addr string) []string {
+// member that node sees alive and not draining, with the names: that
+// node's, then the members'. Only addr and no name when it does not answer
+// (Open then says why).
+func (j *Job) discover(ctx context.Context, addr string) (addrs, names []string) {
 	out := []string{addr}
 	name, err := j.cl.Connect(ctx, addr)
 	if err != nil {
-		return out
+		return out, nil
 	}
 	ms, err := j.cl.Members(ctx, name)
 	if err != nil {
 		j.log.Warn("the job opens on the one node given: it did not list the members", "node", name, "error", err)
-		return out
+		return out, nil
 	}
+	names = []string{name}
 	for _, m := range ms.Members {
 		if m.Name != name && m.State == "alive" && !m.Leaving && m.QUICAddr != "" {
 			out = append(out, m.QUICAddr)
+			names = append(names, m.Name)
 		}
 	}
-	return out
+	return out, names
 }
 
 // epoch is one span of a job between recoveries: the node jobs opened for

@@ -30,7 +30,13 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the golden files in testdata/
 
 func TestMain(m *testing.M) {
 	slog.SetDefault(slog.New(slog.DiscardHandler)) // the CUDA backend logs its absence there
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m,
+		// memberlist's TCP handlers end within its TCP timeout after Close.
+		goleak.IgnoreTopFunction("github.com/hashicorp/memberlist.(*Memberlist).streamListen"),
+		// A probe started just before Close waits out the probe interval
+		// (a test whose node was stopped ends while the others probe it).
+		goleak.IgnoreTopFunction("github.com/hashicorp/memberlist.(*Memberlist).probeNode"),
+	)
 }
 
 // writeJob writes text as a job file in a new temp dir and returns its path.

@@ -231,11 +231,12 @@ func clusterBudgets(ctx context.Context, cfg *ClusterConfig) ([]memBudget, []str
 	defer done()
 	var out []memBudget
 	var missing []string
-	for _, m := range ms.Members {
+	invs := inventories(ctx, cl, ms.Members)
+	for i, m := range ms.Members {
 		if m.State != "alive" || m.Leaving || m.QUICAddr == "" {
 			continue
 		}
-		inv, err := inventory(ctx, cl, m)
+		inv, err := invs[i].inv, invs[i].err
 		if err != nil {
 			missing = append(missing, fmt.Sprintf("%s (%v)", m.Name, err))
 			continue
