@@ -296,6 +296,78 @@ func BenchmarkCheckpointOverhead(b *testing.B) {
 	b.ReportMetric(float64(autoSt.Checkpoints), "auto-checkpoints")
 }
 
+// A node lost while it drains is told and counted as a loss, not also as
+// a drain: the job got "n2 draining", "n2 lost" and then "n2 drained", and
+// Stats counted one drain that never happened (found in review).
+func TestNodeLostWhileDrainingIsNoDrain_C5(t *testing.T) {
+	c := coordtest.Start(t, 3, coordtest.Options{Modify: func(_ int, cfg *node.Config) { cfg.DrainTimeout = 30 * time.Second }})
+	ctx := testCtx(t)
+	events := make(chan string, 16)
+	j := openJob(t, c, func(cfg *coordinator.Config) {
+		cfg.MembershipInterval = 20 * time.Millisecond
+		cfg.OnNodeEvent = func(ev coordinator.NodeEvent) { events <- ev.Node + " " + ev.Kind }
+	})
+	const n = 4096
+	d, _ := j.NewBuffer(coordinator.BufferSpec{Name: "d", Range: coordinator.Dims{1, 1, n}, ElemSize: 4})
+	fill(t, j, d, n, 3, "n2/cpu:0")
+	// A long kernel keeps the drain waiting (nothing queued is re-run).
+	if _, err := j.Submit(ctx, coordinator.Group{Kernel: "test_sleep", Range: coordinator.Dims{1, 1, 1}, Device: "n2/cpu:0",
+		Args: []coordinator.Arg{coordinator.ScalarU64(61), coordinator.ScalarU64(3000), coordinator.Acc(coordinator.Accessor{Buffer: d, Mode: coordinator.ReadWrite})}}); err != nil {
+		t.Fatal(err)
+	}
+	for key := uint64(0); key != 61; {
+		select {
+		case key = <-started: // skip keys of other tests' launches
+		case <-ctx.Done():
+			t.Fatal("the long kernel never started")
+		}
+	}
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		c.Nodes[2].Drain(ctx) // ends when n2 stops, with an error
+	}()
+	want := func(ev string) {
+		t.Helper()
+		for {
+			select {
+			case got := <-events:
+				if got == ev {
+					return
+				}
+				if got == "n2 drained" {
+					t.Fatalf("event %q before %q", got, ev)
+				}
+			case <-ctx.Done():
+				t.Fatalf("no %q event", ev)
+			}
+		}
+	}
+	want("n2 draining")
+	c.Stop(2)
+	want("n2 lost")
+	if err := j.Wait(ctx); err != nil {
+		t.Fatalf("Wait after n2 was lost while draining: %v", err)
+	}
+	<-drained
+	got, err := j.Read(ctx, d, coordinator.Dims{}, coordinator.Dims{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := bytesF32(got); v[1] != 3 || v[0] != math.Float32frombits(61) {
+		t.Fatalf("d = [%v %v …] after the recovery, want [key 61, 3 …]", v[0], v[1])
+	}
+	j.Close(ctx) // the event goroutine ends, after what was queued
+	for range len(events) {
+		if got := <-events; got == "n2 drained" {
+			t.Errorf("event %q after n2 was lost", got)
+		}
+	}
+	if st := j.Stats().Recovery; st.Drains != 0 || st.Recoveries != 1 {
+		t.Errorf("Stats.Recovery = %+v, want no drain and one recovery", st)
+	}
+}
+
 // A node killed while it sends pages (issue 15: "a kill while the node is
 // sending pages"): n2 writes a 16 MiB buffer and starts sending it to n0
 // for a consumer there; n2 stops mid-transfer. The consumer's result is

@@ -364,10 +364,15 @@ func (j *Job) evacuate(ns *nodeState) {
 		}
 		break
 	}
-	if !ns.lost {
-		ns.drained = true
-		j.nodeLostLocked(ns, "drained")
+	if ns.lost {
+		// Lost while it drained (killed, or its drain ran out): told and
+		// recovered as a loss (nodeLostLocked), not a drain.
+		j.mu.Unlock()
+		j.log.Info("a draining node was lost before it had drained", "node", ns.name, "moved_bytes", moved)
+		return
 	}
+	ns.drained = true
+	j.nodeLostLocked(ns, "drained")
 	j.res.stats.Drains++
 	nj := ns.nj
 	j.mu.Unlock()
