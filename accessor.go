@@ -19,6 +19,7 @@ type accessConfig struct {
 	off    ID
 	rng    Range
 	mapper RangeMapper // Map: the region per chunk of a split group
+	twice  string      // an option given twice with different values (Within), or Map twice
 }
 
 // NoInit (SYCL no_init, discard) says the group overwrites the accessed
@@ -35,7 +36,12 @@ func NoInit(c *accessConfig) { c.noInit = true }
 // Buffer.Read and Buffer.Write index relative to it and hold only the
 // region (T3). The region must lie inside the buffer.
 func Within(off ID, rng Range) AccessOption {
-	return func(c *accessConfig) { c.within, c.off, c.rng = true, off, rng }
+	return func(c *accessConfig) {
+		if c.within && (c.off != off || c.rng != rng) {
+			c.twice = "Within"
+		}
+		c.within, c.off, c.rng = true, off, rng
+	}
 }
 
 // req is one requirement of a command group: what an accessor declared.
@@ -78,6 +84,10 @@ func access[T any](h *Handler, b *Buffer[T], mode coherence.Mode, shape accShape
 	}
 	if b == nil || b.st == nil {
 		h.fail(fmt.Errorf("%w: nil buffer", ErrBadRange))
+		return nil
+	}
+	if cfg.twice != "" {
+		h.fail(fmt.Errorf("%w: %s given twice to one accessor (the later replaced the earlier); pass it once", ErrOption, cfg.twice))
 		return nil
 	}
 	if b.st.q != h.q {

@@ -98,6 +98,9 @@ func hostRegion[T any](b *Buffer[T], mode Mode, opts []AccessOption) (off, rng c
 			o(&cfg)
 		}
 	}
+	if cfg.twice != "" {
+		return off, rng, false, fmt.Errorf("%w: %s given twice to one host access (the later replaced the earlier); pass it once", ErrOption, cfg.twice)
+	}
 	if cfg.noInit && mode == ModeRead {
 		return off, rng, false, fmt.Errorf("%w: a host read cannot be NoInit (NoInit means the contents are not needed); drop NoInit", ErrMode)
 	}

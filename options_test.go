@@ -315,3 +315,44 @@ func TestCancelledGroupLeavesBufferAsItWas(t *testing.T) {
 		q.Close()
 	}
 }
+
+// Within given twice with different regions to one accessor or host
+// access, or Map given twice, is ErrOption: the later replaced the earlier
+// without a word, as BufferName twice did.
+func TestAccessOptionsGivenTwiceRefused(t *testing.T) {
+	q := newQueue(t)
+	b, err := NewBuffer[float32](q, R1(64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for _, tc := range []struct {
+		opts []AccessOption
+		want string
+	}{
+		{[]AccessOption{Within(I1(0), R1(8)), Within(I1(8), R1(8))}, "Within given twice"},
+		{[]AccessOption{Map(OneToOne()), Map(OneToOne())}, "Map given twice"},
+	} {
+		_, err := q.Submit(func(h *Handler) error {
+			a := WriteRaw(h, b, tc.opts...)
+			h.SingleTask(func() { _ = a })
+			return nil
+		})
+		if !errors.Is(err, ErrOption) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("an accessor with %s: Submit = %v, want ErrOption", tc.want, err)
+		}
+	}
+	twice, err := HostRead(context.Background(), b, Within(I1(0), R1(8)), Within(I1(8), R1(8)))
+	if err == nil {
+		twice.Close() // taken: it would hold the buffer
+	}
+	if !errors.Is(err, ErrOption) || !strings.Contains(err.Error(), "Within given twice") {
+		t.Errorf("HostRead with Within twice = %v, want ErrOption", err)
+	}
+	// The same region twice is one region.
+	ha, err := HostRead(context.Background(), b, Within(I1(0), R1(8)), Within(I1(0), R1(8)))
+	if err != nil {
+		t.Fatalf("HostRead with the same Within twice: %v", err)
+	}
+	ha.Close()
+}

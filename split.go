@@ -263,7 +263,12 @@ func Map(m RangeMapper) AccessOption {
 	if m == nil { // refused at Submit, never taken for no mapper
 		m = builtin{name: "nil", err: fmt.Errorf("%w: Map(nil): give a range mapper (OneToOne, Neighbourhood, All, Fixed or a MapFunc)", ErrSplit)}
 	}
-	return func(c *accessConfig) { c.mapper = m }
+	return func(c *accessConfig) {
+		if c.mapper != nil { // mappers need not be comparable: once only
+			c.twice = "Map"
+		}
+		c.mapper = m
+	}
 }
 
 // splitState is a split group's state in its Handler (Handler.splitting).
