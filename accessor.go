@@ -34,7 +34,8 @@ func NoInit(c *accessConfig) { c.noInit = true }
 // refuse it (ErrOption: use a ranged constructor for a region). A host
 // accessor (HostAccess, HostRead) and
 // Buffer.Read and Buffer.Write index relative to it and hold only the
-// region (T3). The region must lie inside the buffer.
+// region (T3). The region must lie inside the buffer. Given twice with
+// different regions it is ErrOption.
 func Within(off ID, rng Range) AccessOption {
 	return func(c *accessConfig) {
 		if c.within && (c.off != off || c.rng != rng) {

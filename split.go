@@ -258,7 +258,8 @@ func (f MapFunc) forBuffer(kd, bd int) (partition.RangeMapper, error) {
 // region coherence makes up to date there and orders groups on), while
 // indexing stays global, as in the unsplit kernel. Only Read, Write,
 // ReadWrite and the Raw constructors take it (a ranged accessor's region
-// is its own), and only in a group submitted with Split.
+// is its own), and only in a group submitted with Split. Given twice to one
+// accessor it is ErrOption.
 func Map(m RangeMapper) AccessOption {
 	if m == nil { // refused at Submit, never taken for no mapper
 		m = builtin{name: "nil", err: fmt.Errorf("%w: Map(nil): give a range mapper (OneToOne, Neighbourhood, All, Fixed or a MapFunc)", ErrSplit)}
