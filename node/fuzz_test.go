@@ -107,14 +107,21 @@ func FuzzSubmit(f *testing.F) {
 			}
 		}
 		waitNotRunning(t, j, batch)
-		n.closeJob(j, errJobClosed)
-		j.mu.Lock()
-		pending, bytes := j.pending, j.bytes
-		j.mu.Unlock()
-		if pending != 0 || bytes != 0 || n.allocated.Load() != 0 {
-			t.Fatalf("after close: %d pending, job holds %d bytes, node %d; want 0", pending, bytes, n.allocated.Load())
-		}
+		closeJobFreesAll(t, n, j)
 	})
+}
+
+// closeJobFreesAll closes j on n and fails t unless nothing of it is left:
+// no pending instruction, no byte held by the job or the node.
+func closeJobFreesAll(t *testing.T, n *Node, j *job) {
+	t.Helper()
+	n.closeJob(j, errJobClosed)
+	j.mu.Lock()
+	pending, bytes := j.pending, j.bytes
+	j.mu.Unlock()
+	if pending != 0 || bytes != 0 || n.allocated.Load() != 0 {
+		t.Fatalf("after close: %d pending, job holds %d bytes, node %d; want 0", pending, bytes, n.allocated.Load())
+	}
 }
 
 func asReply(err error, re **proto.ErrorReply) bool {

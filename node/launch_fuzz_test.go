@@ -147,12 +147,6 @@ func FuzzLaunch(f *testing.F) {
 			// write over other memory or fault.
 			t.Fatalf("a built-in panicked instead of being refused: %v\nlaunch %+v", failed.Message, batch[2].Launch)
 		}
-		n.closeJob(j, errJobClosed)
-		j.mu.Lock()
-		pending, bytes := j.pending, j.bytes
-		j.mu.Unlock()
-		if pending != 0 || bytes != 0 || n.allocated.Load() != 0 {
-			t.Fatalf("after close: %d pending, job holds %d bytes, node %d; want 0", pending, bytes, n.allocated.Load())
-		}
+		closeJobFreesAll(t, n, j)
 	})
 }
